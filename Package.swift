@@ -1,0 +1,100 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Stratus",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "StratusModel", targets: ["StratusModel"]),
+        .library(name: "StratusStorage", targets: ["StratusStorage"]),
+        .library(name: "StratusSQLite", targets: ["StratusSQLite"]),
+        .library(name: "StratusServer", targets: ["StratusServer"]),
+        .executable(name: "stratus", targets: ["stratus"]),
+        .executable(name: "stratus-bench", targets: ["stratus-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
+    targets: [
+        .target(name: "StratusModel", swiftSettings: swiftSettings),
+        .target(
+            name: "StratusStorage",
+            dependencies: ["StratusModel", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StratusStorageConformance",
+            dependencies: ["StratusStorage", "StratusModel"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StratusSQLite",
+            dependencies: ["StratusStorage", "StratusModel", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StratusServer",
+            dependencies: [
+                "StratusModel", "StratusStorage",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            resources: [.copy("Resources/openapi.json")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "stratus",
+            dependencies: [
+                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "stratus-bench",
+            dependencies: [
+                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "StratusSQLiteTests",
+            dependencies: ["StratusSQLite", "StratusStorageConformance", "StratusStorage", "StratusModel"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StratusServerTests",
+            dependencies: [
+                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

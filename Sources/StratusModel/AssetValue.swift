@@ -1,0 +1,42 @@
+/// The value of an asset field (CloudKit's Asset Dictionary).
+///
+/// A client saves a record with the `receipt` it got from an upload; the server answers with
+/// `downloadURL` on fetch. The bytes themselves never travel inside a record.
+public struct AssetValue: Hashable, Sendable, Decodable, JSONWritable {
+    /// Checksum of the file's bytes.
+    public var fileChecksum: String?
+    /// Size of the file in bytes.
+    public var size: Int64?
+    /// Checksum of the wrapped key (private database).
+    public var referenceChecksum: String?
+    /// The key that encrypts the file (private database).
+    public var wrappingKey: String?
+    /// Proof of upload, needed when saving a record that points at a new asset.
+    public var receipt: String?
+    /// Where to fetch the bytes; set by the server on fetch.
+    public var downloadURL: String?
+
+    /// Creates an asset value.
+    public init(
+        fileChecksum: String? = nil, size: Int64? = nil, referenceChecksum: String? = nil,
+        wrappingKey: String? = nil, receipt: String? = nil, downloadURL: String? = nil
+    ) {
+        self.fileChecksum = fileChecksum
+        self.size = size
+        self.referenceChecksum = referenceChecksum
+        self.wrappingKey = wrappingKey
+        self.receipt = receipt
+        self.downloadURL = downloadURL
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("fileChecksum", fileChecksum)
+        writer.field("size", size)
+        writer.field("referenceChecksum", referenceChecksum)
+        writer.field("wrappingKey", wrappingKey)
+        writer.field("receipt", receipt)
+        writer.field("downloadURL", downloadURL)
+        writer.endObject()
+    }
+}

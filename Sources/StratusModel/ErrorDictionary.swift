@@ -1,0 +1,48 @@
+/// An error for a whole request or for one item of it (CloudKit's Record Fetch Error Dictionary,
+/// also used for zones and for request-level failures).
+public struct ErrorDictionary: Hashable, Sendable, Decodable, JSONWritable {
+    /// The record the error is about, for per-record errors.
+    public var recordName: String?
+    /// The zone the error is about, for per-zone errors.
+    public var zoneID: ZoneID?
+    /// A human-readable explanation naming the bad input and the rule it breaks.
+    public var reason: String
+    /// The machine-readable code.
+    public var serverErrorCode: ServerErrorCode
+    /// Seconds to wait before retrying; absent means the operation cannot be retried as is.
+    public var retryAfter: Int?
+    /// A unique identifier for this error, for support and logs.
+    public var uuid: String
+    /// For `AUTHENTICATION_REQUIRED`: where the user signs in.
+    public var redirectURL: String?
+    /// For `CONFLICT` and `EXISTS`: the record as the server has it now (a Stratus extension).
+    public var serverRecord: RecordDictionary?
+
+    /// Creates an error dictionary.
+    public init(
+        serverErrorCode: ServerErrorCode, reason: String, recordName: String? = nil, zoneID: ZoneID? = nil,
+        retryAfter: Int? = nil, uuid: String, redirectURL: String? = nil, serverRecord: RecordDictionary? = nil
+    ) {
+        self.serverErrorCode = serverErrorCode
+        self.reason = reason
+        self.recordName = recordName
+        self.zoneID = zoneID
+        self.retryAfter = retryAfter
+        self.uuid = uuid
+        self.redirectURL = redirectURL
+        self.serverRecord = serverRecord
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("recordName", recordName)
+        writer.field("zoneID", zoneID)
+        writer.field("reason", reason)
+        writer.field("serverErrorCode", serverErrorCode.rawValue)
+        writer.field("retryAfter", retryAfter.map(Int64.init))
+        writer.field("uuid", uuid)
+        writer.field("redirectURL", redirectURL)
+        writer.field("serverRecord", serverRecord)
+        writer.endObject()
+    }
+}

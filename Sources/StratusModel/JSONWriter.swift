@@ -1,0 +1,201 @@
+import Foundation
+
+/// Appends JSON text to a byte buffer without an intermediate object tree.
+///
+/// Stratus writes every wire object through this type so that key order is stable (and matches
+/// the order of Apple's documented examples) and so that stored, already-encoded JSON fragments
+/// can be spliced into a response without being decoded first.
+public struct JSONWriter: Sendable {
+    /// The JSON text written so far, as UTF-8.
+    public private(set) var bytes: [UInt8]
+    private var needsComma = false
+
+    /// Creates an empty writer, reserving `capacity` bytes.
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Opens an object (`{`).
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    /// Closes the current object (`}`).
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    /// Opens an array (`[`).
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    /// Closes the current array (`]`).
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    /// Writes an object key; the next value written belongs to it.
+    public mutating func key(_ name: String) {
+        separate()
+        writeQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    /// Writes a string value.
+    public mutating func string(_ value: String) {
+        separate()
+        writeQuoted(value)
+        needsComma = true
+    }
+
+    /// Writes an integer value.
+    public mutating func int(_ value: Int64) {
+        separate()
+        appendDecimal(value)
+        needsComma = true
+    }
+
+    /// Writes a floating-point value in its shortest round-tripping form.
+    public mutating func double(_ value: Double) {
+        separate()
+        if value.isFinite, value == value.rounded(.towardZero), abs(value) < 1e15 {
+            // Keep a fractional part so readers see a DOUBLE, not an INT64.
+            appendDecimal(Int64(value))
+            bytes.append(contentsOf: [UInt8(ascii: "."), UInt8(ascii: "0")])
+        } else {
+            bytes.append(contentsOf: value.description.utf8)
+        }
+        needsComma = true
+    }
+
+    /// Writes `true` or `false`.
+    public mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
+        needsComma = true
+    }
+
+    /// Writes `null`.
+    public mutating func null() {
+        separate()
+        bytes.append(contentsOf: Array("null".utf8))
+        needsComma = true
+    }
+
+    /// Writes already-encoded JSON text as one value. The caller guarantees it is valid JSON.
+    public mutating func raw(_ json: some Collection<UInt8>) {
+        separate()
+        bytes.append(contentsOf: json)
+        needsComma = true
+    }
+
+    /// Writes `key: value` for a non-nil string.
+    public mutating func field(_ name: String, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        string(value)
+    }
+
+    /// Writes `key: value` for a non-nil integer.
+    public mutating func field(_ name: String, _ value: Int64?) {
+        guard let value else { return }
+        key(name)
+        int(value)
+    }
+
+    /// Writes `key: value` for a non-nil Boolean.
+    public mutating func field(_ name: String, _ value: Bool?) {
+        guard let value else { return }
+        key(name)
+        bool(value)
+    }
+
+    /// Writes `key: value` for a non-nil writable value.
+    public mutating func field(_ name: String, _ value: (some JSONWritable)?) {
+        guard let value else { return }
+        key(name)
+        value.write(to: &self)
+    }
+
+    /// Writes `key: [values]`.
+    public mutating func field(_ name: String, array values: some Sequence<some JSONWritable>) {
+        key(name)
+        beginArray()
+        for value in values { value.write(to: &self) }
+        endArray()
+    }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    private mutating func appendDecimal(_ value: Int64) {
+        if value == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
+        var magnitude = value.magnitude
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while magnitude > 0 {
+                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            }
+            for index in stride(from: count - 1, through: 0, by: -1) {
+                bytes.append(buffer[index])
+            }
+        }
+    }
+
+    private mutating func writeQuoted(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// A value that writes itself as JSON.
+public protocol JSONWritable {
+    /// Appends this value's JSON form to `writer`.
+    func write(to writer: inout JSONWriter)
+}
+
+extension JSONWritable {
+    /// This value's JSON text as UTF-8 bytes.
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter()
+        write(to: &writer)
+        return writer.bytes
+    }
+}
+
+extension String: JSONWritable {
+    public func write(to writer: inout JSONWriter) { writer.string(self) }
+}

@@ -1,0 +1,56 @@
+/// The limits a server enforces and advertises through its capabilities endpoint.
+///
+/// Defaults follow CloudKit Web Services' documented limits.
+public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
+    /// Operations in one `records/modify` or `zones/modify` request (CloudKit: 200).
+    public var maxOperationsPerRequest: Int
+    /// Records in one response page (CloudKit: 200).
+    public var maxRecordsPerResponse: Int
+    /// Size of one record's fields as JSON, assets excluded (CloudKit: 1 MB).
+    public var maxRecordSizeBytes: Int
+    /// Length of record, zone and owner names and field names; names are ASCII (CloudKit: 255).
+    public var maxNameLength: Int
+    /// Fields in one record (CloudKit: 256 per record type).
+    public var maxFieldsPerRecord: Int
+    /// Size of one asset file (CloudKit Web Services: 50 MB).
+    public var maxAssetSizeBytes: Int
+    /// Size of one request body.
+    public var maxRequestBodyBytes: Int
+
+    /// Creates limits; every argument defaults to CloudKit's value.
+    public init(
+        maxOperationsPerRequest: Int = 200, maxRecordsPerResponse: Int = 200, maxRecordSizeBytes: Int = 1_048_576,
+        maxNameLength: Int = 255, maxFieldsPerRecord: Int = 256, maxAssetSizeBytes: Int = 52_428_800,
+        maxRequestBodyBytes: Int? = nil
+    ) {
+        self.maxOperationsPerRequest = maxOperationsPerRequest
+        self.maxRecordsPerResponse = maxRecordsPerResponse
+        self.maxRecordSizeBytes = maxRecordSizeBytes
+        self.maxNameLength = maxNameLength
+        self.maxFieldsPerRecord = maxFieldsPerRecord
+        self.maxAssetSizeBytes = maxAssetSizeBytes
+        // Room for a full batch of maximum-size records, with their JSON framing.
+        self.maxRequestBodyBytes = maxRequestBodyBytes ?? min(maxOperationsPerRequest * maxRecordSizeBytes, 64 << 20)
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("maxOperationsPerRequest", Int64(maxOperationsPerRequest))
+        writer.field("maxRecordsPerResponse", Int64(maxRecordsPerResponse))
+        writer.field("maxRecordSizeBytes", Int64(maxRecordSizeBytes))
+        writer.field("maxNameLength", Int64(maxNameLength))
+        writer.field("maxFieldsPerRecord", Int64(maxFieldsPerRecord))
+        writer.field("maxAssetSizeBytes", Int64(maxAssetSizeBytes))
+        writer.field("maxRequestBodyBytes", Int64(maxRequestBodyBytes))
+        writer.endObject()
+    }
+
+    /// Checks a record, zone or owner name: ASCII, 1 to `maxNameLength` characters, no control
+    /// characters. Returns the broken rule, or `nil` when the name is valid.
+    public func violation(ofName name: String) -> String? {
+        if name.isEmpty { return "must not be empty" }
+        if name.utf8.count > maxNameLength { return "is \(name.utf8.count) characters; the limit is \(maxNameLength)" }
+        if !name.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return "must be printable ASCII" }
+        return nil
+    }
+}

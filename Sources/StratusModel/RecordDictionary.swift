@@ -1,0 +1,131 @@
+/// A record as it travels on the wire (CloudKit's Record Dictionary).
+///
+/// In requests, `fields` holds the values to write and ``removedFieldNames`` the fields sent as
+/// `{"value": null}`. In responses, the server fills the system fields (`recordChangeTag`,
+/// `created`, `modified`, `deleted`, `zoneID`).
+public struct RecordDictionary: Hashable, Sendable {
+    /// The record's name, unique in its zone.
+    public var recordName: String?
+    /// The record's type.
+    public var recordType: String?
+    /// The server's version tag; it changes on every write.
+    public var recordChangeTag: String?
+    /// Field values by field name.
+    public var fields: [String: FieldValue]
+    /// Fields a request asks to remove.
+    public var removedFieldNames: Set<String>
+    /// Creation stamp.
+    public var created: RecordStamp?
+    /// Last modification stamp.
+    public var modified: RecordStamp?
+    /// `true` for a tombstone in a change feed or the result of a delete.
+    public var deleted: Bool?
+    /// The record's zone.
+    public var zoneID: ZoneID?
+
+    /// Creates a record dictionary.
+    public init(
+        recordName: String? = nil, recordType: String? = nil, recordChangeTag: String? = nil,
+        fields: [String: FieldValue] = [:], removedFieldNames: Set<String> = [], created: RecordStamp? = nil,
+        modified: RecordStamp? = nil, deleted: Bool? = nil, zoneID: ZoneID? = nil
+    ) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.recordChangeTag = recordChangeTag
+        self.fields = fields
+        self.removedFieldNames = removedFieldNames
+        self.created = created
+        self.modified = modified
+        self.deleted = deleted
+        self.zoneID = zoneID
+    }
+
+    /// Writes the record in Apple's key order. `desiredKeys` limits the fields written (`nil`: all;
+    /// empty: none, and the `fields` key is left out).
+    public func write(to writer: inout JSONWriter, desiredKeys: Set<String>? = nil, numbersAsStrings: Bool = false) {
+        Self.writeObject(
+            to: &writer, recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag,
+            created: created, modified: modified, deleted: deleted, zoneID: zoneID,
+            writeFields: deleted == true || desiredKeys?.isEmpty == true
+                ? nil
+                : { Self.writeFields(fields, to: &$0, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings) }
+        )
+    }
+
+    /// Writes a Record Dictionary in Apple's key order (`recordName`, `recordType`, `fields`,
+    /// `recordChangeTag`, `created`, `modified`, `deleted`, `zoneID`). `writeFields` writes the
+    /// fields object; when it is `nil` the `fields` key is left out.
+    public static func writeObject(
+        to writer: inout JSONWriter, recordName: String?, recordType: String?, recordChangeTag: String?,
+        created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneID: ZoneID?,
+        writeFields: ((inout JSONWriter) -> Void)?
+    ) {
+        writer.beginObject()
+        writer.field("recordName", recordName)
+        writer.field("recordType", recordType)
+        if let writeFields {
+            writer.key("fields")
+            writeFields(&writer)
+        }
+        writer.field("recordChangeTag", recordChangeTag)
+        writer.field("created", created)
+        writer.field("modified", modified)
+        writer.field("deleted", deleted)
+        writer.field("zoneID", zoneID)
+        writer.endObject()
+    }
+
+    /// Writes a fields dictionary (`{"name": {"value": …, "type": …}, …}`) with keys sorted, so that
+    /// the same fields always give the same bytes.
+    public static func writeFields(
+        _ fields: [String: FieldValue], to writer: inout JSONWriter, desiredKeys: Set<String>? = nil,
+        numbersAsStrings: Bool = false
+    ) {
+        writer.beginObject()
+        for name in fields.keys.sorted() where desiredKeys?.contains(name) ?? true {
+            writer.key(name)
+            fields[name]!.write(to: &writer, numbersAsStrings: numbersAsStrings)
+        }
+        writer.endObject()
+    }
+}
+
+extension RecordDictionary: JSONWritable {
+    public func write(to writer: inout JSONWriter) { write(to: &writer, desiredKeys: nil) }
+}
+
+extension RecordDictionary: Decodable {
+    private enum CodingKeys: String, CodingKey {
+        case recordName, recordType, recordChangeTag, fields, created, modified, deleted, zoneID
+    }
+
+    private struct FieldName: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        recordName = try container.decodeIfPresent(String.self, forKey: .recordName)
+        recordType = try container.decodeIfPresent(String.self, forKey: .recordType)
+        recordChangeTag = try container.decodeIfPresent(String.self, forKey: .recordChangeTag)
+        created = try container.decodeIfPresent(RecordStamp.self, forKey: .created)
+        modified = try container.decodeIfPresent(RecordStamp.self, forKey: .modified)
+        deleted = try container.decodeIfPresent(Bool.self, forKey: .deleted)
+        zoneID = try container.decodeIfPresent(ZoneID.self, forKey: .zoneID)
+        fields = [:]
+        removedFieldNames = []
+        if container.contains(.fields), try !container.decodeNil(forKey: .fields) {
+            let fieldsContainer = try container.nestedContainer(keyedBy: FieldName.self, forKey: .fields)
+            for key in fieldsContainer.allKeys {
+                if let value = try fieldsContainer.decode(FieldSlot.self, forKey: key).value {
+                    fields[key.stringValue] = value
+                } else {
+                    removedFieldNames.insert(key.stringValue)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+/// Who changed a record and when (the `created` and `modified` dictionaries).
+public struct RecordStamp: Hashable, Sendable, Decodable, JSONWritable {
+    /// Milliseconds since 1970.
+    public var timestamp: Int64
+    /// The record name of the user who made the change.
+    public var userRecordName: String
+    /// The device that made the change, when the client said which one it is.
+    public var deviceID: String?
+
+    /// Creates a stamp.
+    public init(timestamp: Int64, userRecordName: String, deviceID: String? = nil) {
+        self.timestamp = timestamp
+        self.userRecordName = userRecordName
+        self.deviceID = deviceID
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("timestamp", timestamp)
+        writer.field("userRecordName", userRecordName)
+        writer.field("deviceID", deviceID)
+        writer.endObject()
+    }
+}

@@ -1,0 +1,43 @@
+/// What happens to a record that holds a reference when the referenced record is deleted.
+public enum ReferenceAction: String, Sendable, Hashable, CaseIterable {
+    /// Nothing: the reference may dangle.
+    case none = "NONE"
+    /// Deleting the target deletes the record that holds the reference.
+    case deleteSelf = "DELETE_SELF"
+    /// The target must exist when the record is saved.
+    case validate = "VALIDATE"
+}
+
+/// A pointer to another record (CloudKit's Reference Dictionary).
+public struct Reference: Hashable, Sendable, Decodable, JSONWritable {
+    /// The referenced record's name.
+    public var recordName: String
+    /// The referenced record's zone; `nil` means the zone of the record that holds the reference.
+    public var zoneID: ZoneID?
+    /// The delete rule.
+    public var action: ReferenceAction
+
+    /// Creates a reference.
+    public init(recordName: String, zoneID: ZoneID? = nil, action: ReferenceAction = .none) {
+        self.recordName = recordName
+        self.zoneID = zoneID
+        self.action = action
+    }
+
+    private enum CodingKeys: String, CodingKey { case recordName, zoneID, action }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        recordName = try container.decode(String.self, forKey: .recordName)
+        zoneID = try container.decodeIfPresent(ZoneID.self, forKey: .zoneID)
+        action = try container.decodeIfPresent(ReferenceAction.self, forKey: .action) ?? .none
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("recordName", recordName)
+        writer.field("zoneID", zoneID)
+        writer.field("action", action.rawValue)
+        writer.endObject()
+    }
+}

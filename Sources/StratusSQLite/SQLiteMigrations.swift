@@ -1,0 +1,53 @@
+import GRDB
+
+/// The versioned schema of a Stratus SQLite database. Migrations run in order on open and are never
+/// edited once released: a change is a new migration.
+enum SQLiteMigrations {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: accounts, zones, records") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    CREATE TABLE containers (
+                        id TEXT PRIMARY KEY, allows_sign_up INTEGER NOT NULL, created_ms INTEGER NOT NULL);
+                    CREATE TABLE api_tokens (
+                        token_hash TEXT PRIMARY KEY,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        name TEXT NOT NULL, created_ms INTEGER NOT NULL);
+                    CREATE TABLE users (
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        record_name TEXT NOT NULL, username TEXT NOT NULL, password_hash TEXT NOT NULL,
+                        created_ms INTEGER NOT NULL,
+                        PRIMARY KEY (container_id, record_name), UNIQUE (container_id, username));
+                    CREATE TABLE sessions (
+                        token_hash TEXT PRIMARY KEY, container_id TEXT NOT NULL, user_record_name TEXT NOT NULL,
+                        expires_ms INTEGER NOT NULL);
+                    CREATE TABLE databases (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        container_id TEXT NOT NULL, environment TEXT NOT NULL, scope TEXT NOT NULL, owner TEXT NOT NULL,
+                        seq INTEGER NOT NULL DEFAULT 0, purged_seq INTEGER NOT NULL DEFAULT 0,
+                        UNIQUE (container_id, environment, scope, owner));
+                    CREATE TABLE zones (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        database_id INTEGER NOT NULL REFERENCES databases(id),
+                        name TEXT NOT NULL,
+                        seq INTEGER NOT NULL DEFAULT 0, purged_seq INTEGER NOT NULL DEFAULT 0,
+                        change_seq INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
+                        created_ms INTEGER NOT NULL, changed_ms INTEGER NOT NULL);
+                    CREATE UNIQUE INDEX zones_live_name ON zones (database_id, name) WHERE deleted = 0;
+                    CREATE INDEX zones_change_order ON zones (database_id, change_seq);
+                    CREATE TABLE records (
+                        zone_id INTEGER NOT NULL REFERENCES zones(id),
+                        name TEXT NOT NULL, record_type TEXT NOT NULL, change_tag TEXT NOT NULL, fields BLOB NOT NULL,
+                        created_ms INTEGER NOT NULL, created_by TEXT NOT NULL, created_device TEXT,
+                        modified_ms INTEGER NOT NULL, modified_by TEXT NOT NULL, modified_device TEXT,
+                        seq INTEGER NOT NULL, deleted INTEGER NOT NULL,
+                        UNIQUE (zone_id, name));
+                    CREATE INDEX records_change_order ON records (zone_id, seq);
+                    CREATE INDEX records_tombstones ON records (modified_ms) WHERE deleted = 1;
+                    """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,472 @@
+import Foundation
+import GRDB
+import StratusModel
+public import StratusStorage
+
+/// The embedded storage backend: one SQLite file in WAL mode, through GRDB.
+///
+/// Writers are serialized by SQLite, so a zone's sequence numbers are handed out in commit order
+/// simply by reading and bumping them inside each write transaction.
+public final class SQLiteStorage: StratusStorage {
+    /// How hard a commit tries to survive a power loss.
+    public enum Durability: String, Sendable, CaseIterable {
+        /// `synchronous=FULL`: every commit is on disk before it is acknowledged (the default).
+        case full
+        /// `synchronous=NORMAL`: a commit survives a crash of the process but may be lost with power.
+        case normal
+    }
+
+    /// Storage settings.
+    public struct Configuration: Sendable {
+        /// Commit durability; `.full` by default.
+        public var durability: Durability
+
+        /// Creates a configuration.
+        public init(durability: Durability = .full) {
+            self.durability = durability
+        }
+    }
+
+    private let pool: DatabasePool
+
+    /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
+    public init(path: String, configuration: Configuration = Configuration()) throws {
+        var grdb = GRDB.Configuration()
+        let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
+        grdb.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        grdb.busyMode = .timeout(10)
+        pool = try DatabasePool(path: path, configuration: grdb)
+        try SQLiteMigrations.migrator.migrate(pool)
+    }
+
+    // MARK: Settings
+
+    public func setting(_ key: String) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM settings WHERE key = ?", arguments: [key])
+        }
+    }
+
+    public func initializeSetting(_ key: String, to value: String) async throws -> String {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)", arguments: [key, value])
+            return try String.fetchOne(db, sql: "SELECT value FROM settings WHERE key = ?", arguments: [key])!
+        }
+    }
+
+    public func setSetting(_ key: String, to value: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                arguments: [key, value])
+        }
+    }
+
+    // MARK: Containers, tokens, users, sessions
+
+    public func createContainer(_ container: ContainerInfo) async throws {
+        try await pool.write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM containers WHERE id = ?", arguments: [container.identifier])
+                != nil
+            {
+                throw StratusError(.exists, "container '\(container.identifier)' already exists")
+            }
+            try db.execute(
+                sql: "INSERT INTO containers (id, allows_sign_up, created_ms) VALUES (?, ?, ?)",
+                arguments: [container.identifier, container.allowsSignUp, container.createdAt])
+        }
+    }
+
+    public func container(_ identifier: String) async throws -> ContainerInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM containers WHERE id = ?", arguments: [identifier])
+                .map(Self.containerInfo)
+        }
+    }
+
+    public func containers() async throws -> [ContainerInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM containers ORDER BY id").map(Self.containerInfo)
+        }
+    }
+
+    private static func containerInfo(_ row: Row) -> ContainerInfo {
+        ContainerInfo(identifier: row["id"], allowsSignUp: row["allows_sign_up"], createdAt: row["created_ms"])
+    }
+
+    public func createAPIToken(hash: String, container: String, name: String, createdAt: Int64) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, container)
+            try db.execute(
+                sql: "INSERT INTO api_tokens (token_hash, container_id, name, created_ms) VALUES (?, ?, ?, ?)",
+                arguments: [hash, container, name, createdAt])
+        }
+    }
+
+    public func containerForAPIToken(hash: String) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT container_id FROM api_tokens WHERE token_hash = ?", arguments: [hash])
+        }
+    }
+
+    public func createUser(_ user: UserInfo) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, user.container)
+            if try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM users WHERE container_id = ? AND username = ?",
+                arguments: [user.container, user.username]) != nil
+            {
+                throw StratusError(.exists, "username '\(user.username)' is taken")
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO users (container_id, record_name, username, password_hash, created_ms)
+                    VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [user.container, user.recordName, user.username, user.passwordHash, user.createdAt])
+        }
+    }
+
+    public func user(container: String, username: String) async throws -> UserInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE container_id = ? AND username = ?", arguments: [container, username]
+            ).map(Self.userInfo)
+        }
+    }
+
+    public func user(container: String, recordName: String) async throws -> UserInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE container_id = ? AND record_name = ?",
+                arguments: [container, recordName]
+            ).map(Self.userInfo)
+        }
+    }
+
+    private static func userInfo(_ row: Row) -> UserInfo {
+        UserInfo(
+            container: row["container_id"], recordName: row["record_name"], username: row["username"],
+            passwordHash: row["password_hash"], createdAt: row["created_ms"])
+    }
+
+    private static func requireContainer(_ db: Database, _ container: String) throws {
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM containers WHERE id = ?", arguments: [container]) != nil else {
+            throw StratusError(.notFound, "container '\(container)' does not exist")
+        }
+    }
+
+    public func createSession(hash: String, session: SessionInfo) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms) VALUES (?, ?, ?, ?)",
+                arguments: [hash, session.container, session.userRecordName, session.expiresAt])
+        }
+    }
+
+    public func session(hash: String) async throws -> SessionInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE token_hash = ?", arguments: [hash]).map { row in
+                SessionInfo(
+                    container: row["container_id"], userRecordName: row["user_record_name"],
+                    expiresAt: row["expires_ms"])
+            }
+        }
+    }
+
+    public func deleteSession(hash: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE token_hash = ?", arguments: [hash])
+        }
+    }
+
+    // MARK: Databases and zones
+
+    /// The database's storage identifier, creating the database and its default zone on first use.
+    private static func ensureDatabase(_ db: Database, _ locator: DatabaseLocator) throws -> Int64 {
+        if let id = try existingDatabase(db, locator) { return id }
+        try db.execute(
+            sql: "INSERT INTO databases (container_id, environment, scope, owner) VALUES (?, ?, ?, ?)",
+            arguments: [locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner])
+        let id = db.lastInsertedRowID
+        try db.execute(
+            sql: "INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms) VALUES (?, ?, 0, 0, 0)",
+            arguments: [id, ZoneID.defaultZoneName])
+        return id
+    }
+
+    private static func existingDatabase(_ db: Database, _ locator: DatabaseLocator) throws -> Int64? {
+        try Int64.fetchOne(
+            db,
+            sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?",
+            arguments: [locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner])
+    }
+
+    /// Runs `body` with the database's identifier: in a read when the database exists, otherwise in
+    /// a write that creates it first.
+    private func withDatabase<T: Sendable>(
+        _ locator: DatabaseLocator, _ body: @escaping @Sendable (Database, Int64) throws -> T
+    ) async throws -> T {
+        let result: T? = try await pool.read { db in
+            try Self.existingDatabase(db, locator).map { try body(db, $0) }
+        }
+        if let result { return result }
+        return try await pool.write { db in try body(db, try Self.ensureDatabase(db, locator)) }
+    }
+
+    private static func zoneState(_ row: Row) -> ZoneState {
+        ZoneState(
+            name: row["name"], id: row["id"], sequence: row["seq"], purgedSequence: row["purged_seq"],
+            deleted: row["deleted"])
+    }
+
+    private static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneState? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted = 0"),
+            arguments: [databaseID, name]
+        ).map(zoneState)
+    }
+
+    private static func requireZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneState {
+        guard let zone = try liveZone(db, databaseID, name) else {
+            throw StratusError(.zoneNotFound, "zone '\(name)' does not exist")
+        }
+        return zone
+    }
+
+    /// Takes the database's next sequence number, which orders zone changes.
+    private static func nextDatabaseSequence(_ db: Database, _ databaseID: Int64) throws -> Int64 {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "UPDATE databases SET seq = seq + 1 WHERE id = ? RETURNING seq"),
+            arguments: [databaseID])!
+    }
+
+    public func zones(in database: DatabaseLocator) async throws -> [ZoneState] {
+        try await withDatabase(database) { db, databaseID in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name != ?, name",
+                arguments: [databaseID, ZoneID.defaultZoneName]
+            ).map(Self.zoneState)
+        }
+    }
+
+    public func zone(named name: String, in database: DatabaseLocator) async throws -> ZoneState? {
+        try await withDatabase(database) { db, databaseID in try Self.liveZone(db, databaseID, name) }
+    }
+
+    public func createZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws
+        -> ZoneState
+    {
+        try await pool.write { db in
+            let databaseID = try Self.ensureDatabase(db, database)
+            if let zone = try Self.liveZone(db, databaseID, name) { return zone }
+            let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
+            try db.execute(
+                sql: "INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms) VALUES (?, ?, ?, ?, ?)",
+                arguments: [databaseID, name, changeSequence, timestamp, timestamp])
+            return try Self.requireZone(db, databaseID, name)
+        }
+    }
+
+    public func deleteZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> Bool {
+        precondition(name != ZoneID.defaultZoneName, "the default zone cannot be deleted")
+        return try await pool.write { db in
+            let databaseID = try Self.ensureDatabase(db, database)
+            guard let zone = try Self.liveZone(db, databaseID, name) else { return false }
+            try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+            let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
+            try db.execute(
+                sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
+                arguments: [changeSequence, timestamp, zone.id])
+            return true
+        }
+    }
+
+    // MARK: Records
+
+    private static let recordColumns = """
+        name, record_type, change_tag, fields, created_ms, created_by, created_device, modified_ms, modified_by,
+        modified_device, seq, deleted
+        """
+
+    private static func storedRecord(_ row: Row) -> StoredRecord {
+        StoredRecord(
+            name: row[0], recordType: row[1], changeTag: row[2], fieldsJSON: [UInt8](row[3] as Data),
+            created: RecordStamp(timestamp: row[4], userRecordName: row[5], deviceID: row[6]),
+            modified: RecordStamp(timestamp: row[7], userRecordName: row[8], deviceID: row[9]),
+            deleted: row[11], sequence: row[10])
+    }
+
+    private static func fetchRecord(_ db: Database, zoneID: Int64, name: String) throws -> StoredRecord? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name = ?"),
+            arguments: [zoneID, name]
+        ).map(storedRecord)
+    }
+
+    private static func upsert(_ db: Database, zoneID: Int64, _ record: StoredRecord) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO records (zone_id, \(recordColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (zone_id, name) DO UPDATE SET
+                    record_type = excluded.record_type, change_tag = excluded.change_tag, fields = excluded.fields,
+                    created_ms = excluded.created_ms, created_by = excluded.created_by,
+                    created_device = excluded.created_device, modified_ms = excluded.modified_ms,
+                    modified_by = excluded.modified_by, modified_device = excluded.modified_device,
+                    seq = excluded.seq, deleted = excluded.deleted
+                """
+        ).execute(arguments: [
+            zoneID, record.name, record.recordType, record.changeTag, Data(record.fieldsJSON),
+            record.created.timestamp, record.created.userRecordName, record.created.deviceID,
+            record.modified.timestamp, record.modified.userRecordName, record.modified.deviceID,
+            record.sequence, record.deleted,
+        ])
+    }
+
+    public func modifyRecords(
+        _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
+    ) async throws -> [RecordWriteResult] {
+        try await pool.writeWithoutTransaction { db in
+            var results: [RecordWriteResult] = []
+            results.reserveCapacity(writes.count)
+            try db.inTransaction(.immediate) {
+                let databaseID = try Self.ensureDatabase(db, database)
+                let zoneState = try Self.requireZone(db, databaseID, zone)
+                var sequence = zoneState.sequence
+                for write in writes {
+                    let current = try Self.fetchRecord(db, zoneID: zoneState.id, name: write.recordName)
+                    var result = RecordWritePlanner.plan(write, current: current, context: context)
+                    if case .success(var record) = result {
+                        sequence += 1
+                        record.sequence = sequence
+                        record.changeTag = ChangeTag.make(zoneID: zoneState.id, sequence: sequence)
+                        try Self.upsert(db, zoneID: zoneState.id, record)
+                        result = .success(record)
+                    }
+                    results.append(result)
+                }
+                if atomic, results.contains(where: { (try? $0.get()) == nil }) {
+                    results = RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName))
+                    return .rollback
+                }
+                if sequence > zoneState.sequence {
+                    let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
+                    try db.cachedStatement(sql: "UPDATE zones SET seq = ?, change_seq = ?, changed_ms = ? WHERE id = ?")
+                        .execute(arguments: [sequence, changeSequence, context.timestamp, zoneState.id])
+                }
+                return .commit
+            }
+            return results
+        }
+    }
+
+    public func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws
+        -> [StoredRecord?]
+    {
+        try await withDatabase(database) { db, databaseID in
+            let zoneState = try Self.requireZone(db, databaseID, zone)
+            return try names.map { name in
+                try Self.fetchRecord(db, zoneID: zoneState.id, name: name).flatMap { $0.deleted ? nil : $0 }
+            }
+        }
+    }
+
+    public func recordChanges(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?
+    ) async throws -> RecordChangesPage {
+        try await withDatabase(database) { db, databaseID in
+            let zoneState = try Self.requireZone(db, databaseID, zone)
+            let start = try Self.validate(position, scopeID: zoneState.id, sequence: zoneState.sequence,
+                                          purged: zoneState.purgedSequence, what: "zone '\(zone)'")
+            var sql = "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND seq > ?"
+            var arguments: StatementArguments = [zoneState.id, start]
+            if let recordTypes {
+                sql += " AND (deleted = 1 OR record_type IN (\(recordTypes.map { _ in "?" }.joined(separator: ","))))"
+                arguments += StatementArguments(Array(recordTypes))
+            }
+            sql += " ORDER BY seq LIMIT ?"
+            arguments += [limit + 1]
+            var records = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(Self.storedRecord)
+            let moreComing = records.count > limit
+            if moreComing { records.removeLast(records.count - limit) }
+            let end = moreComing ? records[records.count - 1].sequence : zoneState.sequence
+            return RecordChangesPage(
+                zone: zoneState, records: records, position: ChangePosition(scopeID: zoneState.id, sequence: end),
+                moreComing: moreComing)
+        }
+    }
+
+    /// Checks a feed position against the zone or database it claims to be in; returns the sequence
+    /// number to read after.
+    private static func validate(
+        _ position: ChangePosition?, scopeID: Int64, sequence: Int64, purged: Int64, what: String
+    ) throws -> Int64 {
+        guard let position else { return 0 }
+        guard position.scopeID == scopeID else {
+            throw StratusError(
+                .changeTokenExpired, "the sync token belongs to an earlier \(what) that was deleted; fetch without a token")
+        }
+        guard position.sequence >= purged else {
+            throw StratusError(
+                .changeTokenExpired,
+                "the sync token is older than the tombstone horizon of \(what); fetch again without a token")
+        }
+        guard position.sequence <= sequence else {
+            throw StratusError(
+                .changeTokenExpired,
+                "the sync token is ahead of \(what) (was the server restored from a backup?); fetch without a token")
+        }
+        return position.sequence
+    }
+
+    public func databaseChanges(
+        in database: DatabaseLocator, after position: ChangePosition?, limit: Int
+    ) async throws -> DatabaseChangesPage {
+        try await withDatabase(database) { db, databaseID in
+            let row = try Row.fetchOne(db, sql: "SELECT seq, purged_seq FROM databases WHERE id = ?", arguments: [databaseID])!
+            let sequence: Int64 = row["seq"]
+            let start = try Self.validate(position, scopeID: databaseID, sequence: sequence,
+                                          purged: row["purged_seq"], what: "database")
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM zones WHERE database_id = ? AND change_seq > ? AND name != ? ORDER BY change_seq LIMIT ?",
+                arguments: [databaseID, start, ZoneID.defaultZoneName, limit + 1])
+            let moreComing = rows.count > limit
+            let page = rows.prefix(limit)
+            let end: Int64 = moreComing ? page.last!["change_seq"] : sequence
+            return DatabaseChangesPage(
+                zones: page.map(Self.zoneState), position: ChangePosition(scopeID: databaseID, sequence: end),
+                moreComing: moreComing)
+        }
+    }
+
+    // MARK: Maintenance
+
+    public func purgeTombstones(before timestamp: Int64) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE zones SET purged_seq = max(purged_seq, purged.seq)
+                    FROM (SELECT zone_id, max(seq) AS seq FROM records WHERE deleted = 1 AND modified_ms < ?
+                          GROUP BY zone_id) AS purged
+                    WHERE zones.id = purged.zone_id
+                    """, arguments: [timestamp])
+            try db.execute(sql: "DELETE FROM records WHERE deleted = 1 AND modified_ms < ?", arguments: [timestamp])
+            var removed = db.changesCount
+            try db.execute(
+                sql: """
+                    UPDATE databases SET purged_seq = max(purged_seq, purged.seq)
+                    FROM (SELECT database_id, max(change_seq) AS seq FROM zones WHERE deleted = 1 AND changed_ms < ?
+                          GROUP BY database_id) AS purged
+                    WHERE databases.id = purged.database_id
+                    """, arguments: [timestamp])
+            try db.execute(sql: "DELETE FROM zones WHERE deleted = 1 AND changed_ms < ?", arguments: [timestamp])
+            removed += db.changesCount
+            return removed
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import HummingbirdBcrypt
+import NIOPosix
+import StratusModel
+public import StratusStorage
+
+/// A signed-in session as handed to a client.
+public struct IssuedSession: Sendable, Hashable {
+    /// The web auth token (`ckWebAuthToken`); the server keeps only its hash.
+    public var webAuthToken: String
+    /// The signed-in user.
+    public var userRecordName: String
+    /// When the token stops working, in milliseconds since 1970.
+    public var expiresAt: Int64
+}
+
+/// Containers, API tokens, users and sessions: the rules for creating and checking them, shared by
+/// the HTTP endpoints and the `stratus admin` commands.
+public struct AccountService: Sendable {
+    private let storage: any StratusStorage
+    private let configuration: ServerConfiguration
+
+    /// Creates the service.
+    public init(storage: any StratusStorage, configuration: ServerConfiguration) {
+        self.storage = storage
+        self.configuration = configuration
+    }
+
+    /// A real hash to check passwords of unknown usernames against (computed on first use).
+    private static let unknownUserHash = Bcrypt.hash(Secrets.makeToken(), cost: 12)
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    // MARK: Administration
+
+    /// Creates a container. Identifiers are printable ASCII without `/`, up to 255 characters.
+    @discardableResult
+    public func createContainer(_ identifier: String, allowsSignUp: Bool = true) async throws -> ContainerInfo {
+        if let violation = configuration.limits.violation(ofName: identifier) {
+            throw StratusError.badRequest("container identifier \(violation)")
+        }
+        guard !identifier.contains("/"), !identifier.contains(" ") else {
+            throw StratusError.badRequest("container identifier must not contain '/' or spaces")
+        }
+        let container = ContainerInfo(identifier: identifier, allowsSignUp: allowsSignUp, createdAt: Self.now())
+        try await storage.createContainer(container)
+        return container
+    }
+
+    /// Creates an API token for a container and returns it; only its hash is stored.
+    public func createAPIToken(container: String, name: String = "default") async throws -> String {
+        let token = Secrets.makeToken()
+        try await storage.createAPIToken(
+            hash: Secrets.hash(token), container: container, name: name, createdAt: Self.now())
+        return token
+    }
+
+    /// Creates a user account with a bcrypt-hashed password.
+    @discardableResult
+    public func createUser(container: String, username: String, password: String) async throws -> UserInfo {
+        try Self.validate(username: username, password: password)
+        let cost = configuration.passwordHashCost
+        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+        let user = UserInfo(
+            container: container, recordName: Secrets.makeUserRecordName(), username: username, passwordHash: hash,
+            createdAt: Self.now())
+        try await storage.createUser(user)
+        return user
+    }
+
+    private static func validate(username: String, password: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@+-")
+        guard (1...64).contains(username.count), username.allSatisfy(allowed.contains) else {
+            throw StratusError.badRequest(
+                "username must be 1 to 64 characters of letters, digits and . _ @ + -")
+        }
+        guard password.utf8.count >= 8 else {
+            throw StratusError.badRequest("password must be at least 8 characters")
+        }
+        guard password.utf8.count <= 72 else {
+            throw StratusError.badRequest("password must be at most 72 bytes (the bcrypt limit)")
+        }
+    }
+
+    // MARK: Sign-up and sign-in
+
+    /// Creates an account and signs it in, if the container allows self sign-up.
+    public func signUp(container: String, username: String, password: String) async throws -> IssuedSession {
+        guard let info = try await storage.container(container) else {
+            throw StratusError(.notFound, "container '\(container)' does not exist")
+        }
+        guard info.allowsSignUp else {
+            throw StratusError(.accessDenied, "container '\(container)' does not allow sign-up; ask an admin for an account")
+        }
+        let user = try await createUser(container: container, username: username, password: password)
+        return try await issueSession(container: container, userRecordName: user.recordName)
+    }
+
+    /// Checks a username and password and starts a session.
+    public func signIn(container: String, username: String, password: String) async throws -> IssuedSession {
+        let user = try await storage.user(container: container, username: username)
+        // Verify against a dummy hash when the user is unknown, so timing does not reveal usernames.
+        let hash = user?.passwordHash ?? Self.unknownUserHash
+        let valid = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        guard let user, valid else {
+            throw StratusError(.authenticationFailed, "wrong username or password")
+        }
+        return try await issueSession(container: container, userRecordName: user.recordName)
+    }
+
+    private func issueSession(container: String, userRecordName: String) async throws -> IssuedSession {
+        let token = Secrets.makeToken()
+        let expiresAt = Self.now() + configuration.sessionLifetimeSeconds * 1000
+        try await storage.createSession(
+            hash: Secrets.hash(token),
+            session: SessionInfo(container: container, userRecordName: userRecordName, expiresAt: expiresAt))
+        return IssuedSession(webAuthToken: token, userRecordName: userRecordName, expiresAt: expiresAt)
+    }
+
+    /// Ends the session of a web auth token.
+    public func signOut(webAuthToken: String) async throws {
+        try await storage.deleteSession(hash: Secrets.hash(webAuthToken))
+    }
+
+    // MARK: Authentication of requests
+
+    /// The container an API token belongs to; `AUTHENTICATION_FAILED` for an unknown token.
+    public func container(forAPIToken token: String) async throws -> String {
+        guard let container = try await storage.containerForAPIToken(hash: Secrets.hash(token)) else {
+            throw StratusError(.authenticationFailed, "ckAPIToken is not a valid API token")
+        }
+        return container
+    }
+
+    /// The user a web auth token signs in; `AUTHENTICATION_FAILED` when it is unknown, expired or
+    /// issued for another container.
+    public func user(forWebAuthToken token: String, container: String) async throws -> String {
+        guard let session = try await storage.session(hash: Secrets.hash(token)), session.container == container else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is not a valid session; sign in again")
+        }
+        guard session.expiresAt > Self.now() else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken has expired; sign in again")
+        }
+        return session.userRecordName
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Hummingbird
+import StratusModel
+
+/// The body of the sign-up and sign-in endpoints.
+struct PasswordCredentials: Decodable {
+    var username: String
+    var password: String
+}
+
+/// User accounts: `/auth/1/{container}/signup`, `/signin`, `/signout`, and the sign-in page that
+/// `AUTHENTICATION_REQUIRED` answers redirect to.
+struct AuthEndpoints: Sendable {
+    let accounts: AccountService
+    let authenticator: Authenticator
+    let configuration: ServerConfiguration
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        let auth = router.group("auth/1/:container")
+        auth.post("signup") { request, context in
+            let container = try await authenticator.authenticateApp(request, context: context)
+            let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
+            let session = try await accounts.signUp(container: container, username: body.username, password: body.password)
+            return Self.sessionResponse(session)
+        }
+        auth.post("signin") { request, context in
+            let container = try await authenticator.authenticateApp(request, context: context)
+            let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
+            let session = try await accounts.signIn(container: container, username: body.username, password: body.password)
+            return Self.sessionResponse(session)
+        }
+        auth.post("signout") { request, context in
+            let container = try await authenticator.authenticateApp(request, context: context)
+            guard let token = request.query("ckWebAuthToken") else {
+                throw StratusError.badRequest("ckWebAuthToken is required: it names the session to end")
+            }
+            _ = try await accounts.user(forWebAuthToken: token, container: container)
+            try await accounts.signOut(webAuthToken: token)
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.endObject()
+            return Response.json(writer)
+        }
+        auth.get("signin") { request, context in
+            let container = try await authenticator.authenticateApp(request, context: context)
+            return Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: SignInPage.html(container: container))))
+        }
+    }
+
+    private static func sessionResponse(_ session: IssuedSession) -> Response {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("ckWebAuthToken", session.webAuthToken)
+        writer.field("userRecordName", session.userRecordName)
+        writer.field("expires", session.expiresAt)
+        writer.endObject()
+        return .json(writer)
+    }
+}
+
+/// The HTML sign-in page. It posts to the JSON endpoints next to it and hands the token back:
+/// to `callback` (appended as `ckWebAuthToken`), to the opener window by `postMessage`, or on screen.
+enum SignInPage {
+    static func html(container: String) -> String {
+        let escaped = container.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>Sign in to \(escaped)</title>
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <style>body{font:16px system-ui,sans-serif;max-width:22rem;margin:4rem auto;padding:0 1rem}
+            input,button{font:inherit;width:100%;margin:.3rem 0;padding:.5rem;box-sizing:border-box}
+            #result{word-break:break-all}</style></head>
+            <body><h1>Sign in</h1><p>to <b>\(escaped)</b></p>
+            <form id="form"><input id="username" placeholder="Username" autocomplete="username" required>
+            <input id="password" type="password" placeholder="Password" autocomplete="current-password" required>
+            <button name="action" value="signin">Sign in</button>
+            <button name="action" value="signup">Create account</button></form>
+            <p id="result"></p>
+            <script>
+            const query = new URLSearchParams(location.search);
+            document.getElementById('form').addEventListener('submit', async (event) => {
+              event.preventDefault();
+              const action = event.submitter.value;
+              const response = await fetch(action + '?ckAPIToken=' + encodeURIComponent(query.get('ckAPIToken') || ''), {
+                method: 'POST',
+                body: JSON.stringify({username: username.value, password: password.value})
+              });
+              const body = await response.json();
+              if (!response.ok) { result.textContent = body.reason; return; }
+              const callback = query.get('callback');
+              if (callback) {
+                const url = new URL(callback);
+                url.searchParams.set('ckWebAuthToken', body.ckWebAuthToken);
+                location.href = url.toString();
+              } else if (window.opener) {
+                window.opener.postMessage({ckWebAuthToken: body.ckWebAuthToken}, '*');
+                window.close();
+              } else {
+                result.textContent = 'ckWebAuthToken: ' + body.ckWebAuthToken;
+              }
+            });
+            </script></body></html>
+            """
+    }
+}

@@ -1,0 +1,346 @@
+import Foundation
+import Hummingbird
+import StratusModel
+import StratusStorage
+
+/// The CloudKit Web Services endpoints under `/database/1/{container}/{environment}/{database}/`.
+struct DatabaseEndpoints: Sendable {
+    let storage: any StratusStorage
+    let authenticator: Authenticator
+    let configuration: ServerConfiguration
+    let tokens: SyncTokenCodec
+
+    var limits: Limits { configuration.limits }
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        let database = router.group("database/1/:container/:environment/:database")
+        database.get("zones/list") { request, context in try await listZones(request, context) }
+        database.post("zones/lookup") { request, context in try await lookupZones(request, context) }
+        database.post("zones/modify") { request, context in try await modifyZones(request, context) }
+        database.post("zones/changes") { request, context in try await databaseChanges(request, context) }
+        database.post("records/modify") { request, context in try await modifyRecords(request, context) }
+        database.post("records/lookup") { request, context in try await lookupRecords(request, context) }
+        database.post("records/changes") { request, context in try await recordChanges(request, context) }
+        database.post("changes/zone") { request, context in try await zoneChanges(request, context) }
+        database.post("changes/database") { request, context in try await databaseChanges(request, context) }
+        database.get("users/caller") { request, context in try await caller(request, context) }
+        database.get("users/current") { request, context in try await currentUser(request, context) }
+    }
+
+    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    private func checkCount(_ count: Int, field: String, limit: Int) throws {
+        guard count > 0 else { throw StratusError.badRequest("\(field) must not be empty") }
+        guard count <= limit else {
+            throw StratusError.badRequest("\(field) has \(count) items; the limit is \(limit) per request")
+        }
+    }
+
+    private func resultsLimit(_ requested: Int?, field: String = "resultsLimit") throws -> Int {
+        guard let requested else { return limits.maxRecordsPerResponse }
+        guard requested > 0 else { throw StratusError.badRequest("\(field) must be at least 1") }
+        return min(requested, limits.maxRecordsPerResponse)
+    }
+
+    private func requireChangeFeeds(_ target: DatabaseRequest, endpoint: String) throws {
+        guard target.scope != .public else {
+            throw StratusError.badRequest(
+                "\(endpoint) is available in the private and shared databases; the public database has no change feeds")
+        }
+    }
+
+    private func noSharedZone(_ zoneName: String) -> StratusError {
+        StratusError(.zoneNotFound, "zone '\(zoneName)' is not shared with you")
+    }
+
+    // MARK: Zones
+
+    private func zoneDictionary(_ zone: ZoneState, in target: DatabaseRequest) throws -> ZoneDictionary {
+        let isDefault = zone.name == ZoneID.defaultZoneName
+        return ZoneDictionary(
+            zoneID: try target.wireZoneID(zone.name),
+            syncToken: isDefault || zone.deleted ? nil : tokens.token(for: zone.currentPosition, kind: .zone),
+            atomic: zone.deleted ? nil : !isDefault,
+            deleted: zone.deleted ? true : nil)
+    }
+
+    func listZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let zones = target.scope == .shared ? [] : try await storage.zones(in: target.locator())
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("zones", array: try zones.map { try zoneDictionary($0, in: target) })
+        writer.endObject()
+        return .json(writer)
+    }
+
+    func lookupZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        _ = try target.locator()
+        let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxRequestBodyBytes)
+        try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
+        let names = try body.zones.enumerated().map { index, zoneID in
+            try target.zoneName(zoneID, field: "zones[\(index)]", limits: limits)
+        }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("zones")
+        writer.beginArray()
+        for name in names {
+            let zone = target.scope == .shared ? nil : try await storage.zone(named: name, in: target.locator())
+            if let zone {
+                try zoneDictionary(zone, in: target).write(to: &writer)
+            } else {
+                ErrorDictionary(
+                    serverErrorCode: .zoneNotFound, reason: "zone '\(name)' does not exist",
+                    zoneID: try? target.wireZoneID(name), uuid: UUID().uuidString
+                ).write(to: &writer)
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    func modifyZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let locator = try target.locator()
+        let body = try await request.decodeJSON(ModifyZonesRequest.self, limit: limits.maxRequestBodyBytes)
+        switch target.scope {
+        case .public:
+            throw StratusError.badRequest("the public database has only the default zone; create zones in the private database")
+        case .shared:
+            throw StratusError.badRequest(
+                "zones cannot be created or deleted in the shared database; they appear when a share is accepted")
+        case .private:
+            break
+        }
+        try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
+        let names = try body.operations.enumerated().map { index, operation in
+            try target.zoneName(operation.zone.zoneID, field: "operations[\(index)].zone.zoneID", limits: limits)
+        }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("zones")
+        writer.beginArray()
+        for (operation, name) in zip(body.operations, names) {
+            let zoneID = try target.wireZoneID(name)
+            func fail(_ code: ServerErrorCode, _ reason: String) {
+                ErrorDictionary(serverErrorCode: code, reason: reason, zoneID: zoneID, uuid: UUID().uuidString)
+                    .write(to: &writer)
+            }
+            switch operation.operationType {
+            case .create where name == ZoneID.defaultZoneName:
+                fail(.badRequest, "the default zone always exists and cannot be created")
+            case .create:
+                let zone = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
+                try zoneDictionary(zone, in: target).write(to: &writer)
+            case .delete where name == ZoneID.defaultZoneName:
+                fail(.badRequest, "the default zone cannot be deleted")
+            case .delete:
+                if try await storage.deleteZone(named: name, in: locator, timestamp: Self.now()) {
+                    ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
+                } else {
+                    fail(.zoneNotFound, "zone '\(name)' does not exist")
+                }
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: Records
+
+    func modifyRecords(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let user = try target.requireUser()
+        let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
+        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
+        if target.scope == .shared { throw noSharedZone(zoneName) }
+        try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
+        let writes = try RecordValidator(limits: limits).writes(for: body.operations, zoneName: zoneName)
+        let context = WriteContext(
+            userRecordName: user, deviceID: target.deviceID, timestamp: Self.now(),
+            onlyCreatorMayModify: target.scope == .public, limits: limits)
+        let results = try await storage.modifyRecords(
+            writes, zone: zoneName, in: target.locator(),
+            atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
+
+        let zoneID = try target.wireZoneID(zoneName)
+        let numbersAsStrings = body.numbersAsStrings ?? false
+        var writer = JSONWriter(capacity: 256 * results.count)
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        for (index, result) in results.enumerated() {
+            switch result {
+            case .success(let record):
+                let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
+                record.write(to: &writer, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
+            case .failure(let failure):
+                ErrorDictionary(
+                    serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
+                    uuid: UUID().uuidString, serverRecord: try? failure.serverRecord?.dictionary(zoneID: zoneID)
+                ).write(to: &writer)
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    func lookupRecords(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        _ = try target.locator()
+        let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxRequestBodyBytes)
+        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
+        if target.scope == .shared { throw noSharedZone(zoneName) }
+        try checkCount(body.records.count, field: "records", limit: limits.maxRecordsPerResponse)
+        for (index, item) in body.records.enumerated() {
+            if let violation = limits.violation(ofName: item.recordName) {
+                throw StratusError.badRequest("records[\(index)].recordName \(violation)")
+            }
+        }
+        let found = try await storage.lookupRecords(
+            names: body.records.map(\.recordName), zone: zoneName, in: target.locator())
+        let zoneID = try target.wireZoneID(zoneName)
+        var writer = JSONWriter(capacity: 512 * found.count)
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        for (item, record) in zip(body.records, found) {
+            if let record {
+                record.write(
+                    to: &writer, zoneID: zoneID, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
+                    numbersAsStrings: body.numbersAsStrings ?? false)
+            } else {
+                ErrorDictionary(
+                    serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
+                    recordName: item.recordName, uuid: UUID().uuidString
+                ).write(to: &writer)
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: Change feeds
+
+    /// Reads one page of a zone's changes and writes `{"zoneID", "records", "syncToken", "moreComing"}`.
+    private func writeZoneChanges(
+        _ zone: RecordChangesRequest, field: String, target: DatabaseRequest, to writer: inout JSONWriter
+    ) async throws {
+        guard let requestedZoneID = zone.zoneID else { throw StratusError.badRequest("\(field).zoneID is required") }
+        let zoneName = try target.zoneName(requestedZoneID, field: "\(field).zoneID", limits: limits)
+        guard zoneName != ZoneID.defaultZoneName else {
+            throw StratusError.badRequest(
+                "\(field).zoneID: change feeds cover custom zones; the default zone has none (as in CloudKit)")
+        }
+        if target.scope == .shared { throw noSharedZone(zoneName) }
+        let page = try await storage.recordChanges(
+            zone: zoneName, in: target.locator(),
+            after: tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken"),
+            limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
+            recordTypes: zone.recordTypes.map(Set.init))
+        let zoneID = try target.wireZoneID(zoneName)
+        let desiredKeys = zone.desiredKeys.map(Set.init)
+        writer.beginObject()
+        writer.field("zoneID", zoneID)
+        writer.key("records")
+        writer.beginArray()
+        for record in page.records {
+            record.write(
+                to: &writer, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: zone.numbersAsStrings ?? false)
+        }
+        writer.endArray()
+        writer.field("syncToken", tokens.token(for: page.position, kind: .zone))
+        writer.field("moreComing", page.moreComing)
+        writer.endObject()
+    }
+
+    func recordChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        try requireChangeFeeds(target, endpoint: "records/changes")
+        _ = try target.locator()
+        let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        var writer = JSONWriter(capacity: 64 << 10)
+        try await writeZoneChanges(body, field: "the request", target: target, to: &writer)
+        return .json(writer)
+    }
+
+    func zoneChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        try requireChangeFeeds(target, endpoint: "changes/zone")
+        _ = try target.locator()
+        let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
+        var writer = JSONWriter(capacity: 64 << 10)
+        writer.beginObject()
+        writer.key("zones")
+        writer.beginArray()
+        for (index, var zone) in body.zones.enumerated() {
+            zone.resultsLimit = zone.resultsLimit ?? body.resultsLimit
+            zone.desiredKeys = zone.desiredKeys ?? body.desiredKeys
+            zone.recordTypes = zone.recordTypes ?? body.recordTypes
+            zone.numbersAsStrings = zone.numbersAsStrings ?? body.numbersAsStrings
+            var zoneWriter = JSONWriter(capacity: 16 << 10)
+            do {
+                try await writeZoneChanges(zone, field: "zones[\(index)]", target: target, to: &zoneWriter)
+                writer.raw(zoneWriter.bytes)
+            } catch let error as StratusError {
+                ErrorDictionary(
+                    serverErrorCode: error.code, reason: error.reason, zoneID: zone.zoneID, uuid: UUID().uuidString
+                ).write(to: &writer)
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    /// `changes/database` and `zones/changes`: custom zones changed, created or deleted since a token.
+    func databaseChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        try requireChangeFeeds(target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
+        let locator = try target.locator()
+        let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        let page = try await storage.databaseChanges(
+            in: locator, after: tokens.position(from: body.syncToken, kind: .database),
+            limit: resultsLimit(body.resultsLimit))
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("zones", array: try page.zones.map { try zoneDictionary($0, in: target) })
+        writer.field("syncToken", tokens.token(for: page.position, kind: .database))
+        writer.field("moreComing", page.moreComing)
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: Users
+
+    func caller(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let recordName = try target.requireUser()
+        let user = try await storage.user(container: target.container, recordName: recordName)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("userRecordName", recordName)
+        writer.key("nameComponents")
+        writer.beginObject()
+        writer.field("nickname", user?.username)
+        writer.endObject()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    func currentUser(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("userRecordName", try target.requireUser())
+        writer.endObject()
+        return .json(writer)
+    }
+}

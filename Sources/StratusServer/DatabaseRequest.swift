@@ -1,0 +1,117 @@
+import HTTPTypes
+import Foundation
+import Hummingbird
+import StratusModel
+import StratusStorage
+
+/// An authenticated request to one database: which one, and who is asking.
+struct DatabaseRequest: Sendable {
+    /// The container.
+    var container: String
+    /// The environment.
+    var environment: ContainerEnvironment
+    /// The database scope.
+    var scope: DatabaseScope
+    /// The signed-in user, if a valid `ckWebAuthToken` came with the request.
+    var userRecordName: String?
+    /// The device the client says it is (`X-Stratus-Device-ID`), recorded in change stamps.
+    var deviceID: String?
+    /// Where a user without a session signs in.
+    var signInURL: String
+
+    /// The signed-in user, or `AUTHENTICATION_REQUIRED` with the sign-in URL.
+    func requireUser() throws -> String {
+        guard let userRecordName else {
+            throw StratusError(
+                .authenticationRequired,
+                "this request needs a signed-in user: pass ckWebAuthToken (the \(scope.rawValue) database"
+                    + (scope == .public ? " needs one to write)" : " belongs to a user)"),
+                redirectURL: signInURL)
+        }
+        return userRecordName
+    }
+
+    /// The database addressed; the private and shared databases need a signed-in user.
+    func locator() throws -> DatabaseLocator {
+        let owner = scope == .public ? DatabaseLocator.publicOwner : try requireUser()
+        return DatabaseLocator(container: container, environment: environment, scope: scope, owner: owner)
+    }
+
+    /// The zone named by a request's `zoneID` (the default zone when absent). The owner, when given,
+    /// must be the database's owner: other users' zones are never reachable here.
+    func zoneName(_ zoneID: ZoneID?, field: String, limits: Limits) throws -> String {
+        guard let zoneID else { return ZoneID.defaultZoneName }
+        if let violation = limits.violation(ofName: zoneID.zoneName) {
+            throw StratusError.badRequest("\(field).zoneName \(violation)")
+        }
+        if let owner = zoneID.ownerRecordName, owner != ZoneID.currentUserOwnerName {
+            let databaseOwner = try locator().owner
+            guard owner == databaseOwner else {
+                throw StratusError(
+                    .accessDenied,
+                    "\(field).ownerRecordName '\(owner)' is not the owner of this \(scope.rawValue) database")
+            }
+        }
+        return zoneID.zoneName
+    }
+
+    /// The wire ID of a zone of this database.
+    func wireZoneID(_ name: String) throws -> ZoneID {
+        ZoneID(zoneName: name, ownerRecordName: try locator().owner)
+    }
+}
+
+/// Authenticates requests: the API token names the container, the web auth token the user.
+struct Authenticator: Sendable {
+    let accounts: AccountService
+    let configuration: ServerConfiguration
+
+    /// Checks `ckAPIToken` against the container in the path.
+    func authenticateApp(_ request: Request, context: some RequestContext) async throws -> String {
+        let container = try context.parameters.require("container")
+        guard let apiToken = request.query("ckAPIToken") else {
+            throw StratusError(.authenticationFailed, "ckAPIToken is required: pass the container's API token")
+        }
+        let tokenContainer = try await accounts.container(forAPIToken: apiToken)
+        guard tokenContainer == container else {
+            throw StratusError(.authenticationFailed, "ckAPIToken does not belong to container '\(container)'")
+        }
+        return container
+    }
+
+    /// Authenticates a request under `/database/1/{container}/{environment}/{database}/`.
+    func authenticate(_ request: Request, context: some RequestContext) async throws -> DatabaseRequest {
+        let container = try await authenticateApp(request, context: context)
+        let environment = try Self.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+        let scope = try Self.parse(DatabaseScope.self, context: context, parameter: "database")
+        var user: String?
+        if let webAuthToken = request.query("ckWebAuthToken") {
+            user = try await accounts.user(forWebAuthToken: webAuthToken, container: container)
+        }
+        return DatabaseRequest(
+            container: container, environment: environment, scope: scope, userRecordName: user,
+            deviceID: request.headers[.stratusDeviceID], signInURL: signInURL(request, container: container))
+    }
+
+    static func parse<T: WireEnum>(_ type: T.Type, context: some RequestContext, parameter: String) throws -> T {
+        let raw = try context.parameters.require(parameter)
+        guard let value = T(rawValue: raw) else {
+            throw StratusError.badRequest(
+                "\(parameter) '\(raw)' is not one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        return value
+    }
+
+    /// The sign-in page's URL for a container, carrying the request's API token.
+    func signInURL(_ request: Request, container: String) -> String {
+        let base = configuration.publicURL ?? "http://\(request.head.authority ?? "\(configuration.host):\(configuration.port)")"
+        let token = request.query("ckAPIToken") ?? ""
+        let encoded = container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? container
+        return "\(base)/auth/1/\(encoded)/signin?ckAPIToken=\(token)"
+    }
+}
+
+extension HTTPField.Name {
+    /// The header a client uses to say which device it is.
+    static let stratusDeviceID = Self("X-Stratus-Device-ID")!
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Hummingbird
+import StratusModel
+
+/// Endpoints about the server itself: capabilities and limits, the OpenAPI document, health.
+struct MetaEndpoints: Sendable {
+    let authenticator: Authenticator
+    let configuration: ServerConfiguration
+
+    /// The OpenAPI document describing every endpoint, shipped as a resource of this module.
+    static let openAPIDocument: Data = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json"),
+            let data = try? Data(contentsOf: url)
+        else { preconditionFailure("the openapi.json resource is missing from the StratusServer bundle") }
+        return data
+    }()
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        router.get("database/1/:container/:environment/capabilities") { request, context in
+            _ = try await authenticator.authenticateApp(request, context: context)
+            _ = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.field("protocolVersion", Int64(1))
+            writer.field("limits", configuration.limits)
+            writer.field("tombstoneHorizonSeconds", configuration.tombstoneHorizonSeconds)
+            writer.field("sessionLifetimeSeconds", configuration.sessionLifetimeSeconds)
+            writer.field("databases", array: DatabaseScope.allCases.map(\.rawValue))
+            writer.endObject()
+            return Response.json(writer)
+        }
+        router.get("openapi.json") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: Self.openAPIDocument)))
+        }
+        router.get("health") { _, _ in
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.field("status", "ok")
+            writer.endObject()
+            return Response.json(writer)
+        }
+    }
+}

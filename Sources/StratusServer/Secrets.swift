@@ -1,0 +1,35 @@
+import Crypto
+import Foundation
+
+/// Makes and hashes the server's secrets: API tokens, web auth tokens, the admin token.
+///
+/// Tokens are 32 random bytes in URL-safe base64. Only their SHA-256 digests are stored, so a copy
+/// of the database does not hand out credentials. (Tokens carry 256 bits of entropy, so a fast hash
+/// is enough; passwords, which do not, use bcrypt.)
+enum Secrets {
+    /// A new random token.
+    static func makeToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The stored form of a token.
+    static func hash(_ token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// A new user record name: `_` and 32 hex digits, the shape CloudKit uses.
+    static func makeUserRecordName() -> String {
+        "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    }
+
+    /// Compares two byte strings in time independent of where they differ.
+    static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}

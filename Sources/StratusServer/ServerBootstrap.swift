@@ -1,0 +1,70 @@
+public import Foundation
+public import StratusStorage
+
+/// What a newcomer or a script needs to talk to a server: written to `DATA/credentials.json`.
+public struct ServerCredentials: Codable, Sendable, Hashable {
+    /// The server's base URL.
+    public var url: String
+    /// The default container.
+    public var container: String
+    /// An API token of the default container.
+    public var apiToken: String
+    /// The admin token.
+    public var adminToken: String
+
+    /// Creates credentials.
+    public init(url: String, container: String, apiToken: String, adminToken: String) {
+        self.url = url
+        self.container = container
+        self.apiToken = apiToken
+        self.adminToken = adminToken
+    }
+}
+
+/// First-start set-up: the token secret, the admin token, a default container and its API token.
+public enum ServerBootstrap {
+    /// The container created on first start.
+    public static let defaultContainer = "iCloud.com.example.stratus"
+    /// The settings key of the secret that signs sync tokens.
+    static let tokenSecretSetting = "sync_token_secret"
+
+    /// Prepares storage for serving. On first start it creates the admin token, the default
+    /// container and an API token, and returns them; later it returns the credentials file's
+    /// contents if the file is still there (only hashes of tokens are stored, so they cannot be
+    /// recovered otherwise).
+    public static func prepare(
+        storage: any StratusStorage, configuration: ServerConfiguration, credentialsFile: URL
+    ) async throws -> ServerCredentials? {
+        if try await storage.setting(AdminEndpoints.adminTokenHashSetting) == nil {
+            let accounts = AccountService(storage: storage, configuration: configuration)
+            let adminToken = Secrets.makeToken()
+            if try await storage.container(defaultContainer) == nil {
+                try await accounts.createContainer(defaultContainer)
+            }
+            let apiToken = try await accounts.createAPIToken(container: defaultContainer)
+            try await storage.setSetting(AdminEndpoints.adminTokenHashSetting, to: Secrets.hash(adminToken))
+            let credentials = ServerCredentials(
+                url: "http://\(configuration.host):\(configuration.port)", container: defaultContainer,
+                apiToken: apiToken, adminToken: adminToken)
+            try write(credentials, to: credentialsFile)
+            return credentials
+        }
+        guard let data = try? Data(contentsOf: credentialsFile) else { return nil }
+        return try? JSONDecoder().decode(ServerCredentials.self, from: data)
+    }
+
+    /// Writes the credentials file, readable by its owner only (mode 0600).
+    public static func write(_ credentials: ServerCredentials, to file: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(credentials)
+        let path = file.path
+        if FileManager.default.fileExists(atPath: path) {
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            try data.write(to: file)
+        } else {
+            guard FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600])
+            else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+        }
+    }
+}

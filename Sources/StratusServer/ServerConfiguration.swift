@@ -1,0 +1,39 @@
+public import StratusModel
+
+/// Settings of a Stratus server. Every property has a documented default.
+public struct ServerConfiguration: Sendable {
+    /// Interface to listen on; `127.0.0.1` by default.
+    public var host: String
+    /// Port to listen on; `8080` by default, `0` picks a free one.
+    public var port: Int
+    /// The limits enforced and advertised by the capabilities endpoint.
+    public var limits: Limits
+    /// How long tombstones of deleted records and zones are kept, in seconds (30 days by default).
+    /// A sync token older than the purged tombstones answers `CHANGE_TOKEN_EXPIRED`.
+    public var tombstoneHorizonSeconds: Int64
+    /// How often tombstones are purged, in seconds (one hour by default).
+    public var purgeIntervalSeconds: Int64
+    /// How long a web auth token stays valid, in seconds (two weeks by default).
+    public var sessionLifetimeSeconds: Int64
+    /// The bcrypt cost of password hashes (12 by default; each step doubles the work).
+    public var passwordHashCost: UInt8
+    /// The URL clients reach the server at, used in sign-in redirects; derived from each request's
+    /// `Host` header when `nil`.
+    public var publicURL: String?
+
+    /// Creates a configuration.
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits(),
+        tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
+        sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil
+    ) {
+        self.host = host
+        self.port = port
+        self.limits = limits
+        self.tombstoneHorizonSeconds = tombstoneHorizonSeconds
+        self.purgeIntervalSeconds = purgeIntervalSeconds
+        self.sessionLifetimeSeconds = sessionLifetimeSeconds
+        self.passwordHashCost = passwordHashCost
+        self.publicURL = publicURL
+    }
+}

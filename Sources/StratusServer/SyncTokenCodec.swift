@@ -1,0 +1,70 @@
+import Crypto
+import Foundation
+import StratusModel
+public import StratusStorage
+
+/// Turns feed positions into opaque sync tokens and back.
+///
+/// A token is base64 of: version (1 byte, currently 1), kind (1 byte: zone or database feed), the
+/// zone or database storage identifier (8 bytes), the sequence number (8 bytes), and the first 16
+/// bytes of an HMAC-SHA256 of all that under a secret kept in the server's settings. A token that
+/// was altered, truncated or minted by another server is rejected with `BAD_REQUEST`.
+public struct SyncTokenCodec: Sendable {
+    /// Which feed a token belongs to.
+    public enum Kind: UInt8, Sendable {
+        /// A zone's record change feed.
+        case zone = 1
+        /// A database's zone change feed.
+        case database = 2
+    }
+
+    private static let version: UInt8 = 1
+    private static let macLength = 16
+    private let key: SymmetricKey
+
+    /// Creates a codec with the server's token secret (base64).
+    public init(secret: String) {
+        key = SymmetricKey(data: Data(base64Encoded: secret) ?? Data(secret.utf8))
+    }
+
+    /// A new random secret for ``init(secret:)``.
+    public static func makeSecret() -> String {
+        SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
+    }
+
+    /// The token for `position` in a feed of `kind`.
+    public func token(for position: ChangePosition, kind: Kind) -> String {
+        var bytes: [UInt8] = [Self.version, kind.rawValue]
+        withUnsafeBytes(of: position.scopeID.bigEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: position.sequence.bigEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: mac(bytes))
+        return Data(bytes).base64EncodedString()
+    }
+
+    /// The position a token stands for; `nil` input gives `nil` (read from the start).
+    public func position(from token: String?, kind: Kind, field: String = "syncToken") throws -> ChangePosition? {
+        guard let token, !token.isEmpty else { return nil }
+        guard let data = Data(base64Encoded: token), data.count == 18 + Self.macLength else {
+            throw StratusError.badRequest("\(field) is not a sync token issued by this server")
+        }
+        let bytes = [UInt8](data)
+        let body = Array(bytes[0..<18])
+        guard Secrets.constantTimeEquals(mac(body), Array(bytes[18...])) else {
+            throw StratusError.badRequest("\(field) is not a sync token issued by this server (integrity check failed)")
+        }
+        guard body[0] == Self.version else {
+            throw StratusError.badRequest("\(field) has version \(body[0]); this server reads version \(Self.version)")
+        }
+        guard body[1] == kind.rawValue else {
+            let expected = kind == .zone ? "a zone's record feed" : "a database's zone feed"
+            throw StratusError.badRequest("\(field) belongs to another feed; this endpoint takes a token of \(expected)")
+        }
+        let scopeID = body[2..<10].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let sequence = body[10..<18].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        return ChangePosition(scopeID: scopeID, sequence: sequence)
+    }
+
+    private func mac(_ bytes: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: bytes, using: key).prefix(Self.macLength))
+    }
+}

@@ -1,0 +1,56 @@
+/// A container: an app's namespace on the server.
+public struct ContainerInfo: Hashable, Sendable {
+    /// Its identifier, e.g. `iCloud.com.example.notes`.
+    public var identifier: String
+    /// Whether anyone holding an API token may create an account.
+    public var allowsSignUp: Bool
+    /// When it was created, in milliseconds since 1970.
+    public var createdAt: Int64
+
+    /// Creates container information.
+    public init(identifier: String, allowsSignUp: Bool, createdAt: Int64) {
+        self.identifier = identifier
+        self.allowsSignUp = allowsSignUp
+        self.createdAt = createdAt
+    }
+}
+
+/// A user account of a container.
+public struct UserInfo: Hashable, Sendable {
+    /// The container the account belongs to.
+    public var container: String
+    /// The user's record name (`_` followed by 32 hex digits), the user's identity on the wire.
+    public var recordName: String
+    /// The name the user signs in with.
+    public var username: String
+    /// The password's slow salted hash (bcrypt).
+    public var passwordHash: String
+    /// When the account was created, in milliseconds since 1970.
+    public var createdAt: Int64
+
+    /// Creates user information.
+    public init(container: String, recordName: String, username: String, passwordHash: String, createdAt: Int64) {
+        self.container = container
+        self.recordName = recordName
+        self.username = username
+        self.passwordHash = passwordHash
+        self.createdAt = createdAt
+    }
+}
+
+/// A signed-in session, found by the hash of its web auth token.
+public struct SessionInfo: Hashable, Sendable {
+    /// The container it was issued for.
+    public var container: String
+    /// The signed-in user.
+    public var userRecordName: String
+    /// When it stops being valid, in milliseconds since 1970.
+    public var expiresAt: Int64
+
+    /// Creates session information.
+    public init(container: String, userRecordName: String, expiresAt: Int64) {
+        self.container = container
+        self.userRecordName = userRecordName
+        self.expiresAt = expiresAt
+    }
+}

@@ -1,0 +1,79 @@
+/// A position in a change order: which zone or database incarnation, and how far into it.
+///
+/// A zone that is deleted and created again gets a new `scopeID`, so positions in the old one no
+/// longer apply.
+public struct ChangePosition: Hashable, Sendable {
+    /// The storage identifier of the zone (record feeds) or the database (zone feeds).
+    public var scopeID: Int64
+    /// Every change up to and including this sequence number has been read.
+    public var sequence: Int64
+
+    /// Creates a position.
+    public init(scopeID: Int64, sequence: Int64) {
+        self.scopeID = scopeID
+        self.sequence = sequence
+    }
+}
+
+/// A zone as storage knows it.
+public struct ZoneState: Hashable, Sendable {
+    /// The zone's name.
+    public var name: String
+    /// Its storage identifier; new for every incarnation of the name.
+    public var id: Int64
+    /// The sequence number of its last change.
+    public var sequence: Int64
+    /// Tombstones up to this sequence number have been purged; older positions are expired.
+    public var purgedSequence: Int64
+    /// Whether the zone was deleted (only reported by database change feeds).
+    public var deleted: Bool
+
+    /// Creates a zone state.
+    public init(name: String, id: Int64, sequence: Int64, purgedSequence: Int64, deleted: Bool) {
+        self.name = name
+        self.id = id
+        self.sequence = sequence
+        self.purgedSequence = purgedSequence
+        self.deleted = deleted
+    }
+
+    /// The position just after the zone's last change.
+    public var currentPosition: ChangePosition { ChangePosition(scopeID: id, sequence: sequence) }
+}
+
+/// One page of a zone's record change feed.
+public struct RecordChangesPage: Hashable, Sendable {
+    /// The zone read.
+    public var zone: ZoneState
+    /// Changed records in change order, each once in its latest state; tombstones for deletions.
+    public var records: [StoredRecord]
+    /// Where the next read starts.
+    public var position: ChangePosition
+    /// Whether more changes follow `position`.
+    public var moreComing: Bool
+
+    /// Creates a page.
+    public init(zone: ZoneState, records: [StoredRecord], position: ChangePosition, moreComing: Bool) {
+        self.zone = zone
+        self.records = records
+        self.position = position
+        self.moreComing = moreComing
+    }
+}
+
+/// One page of a database's zone change feed.
+public struct DatabaseChangesPage: Hashable, Sendable {
+    /// Custom zones changed, created or deleted, in change order.
+    public var zones: [ZoneState]
+    /// Where the next read starts.
+    public var position: ChangePosition
+    /// Whether more changes follow `position`.
+    public var moreComing: Bool
+
+    /// Creates a page.
+    public init(zones: [ZoneState], position: ChangePosition, moreComing: Bool) {
+        self.zones = zones
+        self.position = position
+        self.moreComing = moreComing
+    }
+}

@@ -1,0 +1,130 @@
+public import StratusModel
+
+/// The semantics of the seven `records/modify` operation types, shared by every storage backend.
+///
+/// A backend reads the current row inside its write transaction, asks the planner what to do, and
+/// writes the planned record after giving it its sequence number and change tag. Keeping the rules
+/// here means SQLite and PostgreSQL cannot disagree about them.
+public enum RecordWritePlanner {
+    /// Plans one write against the record as it is now (`current`, which may be a tombstone).
+    /// The returned record has `sequence` 0 and an empty `changeTag`: the backend assigns both.
+    public static func plan(
+        _ write: RecordWrite, current: StoredRecord?, context: WriteContext
+    ) -> RecordWriteResult {
+        let live = current.flatMap { $0.deleted ? nil : $0 }
+        let name = write.recordName
+        let operation = write.operationType
+
+        guard let live else {
+            switch operation {
+            case .create, .forceUpdate, .forceReplace:
+                return build(write, fields: write.fields, created: context.stamp, context: context)
+            case .update, .replace, .delete, .forceDelete:
+                return .failure(RecordWriteFailure(.notFound, "record '\(name)' does not exist"))
+            }
+        }
+        if operation == .create {
+            return .failure(RecordWriteFailure(.exists, "record '\(name)' already exists", serverRecord: live))
+        }
+        if operation.checksChangeTag, write.recordChangeTag != live.changeTag {
+            return .failure(
+                RecordWriteFailure(
+                    .conflict,
+                    "record '\(name)' has changed: recordChangeTag '\(write.recordChangeTag ?? "")' is not the "
+                        + "current '\(live.changeTag)'; merge into serverRecord and retry",
+                    serverRecord: live))
+        }
+        if context.onlyCreatorMayModify, live.created.userRecordName != context.userRecordName {
+            return .failure(
+                RecordWriteFailure(.accessDenied, "only the creator of record '\(name)' may change or delete it"))
+        }
+        if let recordType = write.recordType, recordType != live.recordType {
+            return .failure(
+                RecordWriteFailure(
+                    .badRequest,
+                    "record '\(name)' has recordType '\(live.recordType)'; a write cannot change it to '\(recordType)'"
+                ))
+        }
+        switch operation {
+        case .delete, .forceDelete:
+            var tombstone = live
+            tombstone.fieldsJSON = []
+            tombstone.deleted = true
+            tombstone.modified = context.stamp
+            tombstone.changeTag = ""
+            tombstone.sequence = 0
+            return .success(tombstone)
+        case .update, .forceUpdate:
+            let existing: [String: FieldValue]
+            do {
+                existing = try live.decodeFields()
+            } catch {
+                return .failure(RecordWriteFailure(.internalError, "stored fields of '\(name)' are unreadable"))
+            }
+            var merged = existing.filter { !write.removedFieldNames.contains($0.key) }
+            merged.merge(write.fields) { _, new in new }
+            var planned = write
+            planned.recordType = live.recordType
+            return build(planned, fields: merged, created: live.created, context: context)
+        case .replace, .forceReplace:
+            var planned = write
+            planned.recordType = live.recordType
+            return build(planned, fields: write.fields, created: live.created, context: context)
+        case .create:
+            preconditionFailure("handled above")
+        }
+    }
+
+    /// Turns the outcomes of an atomic batch with a failure into CloudKit's answer: failed items keep
+    /// their error, every other item fails with `ATOMIC_ERROR`.
+    public static func failAtomically(_ results: [RecordWriteResult], names: [String]) -> [RecordWriteResult] {
+        guard let firstFailure = results.firstIndex(where: { if case .failure = $0 { true } else { false } })
+        else { return results }
+        return results.map { result in
+            guard case .success = result else { return result }
+            return .failure(
+                RecordWriteFailure(
+                    .atomicError,
+                    "not saved: the atomic batch failed at record '\(names[firstFailure])'"))
+        }
+    }
+
+    private static func build(
+        _ write: RecordWrite, fields: [String: FieldValue], created: RecordStamp, context: WriteContext
+    ) -> RecordWriteResult {
+        guard let recordType = write.recordType else {
+            return .failure(
+                RecordWriteFailure(
+                    .badRequest, "record '\(write.recordName)' does not exist, so recordType is required to create it"))
+        }
+        let limits = context.limits
+        if fields.count > limits.maxFieldsPerRecord {
+            return .failure(
+                RecordWriteFailure(
+                    .badRequest,
+                    "record '\(write.recordName)' has \(fields.count) fields; the limit is \(limits.maxFieldsPerRecord)"
+                ))
+        }
+        var writer = JSONWriter(capacity: 128)
+        RecordDictionary.writeFields(fields, to: &writer)
+        if writer.bytes.count > limits.maxRecordSizeBytes {
+            return .failure(
+                RecordWriteFailure(
+                    .badRequest,
+                    "record '\(write.recordName)' is \(writer.bytes.count) bytes without assets; the limit is "
+                        + "\(limits.maxRecordSizeBytes) bytes"))
+        }
+        return .success(
+            StoredRecord(
+                name: write.recordName, recordType: recordType, changeTag: "", fieldsJSON: writer.bytes,
+                created: created, modified: context.stamp, deleted: false, sequence: 0))
+    }
+}
+
+/// Makes change tags: short, opaque, and different on every write.
+public enum ChangeTag {
+    /// The tag of the write with `sequence` in the zone whose storage identifier is `zoneID`.
+    public static func make(zoneID: Int64, sequence: Int64) -> String {
+        String(zoneID, radix: 36) + "-" + String(sequence, radix: 36)
+    }
+}

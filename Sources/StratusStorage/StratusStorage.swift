@@ -1,0 +1,87 @@
+import StratusModel
+
+/// Where the server keeps everything: accounts, zones, records and their change order.
+///
+/// Every backend (SQLite, PostgreSQL) implements this protocol and passes the conformance suite in
+/// `StratusStorageConformance`. The rules backends must keep:
+/// - every change in a zone takes the zone's next sequence number inside the transaction that
+///   writes it, so a feed read at position *n* never misses a change committed later with a number
+///   at or below *n*;
+/// - the semantics of record writes come from ``RecordWritePlanner``;
+/// - an atomic batch commits entirely or not at all;
+/// - errors are ``StratusError`` values with wire codes (`ZONE_NOT_FOUND`, `EXISTS`,
+///   `CHANGE_TOKEN_EXPIRED`, …).
+public protocol StratusStorage: Sendable {
+    // MARK: Settings
+
+    /// A server-wide setting, such as the admin token's hash.
+    func setting(_ key: String) async throws -> String?
+    /// Sets a server-wide setting if it has no value yet; returns the value in force afterwards.
+    func initializeSetting(_ key: String, to value: String) async throws -> String
+    /// Sets a server-wide setting.
+    func setSetting(_ key: String, to value: String) async throws
+
+    // MARK: Containers, tokens, users, sessions
+
+    /// Creates a container; `EXISTS` if the identifier is taken.
+    func createContainer(_ container: ContainerInfo) async throws
+    /// A container by identifier.
+    func container(_ identifier: String) async throws -> ContainerInfo?
+    /// All containers, by identifier.
+    func containers() async throws -> [ContainerInfo]
+    /// Stores an API token of a container by its hash.
+    func createAPIToken(hash: String, container: String, name: String, createdAt: Int64) async throws
+    /// The container an API token belongs to.
+    func containerForAPIToken(hash: String) async throws -> String?
+    /// Creates a user; `EXISTS` if the username is taken in the container.
+    func createUser(_ user: UserInfo) async throws
+    /// A user by username.
+    func user(container: String, username: String) async throws -> UserInfo?
+    /// A user by record name.
+    func user(container: String, recordName: String) async throws -> UserInfo?
+    /// Stores a session by the hash of its token.
+    func createSession(hash: String, session: SessionInfo) async throws
+    /// A session by the hash of its token.
+    func session(hash: String) async throws -> SessionInfo?
+    /// Ends a session.
+    func deleteSession(hash: String) async throws
+
+    // MARK: Zones
+
+    /// The live zones of a database, the default zone first.
+    func zones(in database: DatabaseLocator) async throws -> [ZoneState]
+    /// A live zone by name, or `nil`.
+    func zone(named name: String, in database: DatabaseLocator) async throws -> ZoneState?
+    /// Creates a custom zone, or returns the live zone of that name.
+    func createZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> ZoneState
+    /// Deletes a custom zone and all its records; the deletion shows in the database change feed.
+    /// Returns `false` when there is no such zone.
+    func deleteZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> Bool
+
+    // MARK: Records
+
+    /// Applies writes to one zone in order, in one transaction. With `atomic`, any failure leaves
+    /// nothing written and turns the other results into `ATOMIC_ERROR`. Throws `ZONE_NOT_FOUND`.
+    func modifyRecords(
+        _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
+    ) async throws -> [RecordWriteResult]
+    /// Looks records up by name; `nil` for a missing or deleted record. Throws `ZONE_NOT_FOUND`.
+    func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws -> [StoredRecord?]
+    /// Reads a zone's changes after `position` (from the start when `nil`), at most `limit` records.
+    /// Throws `ZONE_NOT_FOUND`, and `CHANGE_TOKEN_EXPIRED` for a position in another incarnation of
+    /// the zone or older than its purged tombstones.
+    func recordChanges(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?
+    ) async throws -> RecordChangesPage
+    /// Reads the custom zones changed after `position`, at most `limit` of them.
+    func databaseChanges(
+        in database: DatabaseLocator, after position: ChangePosition?, limit: Int
+    ) async throws -> DatabaseChangesPage
+
+    // MARK: Maintenance
+
+    /// Removes record tombstones and deleted-zone markers last changed before `timestamp`; feeds
+    /// read from positions before them then answer `CHANGE_TOKEN_EXPIRED`. Returns how many went.
+    func purgeTombstones(before timestamp: Int64) async throws -> Int
+}

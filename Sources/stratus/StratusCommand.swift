@@ -1,0 +1,175 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import StratusModel
+import StratusServer
+import StratusSQLite
+import StratusStorage
+
+@main
+struct StratusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stratus",
+        abstract: "A self-hosted CloudKit: sync server and administration.",
+        subcommands: [Serve.self, Admin.self])
+}
+
+/// Options naming the data directory, shared by every command that opens storage.
+struct DataOptions: ParsableArguments {
+    @Option(name: .long, help: "The data directory (created on first start).")
+    var data: String = "./stratus-data"
+
+    var directory: URL { URL(fileURLWithPath: data, isDirectory: true) }
+
+    @Option(help: "Commit durability: 'full' syncs every commit to disk, 'normal' survives process crashes only.")
+    var durability: SQLiteStorage.Durability = .full
+
+    func openStorage() throws -> SQLiteStorage {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return try SQLiteStorage(
+            path: directory.appendingPathComponent("stratus.sqlite").path,
+            configuration: .init(durability: durability))
+    }
+}
+
+extension SQLiteStorage.Durability: ExpressibleByArgument {}
+
+enum LogFormat: String, ExpressibleByArgument, CaseIterable {
+    case text, json
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server. On first start it creates the data directory, a default container, an API "
+            + "token and the admin token, and writes them to DATA/credentials.json.")
+
+    @OptionGroup var storageOptions: DataOptions
+
+    @Option(help: "The interface to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "The port to listen on (0 picks a free one).")
+    var port: Int = 8080
+
+    @Option(help: "The URL clients reach the server at, for sign-in redirects (default: from each request).")
+    var publicURL: String?
+
+    @Option(help: "Days to keep tombstones of deleted records and zones; older sync tokens expire.")
+    var tombstoneHorizonDays: Int = 30
+
+    @Option(help: "Days a web auth token stays valid.")
+    var sessionLifetimeDays: Int = 14
+
+    @Option(help: "Log format.")
+    var logFormat: LogFormat = .text
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        let format = logFormat
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler =
+                format == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "stratus")
+        let configuration = ServerConfiguration(
+            host: host, port: port, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
+            sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL)
+        let storage = try storageOptions.openStorage()
+        let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
+        let credentials = try await ServerBootstrap.prepare(
+            storage: storage, configuration: configuration, credentialsFile: credentialsFile)
+        let host = host
+        let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
+            boundPort in
+            let url = "http://\(host):\(boundPort)"
+            var lines = ["Stratus is running at \(url)", "  OpenAPI:     \(url)/openapi.json"]
+            if var credentials {
+                credentials.url = url
+                try? ServerBootstrap.write(credentials, to: credentialsFile)
+                lines += [
+                    "  container:   \(credentials.container)",
+                    "  API token:   \(credentials.apiToken)",
+                    "  admin token: \(credentials.adminToken)",
+                    "  saved in:    \(credentialsFile.path)",
+                ]
+            } else {
+                lines.append("  (credentials.json is gone; create tokens with 'stratus admin create-token')")
+            }
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+        try await app.runService()
+    }
+}
+
+struct Admin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage containers, API tokens and users directly in the data directory.",
+        subcommands: [CreateContainer.self, CreateToken.self, CreateUser.self, ListContainers.self])
+
+    struct CreateContainer: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a container and print its first API token.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier, e.g. iCloud.com.example.notes.")
+        var identifier: String
+        @Flag(help: "Allow only accounts created by an admin (no self sign-up).")
+        var noSignUp = false
+
+        func run() async throws {
+            let accounts = AccountService(storage: try storageOptions.openStorage(), configuration: .init())
+            try await accounts.createContainer(identifier, allowsSignUp: !noSignUp)
+            print("container: \(identifier)\nAPI token: \(try await accounts.createAPIToken(container: identifier))")
+        }
+    }
+
+    struct CreateToken: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create an API token for a container.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "A name to remember the token by.")
+        var name: String = "default"
+
+        func run() async throws {
+            let accounts = AccountService(storage: try storageOptions.openStorage(), configuration: .init())
+            print(try await accounts.createAPIToken(container: container, name: name))
+        }
+    }
+
+    struct CreateUser: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a user account; the password is read from standard input unless given.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The username.")
+        var username: String
+        @Option(help: "The password (prefer standard input, which keeps it out of the shell history).")
+        var password: String?
+
+        func run() async throws {
+            guard let password = password ?? readLine(strippingNewline: true) else {
+                throw ValidationError("give a password with --password or on standard input")
+            }
+            let accounts = AccountService(storage: try storageOptions.openStorage(), configuration: .init())
+            let user = try await accounts.createUser(container: container, username: username, password: password)
+            print("user: \(user.username)\nuserRecordName: \(user.recordName)")
+        }
+    }
+
+    struct ListContainers: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list-containers", abstract: "List containers.")
+        @OptionGroup var storageOptions: DataOptions
+
+        func run() async throws {
+            for container in try await storageOptions.openStorage().containers() {
+                print("\(container.identifier)\tsign-up: \(container.allowsSignUp ? "open" : "admin only")")
+            }
+        }
+    }
+}
