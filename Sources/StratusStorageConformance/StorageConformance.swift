@@ -1,0 +1,396 @@
+import StratusModel
+public import StratusStorage
+import Testing
+
+/// The behaviour every storage backend must show, as checks a backend's test target runs against
+/// fresh instances of that backend:
+///
+/// ```swift
+/// @Test(arguments: StorageConformance.checks)
+/// func conformance(_ check: StorageConformance.Check) async throws {
+///     try await check.run(makeFreshStorage())
+/// }
+/// ```
+public enum StorageConformance {
+    /// One named check.
+    public struct Check: Sendable, CustomTestStringConvertible {
+        /// What the check verifies.
+        public let name: String
+        /// Runs the check against an empty storage instance.
+        public let run: @Sendable (any StratusStorage) async throws -> Void
+
+        public var testDescription: String { name }
+    }
+
+    /// Every check, in a stable order.
+    public static let checks: [Check] = [
+        Check(name: "settings keep their first value unless set", run: settings),
+        Check(name: "containers, API tokens, users and sessions", run: accounts),
+        Check(name: "zones: default zone, create, delete, re-create", run: zones),
+        Check(name: "the seven operation types", run: operationTypes),
+        Check(name: "change tags change on every write", run: changeTags),
+        Check(name: "an atomic batch with a failure writes nothing", run: atomicBatches),
+        Check(name: "record change feed: order, paging, tombstones, one entry per record", run: recordFeed),
+        Check(name: "record change feed filtered by record type", run: recordTypeFilter),
+        Check(name: "database change feed: created, changed, deleted zones", run: databaseFeed),
+        Check(name: "concurrent writers lose nothing and each change is in the feed once", run: concurrentWriters),
+        Check(name: "purged tombstones expire older positions", run: tombstonePurge),
+        Check(name: "only the creator modifies when the rule is on", run: creatorRule),
+        Check(name: "record size and field count limits", run: recordLimits),
+        Check(name: "databases of different owners are separate", run: isolation),
+    ]
+
+    static let alice = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_alice")
+    static let bob = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_bob")
+
+    static func context(_ user: String = "_alice", timestamp: Int64 = 1_000, creatorOnly: Bool = false,
+                        limits: Limits = Limits()) -> WriteContext {
+        WriteContext(userRecordName: user, deviceID: "device-1", timestamp: timestamp,
+                     onlyCreatorMayModify: creatorOnly, limits: limits)
+    }
+
+    static func create(_ name: String, _ fields: [String: FieldValue] = [:], type: String = "Note") -> RecordWrite {
+        RecordWrite(operationType: .create, recordName: name, recordType: type, fields: fields)
+    }
+
+    @discardableResult
+    static func write(
+        _ storage: any StratusStorage, _ writes: [RecordWrite], zone: String = "Z", in database: DatabaseLocator = alice,
+        atomic: Bool = true, context: WriteContext = context()
+    ) async throws -> [RecordWriteResult] {
+        try await storage.modifyRecords(writes, zone: zone, in: database, atomic: atomic, context: context)
+    }
+
+    static func code(_ result: RecordWriteResult) -> ServerErrorCode? {
+        if case .failure(let failure) = result { return failure.code }
+        return nil
+    }
+
+    static func expectError(_ code: ServerErrorCode, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+            Issue.record("expected \(code.rawValue), but the call succeeded")
+        } catch let error as StratusError {
+            #expect(error.code == code, "\(error)")
+        } catch {
+            Issue.record("expected \(code.rawValue), got \(error)")
+        }
+    }
+
+    /// Reads a zone's whole feed from `position`, page by page.
+    static func readFeed(
+        _ storage: any StratusStorage, zone: String = "Z", in database: DatabaseLocator = alice,
+        after position: ChangePosition? = nil, pageSize: Int = 200
+    ) async throws -> (records: [StoredRecord], position: ChangePosition, pages: Int) {
+        var records: [StoredRecord] = []
+        var position = position
+        var pages = 0
+        while true {
+            let page = try await storage.recordChanges(
+                zone: zone, in: database, after: position, limit: pageSize, recordTypes: nil)
+            records += page.records
+            position = page.position
+            pages += 1
+            if !page.moreComing { return (records, page.position, pages) }
+        }
+    }
+
+    // MARK: Checks
+
+    static func settings(_ storage: any StratusStorage) async throws {
+        #expect(try await storage.setting("k") == nil)
+        #expect(try await storage.initializeSetting("k", to: "first") == "first")
+        #expect(try await storage.initializeSetting("k", to: "second") == "first")
+        try await storage.setSetting("k", to: "third")
+        #expect(try await storage.setting("k") == "third")
+    }
+
+    static func accounts(_ storage: any StratusStorage) async throws {
+        try await storage.createContainer(ContainerInfo(identifier: "c", allowsSignUp: false, createdAt: 1))
+        await expectError(.exists) {
+            try await storage.createContainer(ContainerInfo(identifier: "c", allowsSignUp: true, createdAt: 2))
+        }
+        #expect(try await storage.container("c")?.allowsSignUp == false)
+        #expect(try await storage.containers().map(\.identifier) == ["c"])
+        try await storage.createAPIToken(hash: "h1", container: "c", name: "app", createdAt: 1)
+        #expect(try await storage.containerForAPIToken(hash: "h1") == "c")
+        #expect(try await storage.containerForAPIToken(hash: "h2") == nil)
+
+        let user = UserInfo(container: "c", recordName: "_u1", username: "ann", passwordHash: "x", createdAt: 1)
+        try await storage.createUser(user)
+        await expectError(.exists) {
+            try await storage.createUser(
+                UserInfo(container: "c", recordName: "_u2", username: "ann", passwordHash: "y", createdAt: 1))
+        }
+        #expect(try await storage.user(container: "c", username: "ann") == user)
+        #expect(try await storage.user(container: "c", recordName: "_u1") == user)
+        #expect(try await storage.user(container: "other", username: "ann") == nil)
+
+        let session = SessionInfo(container: "c", userRecordName: "_u1", expiresAt: 99)
+        try await storage.createSession(hash: "s1", session: session)
+        #expect(try await storage.session(hash: "s1") == session)
+        try await storage.deleteSession(hash: "s1")
+        #expect(try await storage.session(hash: "s1") == nil)
+    }
+
+    static func zones(_ storage: any StratusStorage) async throws {
+        #expect(try await storage.zones(in: alice).map(\.name) == [ZoneID.defaultZoneName])
+        let created = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let again = try await storage.createZone(named: "Z", in: alice, timestamp: 2)
+        #expect(created.id == again.id, "creating an existing zone returns it")
+        _ = try await storage.createZone(named: "A", in: alice, timestamp: 3)
+        #expect(try await storage.zones(in: alice).map(\.name) == [ZoneID.defaultZoneName, "A", "Z"])
+
+        try await write(storage, [create("r1")])
+        #expect(try await storage.deleteZone(named: "Z", in: alice, timestamp: 4))
+        #expect(try await storage.deleteZone(named: "Z", in: alice, timestamp: 5) == false)
+        #expect(try await storage.zone(named: "Z", in: alice) == nil)
+        await expectError(.zoneNotFound) { try await write(storage, [create("r2")]) }
+        await expectError(.zoneNotFound) { _ = try await storage.lookupRecords(names: ["r1"], zone: "Z", in: alice) }
+
+        let recreated = try await storage.createZone(named: "Z", in: alice, timestamp: 6)
+        #expect(recreated.id != created.id, "a re-created zone is a new incarnation")
+        #expect(try await storage.lookupRecords(names: ["r1"], zone: "Z", in: alice) == [nil],
+                "deleting a zone removes its records")
+        await expectError(.changeTokenExpired) {
+            _ = try await storage.recordChanges(
+                zone: "Z", in: alice, after: ChangePosition(scopeID: created.id, sequence: 0), limit: 10,
+                recordTypes: nil)
+        }
+    }
+
+    static func operationTypes(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let fields: [String: FieldValue] = ["title": .string("a"), "n": .int64(1)]
+        let created = try #require(try await write(storage, [create("r", fields)]).first?.get())
+        #expect(try created.decodeFields() == fields)
+        #expect(created.created.userRecordName == "_alice" && created.created.deviceID == "device-1")
+
+        #expect(code(try await write(storage, [create("r")])[0]) == .exists)
+        if case .failure(let failure) = try await write(storage, [create("r")])[0] {
+            #expect(failure.serverRecord?.changeTag == created.changeTag, "EXISTS carries the server record")
+        }
+
+        var update = RecordWrite(operationType: .update, recordName: "r", recordChangeTag: "stale",
+                                 fields: ["title": .string("b")])
+        let conflict = try await write(storage, [update])[0]
+        #expect(code(conflict) == .conflict)
+        if case .failure(let failure) = conflict {
+            #expect(failure.serverRecord == created, "CONFLICT carries the current server record")
+        }
+        update.recordChangeTag = created.changeTag
+        update.removedFieldNames = ["n"]
+        let updated = try await write(storage, [update])[0].get()
+        #expect(try updated.decodeFields() == ["title": .string("b")], "update merges fields and removes nulls")
+        #expect(updated.created == created.created)
+
+        let missing = RecordWrite(operationType: .update, recordName: "nope", recordChangeTag: "x")
+        #expect(code(try await write(storage, [missing])[0]) == .notFound)
+
+        let forceUpdate = RecordWrite(operationType: .forceUpdate, recordName: "r", fields: ["n": .int64(2)])
+        let forced = try await write(storage, [forceUpdate])[0].get()
+        #expect(try forced.decodeFields() == ["title": .string("b"), "n": .int64(2)])
+        let forceUpdateNew = RecordWrite(operationType: .forceUpdate, recordName: "f", recordType: "Note")
+        #expect((try? await write(storage, [forceUpdateNew])[0].get()) != nil, "forceUpdate creates a missing record")
+        let forceUpdateNoType = RecordWrite(operationType: .forceUpdate, recordName: "g")
+        #expect(code(try await write(storage, [forceUpdateNoType])[0]) == .badRequest)
+
+        let replace = RecordWrite(operationType: .replace, recordName: "r", recordChangeTag: forced.changeTag,
+                                  fields: ["other": .double(1.5)])
+        let replaced = try await write(storage, [replace])[0].get()
+        #expect(try replaced.decodeFields() == ["other": .double(1.5)], "replace drops unspecified fields")
+        #expect(code(try await write(storage, [replace])[0]) == .conflict)
+        let forceReplace = RecordWrite(operationType: .forceReplace, recordName: "r", fields: [:])
+        #expect(try await write(storage, [forceReplace])[0].get().decodeFields() == [:])
+        let forceReplaceNew = RecordWrite(operationType: .forceReplace, recordName: "h", recordType: "Note")
+        #expect((try? await write(storage, [forceReplaceNew])[0].get()) != nil)
+
+        let current = try #require(try await storage.lookupRecords(names: ["r"], zone: "Z", in: alice)[0])
+        #expect(code(try await write(storage, [RecordWrite(operationType: .delete, recordName: "r", recordChangeTag: "x")])[0]) == .conflict)
+        let deleted = try await write(storage, [RecordWrite(operationType: .delete, recordName: "r", recordChangeTag: current.changeTag)])[0].get()
+        #expect(deleted.deleted)
+        #expect(try await storage.lookupRecords(names: ["r"], zone: "Z", in: alice) == [nil])
+        #expect(code(try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "r")])[0]) == .notFound)
+        #expect(try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "f")])[0].get().deleted)
+
+        let recreated = try await write(storage, [create("r", ["title": .string("again")])])[0].get()
+        #expect(recreated.created.timestamp == 1_000 && !recreated.deleted, "a deleted record's name can be reused")
+
+        let retyped = RecordWrite(operationType: .forceUpdate, recordName: "r", recordType: "Other")
+        #expect(code(try await write(storage, [retyped])[0]) == .badRequest, "a write cannot change the record type")
+    }
+
+    static func changeTags(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        var tags = Set<String>()
+        tags.insert(try await write(storage, [create("r")])[0].get().changeTag)
+        for value in 0..<20 {
+            let write = RecordWrite(operationType: .forceUpdate, recordName: "r", fields: ["v": .int64(Int64(value))])
+            tags.insert(try await Self.write(storage, [write])[0].get().changeTag)
+        }
+        #expect(tags.count == 21)
+    }
+
+    static func atomicBatches(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        try await write(storage, [create("existing")])
+        let before = try await storage.zone(named: "Z", in: alice)!
+        let results = try await write(storage, [create("a"), create("existing"), create("b")], atomic: true)
+        #expect(results.map(code) == [.atomicError, .exists, .atomicError])
+        #expect(try await storage.lookupRecords(names: ["a", "b"], zone: "Z", in: alice) == [nil, nil])
+        #expect(try await storage.zone(named: "Z", in: alice) == before, "a failed atomic batch takes no sequence numbers")
+
+        let partial = try await write(storage, [create("a"), create("existing"), create("b")], atomic: false)
+        #expect(partial.map(code) == [nil, .exists, nil])
+        #expect(try await storage.lookupRecords(names: ["a", "b"], zone: "Z", in: alice).allSatisfy { $0 != nil })
+    }
+
+    static func recordFeed(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let empty = try await storage.recordChanges(zone: "Z", in: alice, after: nil, limit: 10, recordTypes: nil)
+        #expect(empty.records.isEmpty && !empty.moreComing)
+        for batch in 0..<5 {
+            try await write(storage, (0..<50).map { create("r\(batch * 50 + $0)") })
+        }
+        let all = try await readFeed(storage, pageSize: 40)
+        #expect(all.records.map(\.name) == (0..<250).map { "r\($0)" })
+        #expect(all.pages == 7)
+        #expect(all.records.map(\.sequence) == Array(1...250))
+        #expect(all.position == (try await storage.zone(named: "Z", in: alice))!.currentPosition)
+
+        let r3 = all.records[3]
+        try await write(storage, [RecordWrite(operationType: .update, recordName: "r3", recordChangeTag: r3.changeTag,
+                                              fields: ["x": .int64(1)])])
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "r7")])
+        let since = try await readFeed(storage, after: all.position)
+        #expect(since.records.map(\.name) == ["r3", "r7"])
+        #expect(since.records[1].deleted, "deletions appear as tombstones")
+
+        let again = try await readFeed(storage, pageSize: 100)
+        #expect(again.records.count == 250, "each record appears once, in its latest state")
+        #expect(again.records.suffix(2).map(\.name) == ["r3", "r7"])
+    }
+
+    static func recordTypeFilter(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        try await write(storage, [create("a", type: "Note"), create("b", type: "Folder"), create("c", type: "Note")])
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "b")])
+        let page = try await storage.recordChanges(zone: "Z", in: alice, after: nil, limit: 10, recordTypes: ["Note"])
+        #expect(page.records.map(\.name) == ["a", "c", "b"], "matching records and every deletion")
+        #expect(page.position.sequence == 4 && !page.moreComing)
+    }
+
+    static func databaseFeed(_ storage: any StratusStorage) async throws {
+        let start = try await storage.databaseChanges(in: alice, after: nil, limit: 10)
+        #expect(start.zones.isEmpty)
+        _ = try await storage.createZone(named: "A", in: alice, timestamp: 1)
+        _ = try await storage.createZone(named: "B", in: alice, timestamp: 1)
+        try await write(storage, [create("d")], zone: ZoneID.defaultZoneName, atomic: false)
+        let first = try await storage.databaseChanges(in: alice, after: start.position, limit: 10)
+        #expect(first.zones.map(\.name) == ["A", "B"], "the default zone does not appear")
+
+        try await write(storage, [create("x")], zone: "A")
+        #expect(try await storage.deleteZone(named: "B", in: alice, timestamp: 2))
+        let second = try await storage.databaseChanges(in: alice, after: first.position, limit: 1)
+        #expect(second.zones.map(\.name) == ["A"] && second.moreComing)
+        let third = try await storage.databaseChanges(in: alice, after: second.position, limit: 1)
+        #expect(third.zones.map(\.name) == ["B"] && third.zones[0].deleted && !third.moreComing)
+        let none = try await storage.databaseChanges(in: alice, after: third.position, limit: 10)
+        #expect(none.zones.isEmpty && none.position == third.position)
+        #expect(try await storage.databaseChanges(in: bob, after: nil, limit: 10).zones.isEmpty)
+    }
+
+    static func concurrentWriters(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let writers = 8
+        let writesPerWriter = 40
+        var positions: [ChangePosition] = []
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    for index in 0..<writesPerWriter {
+                        let result = try await write(storage, [create("w\(writer)-\(index)")])
+                        _ = try result[0].get()
+                    }
+                }
+            }
+            // Read the feed while the writers run: every page must stay consistent.
+            group.addTask {
+                for _ in 0..<10 {
+                    _ = try await storage.recordChanges(zone: "Z", in: alice, after: nil, limit: 50, recordTypes: nil)
+                }
+            }
+            try await group.waitForAll()
+        }
+        positions.append(try await storage.zone(named: "Z", in: alice)!.currentPosition)
+        let feed = try await readFeed(storage, pageSize: 37)
+        let names = feed.records.map(\.name)
+        #expect(names.count == writers * writesPerWriter)
+        #expect(Set(names).count == names.count, "every change appears exactly once")
+        #expect(feed.records.map(\.sequence) == Array(1...Int64(writers * writesPerWriter)))
+        #expect(feed.position == positions[0])
+    }
+
+    static func tombstonePurge(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        try await write(storage, [create("a"), create("b")], context: context(timestamp: 100))
+        let early = try await readFeed(storage).position
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "a")], context: context(timestamp: 200))
+        let afterDelete = try await readFeed(storage).position
+        _ = try await storage.createZone(named: "Gone", in: alice, timestamp: 100)
+        let databaseEarly = try await storage.databaseChanges(in: alice, after: nil, limit: 10).position
+        #expect(try await storage.deleteZone(named: "Gone", in: alice, timestamp: 200))
+
+        #expect(try await storage.purgeTombstones(before: 150) == 0, "tombstones inside the horizon stay")
+        #expect(try await storage.purgeTombstones(before: 300) == 2)
+        await expectError(.changeTokenExpired) {
+            _ = try await storage.recordChanges(zone: "Z", in: alice, after: early, limit: 10, recordTypes: nil)
+        }
+        let current = try await storage.recordChanges(zone: "Z", in: alice, after: afterDelete, limit: 10, recordTypes: nil)
+        #expect(current.records.isEmpty, "positions after the purged tombstones stay valid")
+        let fresh = try await readFeed(storage)
+        #expect(fresh.records.map(\.name) == ["b"], "a fresh read no longer lists purged tombstones")
+        await expectError(.changeTokenExpired) {
+            _ = try await storage.databaseChanges(in: alice, after: databaseEarly, limit: 10)
+        }
+    }
+
+    static func creatorRule(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let record = try await write(storage, [create("r")], context: context("_alice", creatorOnly: true))[0].get()
+        let update = RecordWrite(operationType: .update, recordName: "r", recordChangeTag: record.changeTag,
+                                 fields: ["x": .int64(1)])
+        #expect(code(try await write(storage, [update], context: context("_bob", creatorOnly: true))[0]) == .accessDenied)
+        #expect(code(try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "r")],
+                                     context: context("_bob", creatorOnly: true))[0]) == .accessDenied)
+        #expect(code(try await write(storage, [update], context: context("_alice", creatorOnly: true))[0]) == nil)
+    }
+
+    static func recordLimits(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let limits = Limits(maxRecordSizeBytes: 1_000, maxFieldsPerRecord: 3)
+        let big = create("big", ["text": .string(String(repeating: "x", count: 2_000))])
+        let many = create("many", ["a": .int64(1), "b": .int64(2), "c": .int64(3), "d": .int64(4)])
+        let results = try await write(storage, [big, many, create("ok")], atomic: false, context: context(limits: limits))
+        #expect(results.map(code) == [.badRequest, .badRequest, nil])
+        if case .failure(let failure) = results[0] {
+            #expect(failure.reason.contains("big") && failure.reason.contains("1000"), "\(failure.reason)")
+        }
+        let ok = try results[2].get()
+        let grow = RecordWrite(operationType: .update, recordName: "ok", recordChangeTag: ok.changeTag,
+                               fields: ["a": .int64(1), "b": .int64(2), "c": .int64(3), "d": .int64(4)])
+        #expect(code(try await write(storage, [grow], context: context(limits: limits))[0]) == .badRequest,
+                "limits apply to the merged record")
+    }
+
+    static func isolation(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        try await write(storage, [create("secret")])
+        #expect(try await storage.zone(named: "Z", in: bob) == nil)
+        await expectError(.zoneNotFound) { _ = try await storage.lookupRecords(names: ["secret"], zone: "Z", in: bob) }
+        _ = try await storage.createZone(named: "Z", in: bob, timestamp: 1)
+        #expect(try await storage.lookupRecords(names: ["secret"], zone: "Z", in: bob) == [nil])
+        let production = DatabaseLocator(container: "c", environment: .production, scope: .private, owner: "_alice")
+        #expect(try await storage.zone(named: "Z", in: production) == nil, "environments are separate")
+    }
+}
