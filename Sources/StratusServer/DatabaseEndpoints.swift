@@ -66,7 +66,8 @@ struct DatabaseEndpoints: Sendable {
 
     func listZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let target = try await authenticator.authenticate(request, context: context)
-        let zones = target.scope == .shared ? [] : try await storage.zones(in: target.locator())
+        let locator = try target.locator()
+        let zones = target.scope == .shared ? [] : try await storage.zones(in: locator)
         var writer = JSONWriter()
         writer.beginObject()
         writer.field("zones", array: try zones.map { try zoneDictionary($0, in: target) })

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import StratusModel
 
 /// Turns every error a handler throws into a CloudKit-shaped error response: the HTTP status of its
@@ -121,7 +122,13 @@ extension Response {
 extension Request {
     /// Decodes the JSON body, refusing bodies over `limit` bytes.
     func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
-        let buffer = try await body.collect(upTo: limit)
+        let buffer: ByteBuffer
+        do {
+            buffer = try await body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw StratusError(
+                .limitExceeded, "the request body is larger than \(limit) bytes, the server's maxRequestBodyBytes")
+        }
         guard buffer.readableBytes > 0 else {
             throw StratusError.badRequest("the request body is empty; expected a JSON object")
         }

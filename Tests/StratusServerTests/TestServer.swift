@@ -1,0 +1,187 @@
+import NIOHTTP1
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import StratusModel
+import StratusServer
+import StratusSQLite
+import Testing
+
+/// A real Stratus server on a loopback port over a real SQLite file in a temporary directory.
+final class TestServer: Sendable {
+    let directory: URL
+    let storage: SQLiteStorage
+    let baseURL: String
+    let credentials: ServerCredentials
+    let configuration: ServerConfiguration
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    var container: String { credentials.container }
+    var apiToken: String { credentials.apiToken }
+
+    /// Starts a server; pass `directory` to reuse the data of a stopped one.
+    static func start(
+        directory: URL? = nil, configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4)
+    ) async throws -> TestServer {
+        let directory = directory ?? FileManager.default.temporaryDirectory
+            .appendingPathComponent("stratus-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let storage = try SQLiteStorage(path: directory.appendingPathComponent("stratus.sqlite").path)
+        let credentialsFile = directory.appendingPathComponent("credentials.json")
+        let credentials = try await ServerBootstrap.prepare(
+            storage: storage, configuration: configuration, credentialsFile: credentialsFile)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "stratus-test")
+        logger.logLevel = .warning
+        let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
+            continuation.yield($0)
+        }
+        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: logger)
+        let task = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        return TestServer(
+            directory: directory, storage: storage, baseURL: "http://127.0.0.1:\(port)",
+            credentials: try #require(credentials), configuration: configuration, group: group, task: task)
+    }
+
+    private init(
+        directory: URL, storage: SQLiteStorage, baseURL: String, credentials: ServerCredentials,
+        configuration: ServerConfiguration, group: ServiceGroup, task: Task<Void, any Error>
+    ) {
+        self.directory = directory
+        self.storage = storage
+        self.baseURL = baseURL
+        self.credentials = credentials
+        self.configuration = configuration
+        self.group = group
+        self.task = task
+    }
+
+    /// Stops the server gracefully and waits for it.
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+
+    /// Stops the server and removes its data.
+    func stopAndRemove() async throws {
+        try await stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    // MARK: HTTP
+
+    /// A response: status and parsed JSON body.
+    struct Reply: @unchecked Sendable {
+        let status: Int
+        let body: [String: Any]
+        let text: String
+        let headers: HTTPHeaders
+
+        var reason: String { body["reason"] as? String ?? "" }
+        var code: String? { body["serverErrorCode"] as? String }
+        var records: [[String: Any]] { body["records"] as? [[String: Any]] ?? [] }
+        var zones: [[String: Any]] { body["zones"] as? [[String: Any]] ?? [] }
+        var syncToken: String? { body["syncToken"] as? String }
+        var moreComing: Bool? { body["moreComing"] as? Bool }
+    }
+
+    func request(
+        _ method: HTTPMethod, _ path: String, body: Any? = nil, rawBody: String? = nil,
+        query: [String: String] = [:], headers: [String: String] = [:]
+    ) async throws -> Reply {
+        var components = URLComponents(string: baseURL + path)!
+        components.queryItems = query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        var request = HTTPClientRequest(url: components.url!.absoluteString)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let rawBody {
+            request.body = .bytes(ByteBuffer(string: rawBody))
+        } else if let body {
+            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        let buffer = try await response.body.collect(upTo: 256 << 20)
+        let text = String(buffer: buffer)
+        let json = (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) as? [String: Any] ?? [:]
+        return Reply(status: Int(response.status.code), body: json, text: text, headers: response.headers)
+    }
+
+    /// A call to `/database/1/{container}/development/{database}/{operation}` as `user`.
+    func database(
+        _ database: String, _ operation: String, _ body: Any? = nil, user: String? = nil,
+        environment: String = "development", method: HTTPMethod? = nil, headers: [String: String] = [:]
+    ) async throws -> Reply {
+        var query = ["ckAPIToken": apiToken]
+        if let user { query["ckWebAuthToken"] = user }
+        return try await request(
+            method ?? (body == nil ? .GET : .POST), "/database/1/\(container)/\(environment)/\(database)/\(operation)",
+            body: body, query: query, headers: headers)
+    }
+
+    /// Signs up a new user and returns its web auth token and record name.
+    func signUp(_ username: String) async throws -> (token: String, recordName: String) {
+        let reply = try await request(
+            .POST, "/auth/1/\(container)/signup", body: ["username": username, "password": "correct horse"],
+            query: ["ckAPIToken": apiToken])
+        #expect(reply.status == 200, "\(reply.text)")
+        return (try #require(reply.body["ckWebAuthToken"] as? String), try #require(reply.body["userRecordName"] as? String))
+    }
+
+    /// Creates a custom zone in the user's private database.
+    func createZone(_ name: String, user: String) async throws {
+        let reply = try await database(
+            "private", "zones/modify", ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": name]]]]],
+            user: user)
+        #expect(reply.status == 200 && reply.zones.first?["serverErrorCode"] == nil, "\(reply.text)")
+    }
+
+    /// Runs `records/modify` with the given operations in a zone.
+    func modify(
+        _ operations: [[String: Any]], zone: String? = nil, user: String?, database: String = "private",
+        atomic: Bool? = nil, extra: [String: Any] = [:]
+    ) async throws -> Reply {
+        var body: [String: Any] = ["operations": operations]
+        if let zone { body["zoneID"] = ["zoneName": zone] }
+        if let atomic { body["atomic"] = atomic }
+        body.merge(extra) { $1 }
+        return try await self.database(database, "records/modify", body, user: user)
+    }
+
+    /// Reads a zone's whole change feed from `token`.
+    func readFeed(zone: String, user: String, token: String? = nil, limit: Int? = nil) async throws
+        -> (records: [[String: Any]], token: String, pages: Int)
+    {
+        var token = token
+        var records: [[String: Any]] = []
+        var pages = 0
+        while true {
+            var body: [String: Any] = ["zoneID": ["zoneName": zone]]
+            if let token { body["syncToken"] = token }
+            if let limit { body["resultsLimit"] = limit }
+            let reply = try await database("private", "records/changes", body, user: user)
+            try #require(reply.status == 200, "\(reply.text)")
+            records += reply.records
+            token = reply.syncToken
+            pages += 1
+            if reply.moreComing != true { return (records, try #require(token), pages) }
+        }
+    }
+}
+
+/// Builds a `records/modify` operation.
+func operation(
+    _ type: String, _ name: String? = nil, recordType: String? = "Note", tag: String? = nil,
+    fields: [String: Any]? = nil
+) -> [String: Any] {
+    var record: [String: Any] = [:]
+    if let name { record["recordName"] = name }
+    if let recordType { record["recordType"] = recordType }
+    if let tag { record["recordChangeTag"] = tag }
+    if let fields { record["fields"] = fields }
+    return ["operationType": type, "record": record]
+}
