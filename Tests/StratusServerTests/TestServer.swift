@@ -3,7 +3,6 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
-import ServiceLifecycle
 import StratusModel
 import StratusServer
 import StratusSQLite
@@ -13,11 +12,11 @@ import Testing
 final class TestServer: Sendable {
     let directory: URL
     let storage: SQLiteStorage
-    let baseURL: String
     let credentials: ServerCredentials
     let configuration: ServerConfiguration
-    private let group: ServiceGroup
-    private let task: Task<Void, any Error>
+    private let server: EmbeddedServer
+
+    var baseURL: String { server.baseURL }
 
     var container: String { credentials.container }
     var apiToken: String { credentials.apiToken }
@@ -33,38 +32,28 @@ final class TestServer: Sendable {
         let credentialsFile = directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
             storage: storage, configuration: configuration, credentialsFile: credentialsFile)
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
         var logger = Logger(label: "stratus-test")
         logger.logLevel = .warning
-        let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
-            continuation.yield($0)
-        }
-        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: logger)
-        let task = Task { try await group.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
+        let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
         return TestServer(
-            directory: directory, storage: storage, baseURL: "http://127.0.0.1:\(port)",
-            credentials: try #require(credentials), configuration: configuration, group: group, task: task)
+            directory: directory, storage: storage, server: server, credentials: try #require(credentials),
+            configuration: configuration)
     }
 
     private init(
-        directory: URL, storage: SQLiteStorage, baseURL: String, credentials: ServerCredentials,
-        configuration: ServerConfiguration, group: ServiceGroup, task: Task<Void, any Error>
+        directory: URL, storage: SQLiteStorage, server: EmbeddedServer, credentials: ServerCredentials,
+        configuration: ServerConfiguration
     ) {
         self.directory = directory
         self.storage = storage
-        self.baseURL = baseURL
+        self.server = server
         self.credentials = credentials
         self.configuration = configuration
-        self.group = group
-        self.task = task
     }
 
     /// Stops the server gracefully and waits for it.
     func stop() async throws {
-        await group.triggerGracefulShutdown()
-        try await task.value
+        try await server.stop()
     }
 
     /// Stops the server and removes its data.

@@ -1,0 +1,254 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import StratusModel
+import StratusServer
+import StratusSQLite
+import StratusStorage
+
+@main
+struct StratusBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stratus-bench",
+        abstract: "Measures Stratus over loopback HTTP beside raw GRDB on the same rows, in one run.")
+
+    @Option(help: "Records written by the batched workload and read by the change-feed workload.")
+    var records = 100_000
+
+    @Option(help: "Operations per records/modify request (and rows per raw transaction).")
+    var batch = 200
+
+    @Option(help: "Concurrent clients in the batched-write workload.")
+    var clients = 1
+
+    @Option(help: "Single-record saves timed for latency.")
+    var saves = 2_000
+
+    @Option(help: "Repetitions; each runs Stratus, then the raw baseline, on fresh files.")
+    var repeats = 3
+
+    @Option(help: "Commit durability of both Stratus and the baseline: full or normal.")
+    var durability: SQLiteStorage.Durability = .full
+
+    @Option(help: "Write the results as JSON to this file.")
+    var output: String?
+
+    struct Round: Encodable {
+        var stratusBatchedWrites = 0.0
+        var rawBatchedWrites = 0.0
+        var stratusSaveP50 = 0.0
+        var stratusSaveP99 = 0.0
+        var rawSaveP50 = 0.0
+        var rawSaveP99 = 0.0
+        var stratusFeedRead = 0.0
+        var rawFeedRead = 0.0
+    }
+
+    func run() async throws {
+        let fieldsJSON = (0..<1_000).map(Workload.fieldsJSON)
+        var rounds: [Round] = []
+        for round in 1...repeats {
+            var result = Round()
+            try await measureStratus(into: &result, round: round)
+            try await measureRaw(into: &result, fields: fieldsJSON, round: round)
+            rounds.append(result)
+        }
+        try report(rounds)
+    }
+
+    private func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    private func progress(_ text: String) {
+        FileHandle.standardError.write(Data("[stratus-bench] \(text)\n".utf8))
+    }
+
+    // MARK: Stratus over HTTP
+
+    private func measureStratus(into result: inout Round, round: Int) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = try SQLiteStorage(
+            path: directory.appendingPathComponent("stratus.sqlite").path, configuration: .init(durability: durability))
+        let configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        let credentials = try await ServerBootstrap.prepare(
+            storage: storage, configuration: configuration,
+            credentialsFile: directory.appendingPathComponent("credentials.json"))!
+        var logger = Logger(label: "stratus-bench")
+        logger.logLevel = .error
+        let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            let base = "\(server.baseURL)/database/1/\(credentials.container)/development/private"
+            let session = try await Self.post(
+                http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
+                Array(#"{"username":"bench","password":"benchmark password"}"#.utf8))
+            struct Session: Decodable { let ckWebAuthToken: String }
+            let webAuthToken = try JSONDecoder().decode(Session.self, from: Data(session.readableBytesView)).ckWebAuthToken
+            let query = "?ckAPIToken=\(credentials.apiToken)&ckWebAuthToken=\(webAuthToken)"
+            _ = try await Self.post(
+                http, "\(base)/zones/modify\(query)",
+                Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Bench"}}}]}"#.utf8))
+
+            progress("round \(round): Stratus batched writes (\(records) records, \(batch) per request, \(clients) client(s))")
+            let bodies = stride(from: 0, to: records, by: batch).map {
+                Workload.modifyBody($0..<min($0 + batch, records), zone: "Bench", prefix: "r")
+            }
+            let clients = clients
+            let writeSeconds = try await measure {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for client in 0..<clients {
+                        group.addTask {
+                            for index in stride(from: client, to: bodies.count, by: clients) {
+                                let reply = try await Self.post(http, "\(base)/records/modify\(query)", bodies[index])
+                                guard reply.readableBytesView.firstRange(of: Array("serverErrorCode".utf8)) == nil else {
+                                    throw BenchError("a write failed: \(String(buffer: reply).prefix(300))")
+                                }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            result.stratusBatchedWrites = Double(records) / writeSeconds
+
+            progress("round \(round): Stratus single-record saves (\(saves))")
+            var latencies: [Double] = []
+            for index in 0..<saves {
+                let body = Workload.modifyBody(index..<index + 1, zone: "Bench", prefix: "s")
+                latencies.append(try await measure { _ = try await Self.post(http, "\(base)/records/modify\(query)", body) })
+            }
+            result.stratusSaveP50 = percentile(latencies, 0.5) * 1000
+            result.stratusSaveP99 = percentile(latencies, 0.99) * 1000
+
+            progress("round \(round): Stratus change feed read (\(records + saves) records)")
+            var read = 0
+            let readSeconds = try await measure {
+                var token: String?
+                while true {
+                    var body = #"{"zoneID":{"zoneName":"Bench"},"resultsLimit":\#(batch)"#
+                    if let token { body += #","syncToken":"\#(token)""# }
+                    body += "}"
+                    let page = try await Self.post(http, "\(base)/records/changes\(query)", Array(body.utf8))
+                    let summary = FeedPageSummary(page)
+                    read += summary.records
+                    token = summary.syncToken
+                    if !summary.moreComing { break }
+                }
+            }
+            guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
+            result.stratusFeedRead = Double(read) / readSeconds
+        } catch {
+            try? await http.shutdown()
+            try? await server.stop()
+            throw error
+        }
+        try await http.shutdown()
+        try await server.stop()
+    }
+
+    static func post(_ http: HTTPClient, _ url: String, _ body: [UInt8]) async throws -> ByteBuffer {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await http.execute(request, timeout: .seconds(120))
+        let buffer = try await response.body.collect(upTo: 64 << 20)
+        guard response.status == .ok else { throw BenchError("HTTP \(response.status.code): \(String(buffer: buffer))") }
+        return buffer
+    }
+
+    // MARK: Raw GRDB baseline
+
+    private func measureRaw(into result: inout Round, fields: [[UInt8]], round: Int) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let raw = try RawSQLiteBaseline(path: directory.appendingPathComponent("raw.sqlite").path, durability: durability)
+        progress("round \(round): raw GRDB inserts and reads of the same rows")
+        let writeSeconds = try await measure { try await raw.insert(0..<records, batch: batch, prefix: "r", fields: fields) }
+        result.rawBatchedWrites = Double(records) / writeSeconds
+        var latencies: [Double] = []
+        for index in 0..<saves {
+            latencies.append(try await measure {
+                try await raw.insert(records + index..<records + index + 1, batch: 1, prefix: "s", fields: fields)
+            })
+        }
+        result.rawSaveP50 = percentile(latencies, 0.5) * 1000
+        result.rawSaveP99 = percentile(latencies, 0.99) * 1000
+        var read = 0
+        let readSeconds = try await measure { read = try await raw.readAll(page: batch) }
+        result.rawFeedRead = Double(read) / readSeconds
+    }
+
+    // MARK: Report
+
+    private func report(_ rounds: [Round]) throws {
+        func row(_ name: String, _ unit: String, _ stratus: KeyPath<Round, Double>, _ raw: KeyPath<Round, Double>,
+                 higherIsBetter: Bool) -> String {
+            let s = Statistics(rounds.map { $0[keyPath: stratus] })
+            let r = Statistics(rounds.map { $0[keyPath: raw] })
+            let ratio = Statistics(rounds.map { $0[keyPath: stratus] / $0[keyPath: raw] })
+            func f(_ value: Double) -> String {
+                value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
+            }
+            return "| \(name) | \(unit) | \(f(s.median)) (\(f(s.min))–\(f(s.max))) | \(f(r.median)) (\(f(r.min))–\(f(r.max))) | "
+                + String(format: "%.2f (%.2f–%.2f)", ratio.median, ratio.min, ratio.max) + " |"
+        }
+        let lines = [
+            "| workload | unit | Stratus median (min–max) | raw GRDB median (min–max) | Stratus / raw, per round |",
+            "|---|---|---|---|---|",
+            row("batched creates, \(batch)/request, \(clients) client(s)", "records/s", \.stratusBatchedWrites, \.rawBatchedWrites, higherIsBetter: true),
+            row("single-record save, p50", "ms", \.stratusSaveP50, \.rawSaveP50, higherIsBetter: false),
+            row("single-record save, p99", "ms", \.stratusSaveP99, \.rawSaveP99, higherIsBetter: false),
+            row("change feed read, \(batch)/page", "records/s", \.stratusFeedRead, \.rawFeedRead, higherIsBetter: true),
+        ]
+        print("\(repeats) rounds, \(records) records, durability \(durability.rawValue)\n")
+        print(lines.joined(separator: "\n"))
+        if let output {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            struct Document: Encodable {
+                let records: Int, batch: Int, clients: Int, saves: Int, durability: String, rounds: [Round]
+            }
+            try encoder.encode(Document(
+                records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
+                rounds: rounds)).write(to: URL(fileURLWithPath: output))
+        }
+    }
+}
+
+extension SQLiteStorage.Durability: ExpressibleByArgument {}
+
+/// What the benchmark client reads from a `records/changes` page without parsing every record.
+struct FeedPageSummary {
+    let records: Int
+    let syncToken: String
+    let moreComing: Bool
+
+    init(_ page: ByteBuffer) {
+        let bytes = Array(page.readableBytesView)
+        var count = 0
+        var searchStart = bytes.startIndex
+        let marker = Array(#""recordName":"#.utf8)
+        while let range = bytes[searchStart...].firstRange(of: marker) {
+            count += 1
+            searchStart = range.upperBound
+        }
+        records = count
+        let tokenMarker = Array(#""syncToken":""#.utf8)
+        let tokenStart = bytes.lastRange(of: tokenMarker)!.upperBound
+        let tokenEnd = bytes[tokenStart...].firstIndex(of: UInt8(ascii: "\""))!
+        syncToken = String(decoding: bytes[tokenStart..<tokenEnd], as: UTF8.self)
+        moreComing = bytes.lastRange(of: Array(#""moreComing":true"#.utf8)) != nil
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
