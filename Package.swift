@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "StratusModel", swiftSettings: swiftSettings),
         .target(
             name: "StratusStorage",
-            dependencies: ["StratusModel", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["StratusModel"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -108,14 +108,43 @@ extension FieldValue: Decodable {
                 }
                 let elementType = type.elementType!
                 var values: [FieldValue] = []
+                values.reserveCapacity(list.count ?? 0)
                 while !list.isAtEnd {
-                    values.append(try decodeScalar(elementType, from: try list.superDecoder()))
+                    if let value = fastElement(elementType, &list) {
+                        values.append(value)
+                    } else {
+                        values.append(try decodeScalar(elementType, from: try list.superDecoder()))
+                    }
                 }
                 return .list(elementType: elementType, values)
             }
+            if let value = fastScalar(type, container) { return value }
             return try decodeScalar(type, from: try container.superDecoder(forKey: .value))
         }
         return try inferValue(from: try container.superDecoder(forKey: .value))
+    }
+
+    /// Decodes the common typed values straight from their container. `nil` sends the value down
+    /// the general path, which also accepts the lenient forms and words the errors.
+    private static func fastScalar(_ type: FieldType, _ container: KeyedDecodingContainer<CodingKeys>) -> FieldValue? {
+        switch type {
+        case .string: (try? container.decode(String.self, forKey: .value)).map(FieldValue.string)
+        case .int64: (try? container.decode(Int64.self, forKey: .value)).map(FieldValue.int64)
+        case .double: (try? container.decode(Double.self, forKey: .value)).map(FieldValue.double)
+        case .timestamp: (try? container.decode(Int64.self, forKey: .value)).map(FieldValue.timestamp)
+        default: nil
+        }
+    }
+
+    /// The list-element counterpart of ``fastScalar(_:_:)``; a failed attempt does not consume the element.
+    private static func fastElement(_ type: FieldType, _ list: inout any UnkeyedDecodingContainer) -> FieldValue? {
+        switch type {
+        case .string: (try? list.decode(String.self)).map(FieldValue.string)
+        case .int64: (try? list.decode(Int64.self)).map(FieldValue.int64)
+        case .double: (try? list.decode(Double.self)).map(FieldValue.double)
+        case .timestamp: (try? list.decode(Int64.self)).map(FieldValue.timestamp)
+        default: nil
+        }
     }
 
     private static func decodeScalar(_ type: FieldType, from decoder: any Decoder) throws -> FieldValue {
@@ -170,7 +199,13 @@ extension FieldValue: Decodable {
             var values: [FieldValue] = []
             var elementType: FieldType?
             while !list.isAtEnd {
-                let element = try inferScalar(from: try list.superDecoder())
+                var element = try inferScalar(from: try list.superDecoder())
+                if elementType == .double, case .int64(let integer) = element { element = .double(Double(integer)) }
+                if elementType == .int64, case .double = element {
+                    // Whole numbers before the first fraction become doubles: [1, 2.5] is a DOUBLE_LIST.
+                    values = values.map { if case .int64(let integer) = $0 { .double(Double(integer)) } else { $0 } }
+                    elementType = .double
+                }
                 if let elementType, element.type != elementType {
                     throw DecodingError.dataCorruptedError(
                         in: list,
@@ -188,6 +223,12 @@ extension FieldValue: Decodable {
     private enum ShapeKeys: String, CodingKey { case latitude, recordName, fileChecksum, receipt }
 
     private static func inferScalar(from decoder: any Decoder) throws -> FieldValue {
+        if let single = try? decoder.singleValueContainer() {
+            if let value = try? single.decode(String.self) { return .string(value) }
+            if let value = try? single.decode(Int64.self) { return .int64(value) }
+            if let value = try? single.decode(Double.self) { return .double(value) }
+            if let value = try? single.decode(Bool.self) { return .int64(value ? 1 : 0) }
+        }
         if let object = try? decoder.container(keyedBy: ShapeKeys.self) {
             if object.contains(.latitude) { return try decodeScalar(.location, from: decoder) }
             if object.contains(.recordName) { return try decodeScalar(.reference, from: decoder) }
@@ -200,10 +241,6 @@ extension FieldValue: Decodable {
                     debugDescription: "cannot infer the type of this object; give a type tag"))
         }
         let single = try decoder.singleValueContainer()
-        if let value = try? single.decode(Bool.self) { return .int64(value ? 1 : 0) }
-        if let value = try? single.decode(Int64.self) { return .int64(value) }
-        if let value = try? single.decode(Double.self) { return .double(value) }
-        if let value = try? single.decode(String.self) { return .string(value) }
         throw DecodingError.dataCorruptedError(
             in: single, debugDescription: "cannot infer the type of this value; give a type tag")
     }

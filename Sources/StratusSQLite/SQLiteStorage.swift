@@ -353,9 +353,12 @@ public final class SQLiteStorage: StratusStorage {
                     return .rollback
                 }
                 if sequence > zoneState.sequence {
-                    let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
-                    try db.cachedStatement(sql: "UPDATE zones SET seq = ?, change_seq = ?, changed_ms = ? WHERE id = ?")
-                        .execute(arguments: [sequence, changeSequence, context.timestamp, zoneState.id])
+                    // The default zone has no place in the database feed, so it does not advance it.
+                    let changeSequence = zone == ZoneID.defaultZoneName
+                        ? nil : try Self.nextDatabaseSequence(db, databaseID)
+                    try db.cachedStatement(
+                        sql: "UPDATE zones SET seq = ?, change_seq = coalesce(?, change_seq), changed_ms = ? WHERE id = ?"
+                    ).execute(arguments: [sequence, changeSequence, context.timestamp, zoneState.id])
                 }
                 return .commit
             }
@@ -408,7 +411,9 @@ public final class SQLiteStorage: StratusStorage {
         guard let position else { return 0 }
         guard position.scopeID == scopeID else {
             throw StratusError(
-                .changeTokenExpired, "the sync token belongs to an earlier \(what) that was deleted; fetch without a token")
+                .changeTokenExpired,
+                "the sync token is not from the current history of \(what) (it was deleted and created again, or the "
+                    + "token belongs elsewhere); fetch again without a token")
         }
         guard position.sequence >= purged else {
             throw StratusError(

@@ -291,8 +291,9 @@ struct DatabaseEndpoints: Sendable {
                 try await writeZoneChanges(zone, field: "zones[\(index)]", target: target, to: &zoneWriter)
                 writer.raw(zoneWriter.bytes)
             } catch let error as StratusError {
+                let zoneID = zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
                 ErrorDictionary(
-                    serverErrorCode: error.code, reason: error.reason, zoneID: zone.zoneID, uuid: UUID().uuidString
+                    serverErrorCode: error.code, reason: error.reason, zoneID: zoneID, uuid: UUID().uuidString
                 ).write(to: &writer)
             }
         }

@@ -44,9 +44,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             case .contentTooLarge:
                 return StratusError(.limitExceeded, "the request body is larger than the server's limit")
             case .notFound:
-                return StratusError(.notFound, "no endpoint \(request.method) \(request.uri.path)")
-            case .methodNotAllowed:
-                return StratusError(.badRequest, "\(request.method) is not allowed on \(request.uri.path)")
+                return StratusError(
+                    .notFound, "no endpoint \(request.method) \(request.uri.path); see /openapi.json for the endpoints")
             default:
                 return error.status.code < 500
                     ? .badRequest(error.body ?? error.status.reasonPhrase)

@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 /// The semantics of the seven `records/modify` operation types, shared by every storage backend.
 ///
@@ -26,6 +26,10 @@ public enum RecordWritePlanner {
         if operation == .create {
             return .failure(RecordWriteFailure(.exists, "record '\(name)' already exists", serverRecord: live))
         }
+        if context.onlyCreatorMayModify, live.created.userRecordName != context.userRecordName {
+            return .failure(
+                RecordWriteFailure(.accessDenied, "only the creator of record '\(name)' may change or delete it"))
+        }
         if operation.checksChangeTag, write.recordChangeTag != live.changeTag {
             return .failure(
                 RecordWriteFailure(
@@ -33,10 +37,6 @@ public enum RecordWritePlanner {
                     "record '\(name)' has changed: recordChangeTag '\(write.recordChangeTag ?? "")' is not the "
                         + "current '\(live.changeTag)'; merge into serverRecord and retry",
                     serverRecord: live))
-        }
-        if context.onlyCreatorMayModify, live.created.userRecordName != context.userRecordName {
-            return .failure(
-                RecordWriteFailure(.accessDenied, "only the creator of record '\(name)' may change or delete it"))
         }
         if let recordType = write.recordType, recordType != live.recordType {
             return .failure(

@@ -288,6 +288,9 @@ public enum StorageConformance {
         try await write(storage, [create("d")], zone: ZoneID.defaultZoneName, atomic: false)
         let first = try await storage.databaseChanges(in: alice, after: start.position, limit: 10)
         #expect(first.zones.map(\.name) == ["A", "B"], "the default zone does not appear")
+        try await write(storage, [create("d2")], zone: ZoneID.defaultZoneName, atomic: false)
+        let quiet = try await storage.databaseChanges(in: alice, after: first.position, limit: 10)
+        #expect(quiet.zones.isEmpty && quiet.position == first.position, "default-zone writes leave the feed alone")
 
         try await write(storage, [create("x")], zone: "A")
         #expect(try await storage.deleteZone(named: "B", in: alice, timestamp: 2))
@@ -361,6 +364,10 @@ public enum StorageConformance {
         let update = RecordWrite(operationType: .update, recordName: "r", recordChangeTag: record.changeTag,
                                  fields: ["x": .int64(1)])
         #expect(code(try await write(storage, [update], context: context("_bob", creatorOnly: true))[0]) == .accessDenied)
+        var stale = update
+        stale.recordChangeTag = "stale"
+        #expect(code(try await write(storage, [stale], context: context("_bob", creatorOnly: true))[0]) == .accessDenied,
+                "a non-creator is denied before any conflict, so retrying cannot help")
         #expect(code(try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "r")],
                                      context: context("_bob", creatorOnly: true))[0]) == .accessDenied)
         #expect(code(try await write(storage, [update], context: context("_alice", creatorOnly: true))[0]) == nil)

@@ -107,7 +107,7 @@ struct StratusBench: AsyncParsableCommand {
                         group.addTask {
                             for index in stride(from: client, to: bodies.count, by: clients) {
                                 let reply = try await Self.post(http, "\(base)/records/modify\(query)", bodies[index])
-                                guard reply.readableBytesView.firstRange(of: Array("serverErrorCode".utf8)) == nil else {
+                                guard occurrences(of: "serverErrorCode", in: Array(reply.readableBytesView)).isEmpty else {
                                     throw BenchError("a write failed: \(String(buffer: reply).prefix(300))")
                                 }
                             }
@@ -224,7 +224,8 @@ struct StratusBench: AsyncParsableCommand {
 
 extension SQLiteStorage.Durability: ExpressibleByArgument {}
 
-/// What the benchmark client reads from a `records/changes` page without parsing every record.
+/// What the benchmark client reads from a `records/changes` page without parsing every record
+/// (a plain byte scan, so the client's own work stays small beside the server's).
 struct FeedPageSummary {
     let records: Int
     let syncToken: String
@@ -232,20 +233,36 @@ struct FeedPageSummary {
 
     init(_ page: ByteBuffer) {
         let bytes = Array(page.readableBytesView)
-        var count = 0
-        var searchStart = bytes.startIndex
-        let marker = Array(#""recordName":"#.utf8)
-        while let range = bytes[searchStart...].firstRange(of: marker) {
-            count += 1
-            searchStart = range.upperBound
-        }
-        records = count
-        let tokenMarker = Array(#""syncToken":""#.utf8)
-        let tokenStart = bytes.lastRange(of: tokenMarker)!.upperBound
+        records = occurrences(of: #""recordName":"#, in: bytes).count
+        let tokenStart = occurrences(of: #""syncToken":""#, in: bytes).last!
         let tokenEnd = bytes[tokenStart...].firstIndex(of: UInt8(ascii: "\""))!
         syncToken = String(decoding: bytes[tokenStart..<tokenEnd], as: UTF8.self)
-        moreComing = bytes.lastRange(of: Array(#""moreComing":true"#.utf8)) != nil
+        moreComing = !occurrences(of: #""moreComing":true"#, in: bytes).isEmpty
     }
+}
+
+/// The indexes just past each occurrence of `marker` in `bytes`.
+func occurrences(of marker: String, in bytes: [UInt8]) -> [Int] {
+    let needle = Array(marker.utf8)
+    guard bytes.count >= needle.count else { return [] }
+    var found: [Int] = []
+    bytes.withUnsafeBufferPointer { haystack in
+        var index = 0
+        let last = haystack.count - needle.count
+        while index <= last {
+            if haystack[index] == needle[0] {
+                var matched = 1
+                while matched < needle.count, haystack[index + matched] == needle[matched] { matched += 1 }
+                if matched == needle.count {
+                    found.append(index + needle.count)
+                    index += needle.count
+                    continue
+                }
+            }
+            index += 1
+        }
+    }
+    return found
 }
 
 struct BenchError: Error, CustomStringConvertible {

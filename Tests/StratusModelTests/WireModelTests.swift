@@ -81,6 +81,8 @@ struct WireModelTests {
         #expect(try decode(FieldValue.self, #"{"value": {"recordName": "x"}}"#) == .reference(Reference(recordName: "x")))
         #expect(try decode(FieldValue.self, #"{"value": {"receipt": "r"}}"#) == .asset(AssetValue(receipt: "r")))
         #expect(try decode(FieldValue.self, #"{"value": [], "type": "STRING_LIST"}"#) == .list(elementType: .string, []))
+        #expect(try decode(FieldValue.self, #"{"value": [1, 2.5, 3]}"#)
+            == .list(elementType: .double, [.double(1), .double(2.5), .double(3)]), "mixed numbers are doubles")
         #expect(try decode(FieldValue.self, #"{"value": {"fileChecksum": "c"}, "type": "ASSET"}"#).type == .asset)
         let removal = try decode(RecordDictionary.self, #"{"recordName": "r", "fields": {"gone": {"value": null}, "kept": {"value": 1}}}"#)
         #expect(removal.removedFieldNames == ["gone"] && removal.fields == ["kept": .int64(1)])
