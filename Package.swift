@@ -8,7 +8,7 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "Stratus",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "StratusModel", targets: ["StratusModel"]),
         .library(name: "StratusStorage", targets: ["StratusStorage"]),

@@ -163,6 +163,14 @@ public struct JSONWriter: Sendable {
 
     private mutating func writeQuoted(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        let needsEscaping = value.utf8.withContiguousStorageIfAvailable { utf8 in
+            utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        }
+        if needsEscaping == false {
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

@@ -19,6 +19,8 @@ public struct IssuedSession: Sendable, Hashable {
 public struct AccountService: Sendable {
     private let storage: any StratusStorage
     private let configuration: ServerConfiguration
+    private let apiTokens = CredentialCache<String>()
+    private let sessions = CredentialCache<SessionInfo>()
 
     /// Creates the service.
     public init(storage: any StratusStorage, configuration: ServerConfiguration) {
@@ -119,14 +121,18 @@ public struct AccountService: Sendable {
 
     /// Ends the session of a web auth token.
     public func signOut(webAuthToken: String) async throws {
-        try await storage.deleteSession(hash: Secrets.hash(webAuthToken))
+        let hash = Secrets.hash(webAuthToken)
+        try await storage.deleteSession(hash: hash)
+        sessions.remove(hash)
     }
 
     // MARK: Authentication of requests
 
     /// The container an API token belongs to; `AUTHENTICATION_FAILED` for an unknown token.
     public func container(forAPIToken token: String) async throws -> String {
-        guard let container = try await storage.containerForAPIToken(hash: Secrets.hash(token)) else {
+        let hash = Secrets.hash(token)
+        guard let container = try await apiTokens.value(for: hash, load: { try await storage.containerForAPIToken(hash: hash) })
+        else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not a valid API token")
         }
         return container
@@ -135,7 +141,10 @@ public struct AccountService: Sendable {
     /// The user a web auth token signs in; `AUTHENTICATION_FAILED` when it is unknown, expired or
     /// issued for another container.
     public func user(forWebAuthToken token: String, container: String) async throws -> String {
-        guard let session = try await storage.session(hash: Secrets.hash(token)), session.container == container else {
+        let hash = Secrets.hash(token)
+        guard let session = try await sessions.value(for: hash, load: { try await storage.session(hash: hash) }),
+            session.container == container
+        else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is not a valid session; sign in again")
         }
         guard session.expiresAt > Self.now() else {
