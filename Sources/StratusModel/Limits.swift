@@ -12,6 +12,8 @@ public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
     public var maxNameLength: Int
     /// Fields in one record (CloudKit: 256 per record type).
     public var maxFieldsPerRecord: Int
+    /// Records that may point at one target with a `DELETE_SELF` reference (CloudKit: 750).
+    public var maxDeleteSelfReferencesPerTarget: Int
     /// Size of one asset file (CloudKit Web Services: 50 MB).
     public var maxAssetSizeBytes: Int
     /// Size of one request body.
@@ -20,7 +22,8 @@ public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
     /// Creates limits; every argument defaults to CloudKit's value.
     public init(
         maxOperationsPerRequest: Int = 200, maxRecordsPerResponse: Int = 200, maxRecordSizeBytes: Int = 1_048_576,
-        maxNameLength: Int = 255, maxFieldsPerRecord: Int = 256, maxAssetSizeBytes: Int = 52_428_800,
+        maxNameLength: Int = 255, maxFieldsPerRecord: Int = 256, maxDeleteSelfReferencesPerTarget: Int = 750,
+        maxAssetSizeBytes: Int = 52_428_800,
         maxRequestBodyBytes: Int? = nil
     ) {
         self.maxOperationsPerRequest = maxOperationsPerRequest
@@ -28,6 +31,7 @@ public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
         self.maxRecordSizeBytes = maxRecordSizeBytes
         self.maxNameLength = maxNameLength
         self.maxFieldsPerRecord = maxFieldsPerRecord
+        self.maxDeleteSelfReferencesPerTarget = maxDeleteSelfReferencesPerTarget
         self.maxAssetSizeBytes = maxAssetSizeBytes
         // Room for a full batch of maximum-size records, with their JSON framing.
         self.maxRequestBodyBytes = maxRequestBodyBytes ?? min(maxOperationsPerRequest * maxRecordSizeBytes, 64 << 20)
@@ -40,6 +44,7 @@ public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
         writer.field("maxRecordSizeBytes", Int64(maxRecordSizeBytes))
         writer.field("maxNameLength", Int64(maxNameLength))
         writer.field("maxFieldsPerRecord", Int64(maxFieldsPerRecord))
+        writer.field("maxDeleteSelfReferencesPerTarget", Int64(maxDeleteSelfReferencesPerTarget))
         writer.field("maxAssetSizeBytes", Int64(maxAssetSizeBytes))
         writer.field("maxRequestBodyBytes", Int64(maxRequestBodyBytes))
         writer.endObject()

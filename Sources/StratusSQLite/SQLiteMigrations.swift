@@ -48,6 +48,15 @@ enum SQLiteMigrations {
                     CREATE INDEX records_tombstones ON records (modified_ms) WHERE deleted = 1;
                     """)
         }
+        migrator.registerMigration("v2: enforced references") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE record_references (
+                        zone_id INTEGER NOT NULL REFERENCES zones(id), source TEXT NOT NULL, target TEXT NOT NULL,
+                        action TEXT NOT NULL, PRIMARY KEY (zone_id, source, target, action)) WITHOUT ROWID;
+                    CREATE INDEX record_references_target ON record_references (zone_id, target, action);
+                    """)
+        }
         return migrator
     }
 }

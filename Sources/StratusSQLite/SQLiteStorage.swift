@@ -277,6 +277,7 @@ public final class SQLiteStorage: StratusStorage {
             let databaseID = try Self.ensureDatabase(db, database)
             guard let zone = try Self.liveZone(db, databaseID, name) else { return false }
             try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [zone.id])
             let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
             try db.execute(
                 sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
@@ -339,12 +340,8 @@ public final class SQLiteStorage: StratusStorage {
                 for write in writes {
                     let current = try Self.fetchRecord(db, zoneID: zoneState.id, name: write.recordName)
                     var result = RecordWritePlanner.plan(write, current: current, context: context)
-                    if case .success(var record) = result {
-                        sequence += 1
-                        record.sequence = sequence
-                        record.changeTag = ChangeTag.make(zoneID: zoneState.id, sequence: sequence)
-                        try Self.upsert(db, zoneID: zoneState.id, record)
-                        result = .success(record)
+                    if case .success(let record) = result {
+                        result = try Self.apply(record, zoneID: zoneState.id, sequence: &sequence, context: context, db)
                     }
                     results.append(result)
                 }
@@ -364,6 +361,92 @@ public final class SQLiteStorage: StratusStorage {
             }
             return results
         }
+    }
+
+    /// Writes a planned record with its reference rules: a saved record's `VALIDATE` targets must
+    /// exist and its `DELETE_SELF` targets stay under their limit; deleting a record deletes the
+    /// records that point at it with `DELETE_SELF` (recursively) and fails while a record outside
+    /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
+    private static func apply(
+        _ planned: StoredRecord, zoneID: Int64, sequence: inout Int64, context: WriteContext, _ db: Database
+    ) throws -> RecordWriteResult {
+        var writes = [planned]
+        let links = RecordWritePlanner.enforcedReferences(of: planned)
+        if planned.deleted {
+            var doomed = [planned.name: planned]
+            var frontier = [planned.name]
+            while let target = frontier.popLast() {
+                for source in try String.fetchAll(
+                    db.cachedStatement(
+                        sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
+                    arguments: [zoneID, target, ReferenceAction.deleteSelf.rawValue])
+                where doomed[source] == nil {
+                    guard let record = try fetchRecord(db, zoneID: zoneID, name: source), !record.deleted else { continue }
+                    doomed[source] = RecordWritePlanner.tombstone(of: record, context: context)
+                    writes.append(doomed[source]!)
+                    frontier.append(source)
+                }
+            }
+            for name in doomed.keys.sorted() {
+                let guardians = try String.fetchAll(
+                    db.cachedStatement(
+                        sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
+                    arguments: [zoneID, name, ReferenceAction.validate.rawValue])
+                if let guardian = guardians.sorted().first(where: { doomed[$0] == nil }) {
+                    let cascade = name == planned.name ? "" : " (deleted with it through DELETE_SELF)"
+                    return .failure(
+                        RecordWriteFailure(
+                            .validatingReferenceError,
+                            "record '\(name)'\(cascade) is referenced by '\(guardian)' with action VALIDATE; "
+                                + "delete or change '\(guardian)' first"))
+                }
+            }
+        } else {
+            for link in links {
+                switch link.action {
+                case .validate where link.target != planned.name:
+                    guard let target = try fetchRecord(db, zoneID: zoneID, name: link.target), !target.deleted else {
+                        return .failure(
+                            RecordWriteFailure(
+                                .validatingReferenceError,
+                                "record '\(planned.name)' references '\(link.target)' with action VALIDATE, "
+                                    + "but '\(link.target)' does not exist in this zone"))
+                    }
+                case .deleteSelf:
+                    let count = try Int.fetchOne(
+                        db.cachedStatement(sql: """
+                            SELECT count(*) FROM record_references
+                            WHERE zone_id = ? AND target = ? AND action = ? AND source != ?
+                            """),
+                        arguments: [zoneID, link.target, ReferenceAction.deleteSelf.rawValue, planned.name]) ?? 0
+                    let limit = context.limits.maxDeleteSelfReferencesPerTarget
+                    guard count < limit else {
+                        return .failure(
+                            RecordWriteFailure(
+                                .badRequest,
+                                "record '\(link.target)' already has \(count) DELETE_SELF references; the limit is "
+                                    + "\(limit), so '\(planned.name)' cannot add one"))
+                    }
+                default:
+                    break
+                }
+            }
+        }
+        var written = writes
+        for index in written.indices {
+            sequence += 1
+            written[index].sequence = sequence
+            written[index].changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
+            try upsert(db, zoneID: zoneID, written[index])
+            try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
+                .execute(arguments: [zoneID, written[index].name])
+        }
+        for link in links {
+            try db.cachedStatement(
+                sql: "INSERT INTO record_references (zone_id, source, target, action) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [zoneID, planned.name, link.target, link.action.rawValue])
+        }
+        return .success(written[0])
     }
 
     public func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws

@@ -64,6 +64,23 @@ struct RecordValidator {
                     throw StratusError.badRequest("\(field).fields: field name '\(name)' \(violation)")
                 }
             }
+            for (name, value) in record.fields {
+                let references: [Reference] = switch value {
+                case .reference(let reference): [reference]
+                case .list(_, let values): values.compactMap { if case .reference(let r) = $0 { r } else { nil } }
+                default: []
+                }
+                for reference in references {
+                    if let violation = limits.violation(ofName: reference.recordName) {
+                        throw StratusError.badRequest("\(field).fields.\(name): the referenced recordName \(violation)")
+                    }
+                    if reference.action != .none, let target = reference.zoneID, target.zoneName != zoneName {
+                        throw StratusError.badRequest(
+                            "\(field).fields.\(name): a \(reference.action.rawValue) reference must point into the "
+                                + "record's own zone '\(zoneName)', not '\(target.zoneName)'")
+                    }
+                }
+            }
             if record.fields.count > limits.maxFieldsPerRecord {
                 throw StratusError.badRequest(
                     "\(field).fields has \(record.fields.count) fields; the limit is \(limits.maxFieldsPerRecord)")

@@ -47,13 +47,7 @@ public enum RecordWritePlanner {
         }
         switch operation {
         case .delete, .forceDelete:
-            var tombstone = live
-            tombstone.fieldsJSON = []
-            tombstone.deleted = true
-            tombstone.modified = context.stamp
-            tombstone.changeTag = ""
-            tombstone.sequence = 0
-            return .success(tombstone)
+            return .success(tombstone(of: live, context: context))
         case .update, .forceUpdate:
             let existing: [String: FieldValue]
             do {
@@ -73,6 +67,40 @@ public enum RecordWritePlanner {
         case .create:
             preconditionFailure("handled above")
         }
+    }
+
+    /// The tombstone that replaces `record` when it is deleted; the backend assigns its sequence
+    /// number and change tag.
+    public static func tombstone(of record: StoredRecord, context: WriteContext) -> StoredRecord {
+        var tombstone = record
+        tombstone.fieldsJSON = []
+        tombstone.deleted = true
+        tombstone.modified = context.stamp
+        tombstone.changeTag = ""
+        tombstone.sequence = 0
+        return tombstone
+    }
+
+    /// The references of a stored record that storage enforces: `DELETE_SELF` (deleting the target
+    /// deletes the record) and `VALIDATE` (the target must exist while the record points at it).
+    /// References with action `NONE` are not tracked.
+    public static func enforcedReferences(of record: StoredRecord) -> [ReferenceLink] {
+        // Most records hold no reference: skip decoding them.
+        guard !record.deleted, record.fieldsJSON.containsReferenceTag, let fields = try? record.decodeFields() else {
+            return []
+        }
+        var links = Set<ReferenceLink>()
+        for value in fields.values {
+            let references: [Reference] = switch value {
+            case .reference(let reference): [reference]
+            case .list(_, let values): values.compactMap { if case .reference(let r) = $0 { r } else { nil } }
+            default: []
+            }
+            for reference in references where reference.action != .none {
+                links.insert(ReferenceLink(target: reference.recordName, action: reference.action))
+            }
+        }
+        return links.sorted { ($0.target, $0.action.rawValue) < ($1.target, $1.action.rawValue) }
     }
 
     /// Turns the outcomes of an atomic batch with a failure into CloudKit's answer: failed items keep
@@ -118,6 +146,34 @@ public enum RecordWritePlanner {
             StoredRecord(
                 name: write.recordName, recordType: recordType, changeTag: "", fieldsJSON: writer.bytes,
                 created: created, modified: context.stamp, deleted: false, sequence: 0))
+    }
+}
+
+/// A reference that storage enforces, from the record that holds it to `target` in the same zone.
+public struct ReferenceLink: Hashable, Sendable {
+    /// The referenced record's name.
+    public var target: String
+    /// `DELETE_SELF` or `VALIDATE`.
+    public var action: ReferenceAction
+
+    /// Creates a link.
+    public init(target: String, action: ReferenceAction) {
+        self.target = target
+        self.action = action
+    }
+}
+
+extension [UInt8] {
+    /// Whether canonical field JSON holds a `REFERENCE` or `REFERENCE_LIST` type tag.
+    var containsReferenceTag: Bool {
+        let needle = Array(#""type":"REFERENCE"#.utf8)
+        guard count >= needle.count else { return false }
+        return withUnsafeBufferPointer { bytes in
+            for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
+                if (1..<needle.count).allSatisfy({ bytes[start + $0] == needle[$0] }) { return true }
+            }
+            return false
+        }
     }
 }
 

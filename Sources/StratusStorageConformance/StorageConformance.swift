@@ -38,6 +38,7 @@ public enum StorageConformance {
         Check(name: "only the creator modifies when the rule is on", run: creatorRule),
         Check(name: "record size and field count limits", run: recordLimits),
         Check(name: "databases of different owners are separate", run: isolation),
+        Check(name: "reference actions: VALIDATE guards, DELETE_SELF cascades", run: referenceActions),
     ]
 
     static let alice = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_alice")
@@ -388,6 +389,44 @@ public enum StorageConformance {
                                fields: ["a": .int64(1), "b": .int64(2), "c": .int64(3), "d": .int64(4)])
         #expect(code(try await write(storage, [grow], context: context(limits: limits))[0]) == .badRequest,
                 "limits apply to the merged record")
+    }
+
+    static func referenceActions(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        func pointing(_ name: String, to target: String, _ action: ReferenceAction) -> RecordWrite {
+            create(name, ["parent": .reference(Reference(recordName: target, action: action))])
+        }
+        #expect(code(try await write(storage, [pointing("orphan", to: "missing", .validate)])[0]) == .validatingReferenceError)
+        let start = try await readFeed(storage).position
+        let batch = try await write(storage, [
+            create("folder"), pointing("note", to: "folder", .deleteSelf), pointing("attachment", to: "note", .deleteSelf),
+            pointing("pin", to: "folder", .validate), pointing("loose", to: "folder", .none),
+        ])
+        #expect(batch.allSatisfy { (try? $0.get()) != nil }, "a VALIDATE target created earlier in the batch counts")
+
+        let blocked = try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "folder")])
+        #expect(code(blocked[0]) == .validatingReferenceError, "a VALIDATE reference keeps its target alive")
+        let blockedViaCascade = try await write(storage, [pointing("pin2", to: "attachment", .validate)])
+        #expect((try? blockedViaCascade[0].get()) != nil)
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "pin")])
+        #expect(code(try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "folder")])[0])
+            == .validatingReferenceError, "records deleted by a cascade are guarded too")
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "pin2")])
+
+        let deleted = try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "folder")])
+        #expect(try deleted[0].get().deleted)
+        #expect(try await storage.lookupRecords(names: ["note", "attachment", "loose"], zone: "Z", in: alice)
+            .map { $0?.name } == [nil, nil, "loose"], "DELETE_SELF cascades through every level; NONE does not")
+        let feed = try await readFeed(storage, after: start)
+        let tombstones = Set(feed.records.filter(\.deleted).map(\.name))
+        #expect(tombstones == ["folder", "note", "attachment", "pin", "pin2"], "cascaded deletions are in the feed")
+
+        try await write(storage, [create("target")])
+        let limits = Limits(maxDeleteSelfReferencesPerTarget: 2)
+        let many = try await write(
+            storage, (0..<3).map { pointing("child\($0)", to: "target", .deleteSelf) }, atomic: false,
+            context: context(limits: limits))
+        #expect(many.map(code) == [nil, nil, .badRequest])
     }
 
     static func isolation(_ storage: any StratusStorage) async throws {

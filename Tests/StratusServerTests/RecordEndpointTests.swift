@@ -170,6 +170,37 @@ struct RecordEndpointTests {
     }
 }
 
+@Suite("reference actions")
+struct ReferenceActionTests {
+    @Test("VALIDATE answers VALIDATING_REFERENCE_ERROR; DELETE_SELF deletions reach other devices' feeds")
+    func referenceActions() async throws {
+        let server = try await TestServer.start()
+        let alice = try await server.signUp("alice").token
+        try await server.createZone("Z", user: alice)
+        let reference = { (target: String, action: String) -> [String: Any] in
+            ["parent": ["value": ["recordName": target, "action": action], "type": "REFERENCE"]]
+        }
+        let missing = try await server.modify(
+            [operation("create", "orphan", fields: reference("ghost", "VALIDATE"))], zone: "Z", user: alice)
+        #expect(missing.records.first?["serverErrorCode"] as? String == "VALIDATING_REFERENCE_ERROR")
+        _ = try await server.modify(
+            [operation("create", "list"), operation("create", "item", fields: reference("list", "DELETE_SELF"))],
+            zone: "Z", user: alice)
+        let before = try await server.readFeed(zone: "Z", user: alice)
+        _ = try await server.modify([operation("forceDelete", "list", recordType: nil)], zone: "Z", user: alice)
+        let after = try await server.readFeed(zone: "Z", user: alice, token: before.token)
+        #expect(Set(after.records.compactMap { $0["recordName"] as? String }) == ["list", "item"])
+        #expect(after.records.allSatisfy { $0["deleted"] as? Bool == true })
+
+        let crossZone = try await server.modify(
+            [operation("create", "x", fields: ["p": ["value": ["recordName": "y", "zoneID": ["zoneName": "Other"],
+                                                              "action": "DELETE_SELF"], "type": "REFERENCE"]])],
+            zone: "Z", user: alice)
+        #expect(crossZone.status == 400 && crossZone.reason.contains("own zone"))
+        try await server.stopAndRemove()
+    }
+}
+
 @Suite("zones")
 struct ZoneEndpointTests {
     @Test("list, lookup, create, delete; deleting removes records and shows in database changes")
