@@ -92,7 +92,7 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes already-encoded JSON text as one value. The caller guarantees it is valid JSON.
-    public mutating func raw(_ json: some Collection<UInt8>) {
+    public mutating func raw(_ json: [UInt8]) {
         separate()
         bytes.append(contentsOf: json)
         needsComma = true

@@ -68,10 +68,20 @@ public struct RecordDictionary: Hashable, Sendable {
             writeFields(&writer)
         }
         writer.field("recordChangeTag", recordChangeTag)
-        writer.field("created", created)
-        writer.field("modified", modified)
+        // Concrete calls rather than the generic `field`: this runs once per record in every feed page.
+        if let created {
+            writer.key("created")
+            created.write(to: &writer)
+        }
+        if let modified {
+            writer.key("modified")
+            modified.write(to: &writer)
+        }
         writer.field("deleted", deleted)
-        writer.field("zoneID", zoneID)
+        if let zoneID {
+            writer.key("zoneID")
+            zoneID.write(to: &writer)
+        }
         writer.endObject()
     }
 
