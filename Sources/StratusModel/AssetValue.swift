@@ -2,7 +2,7 @@
 ///
 /// A client saves a record with the `receipt` it got from an upload; the server answers with
 /// `downloadURL` on fetch. The bytes themselves never travel inside a record.
-public struct AssetValue: Hashable, Sendable, Decodable, JSONWritable {
+public struct AssetValue: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Checksum of the file's bytes.
     public var fileChecksum: String?
     /// Size of the file in bytes.
@@ -27,6 +27,16 @@ public struct AssetValue: Hashable, Sendable, Decodable, JSONWritable {
         self.wrappingKey = wrappingKey
         self.receipt = receipt
         self.downloadURL = downloadURL
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        fileChecksum = try object.decodeIfPresent("fileChecksum")
+        size = try object.decodeIfPresent("size")
+        referenceChecksum = try object.decodeIfPresent("referenceChecksum")
+        wrappingKey = try object.decodeIfPresent("wrappingKey")
+        receipt = try object.decodeIfPresent("receipt")
+        downloadURL = try object.decodeIfPresent("downloadURL")
     }
 
     public func write(to writer: inout JSONWriter) {

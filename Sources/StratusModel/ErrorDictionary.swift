@@ -1,6 +1,6 @@
 /// An error for a whole request or for one item of it (CloudKit's Record Fetch Error Dictionary,
 /// also used for zones and for request-level failures).
-public struct ErrorDictionary: Hashable, Sendable, Decodable, JSONWritable {
+public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The record the error is about, for per-record errors.
     public var recordName: String?
     /// The zone the error is about, for per-zone errors.
@@ -31,6 +31,18 @@ public struct ErrorDictionary: Hashable, Sendable, Decodable, JSONWritable {
         self.uuid = uuid
         self.redirectURL = redirectURL
         self.serverRecord = serverRecord
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        recordName = try object.decodeIfPresent("recordName")
+        zoneID = try object.decodeIfPresent("zoneID")
+        reason = try object.decodeIfPresent("reason") ?? ""
+        serverErrorCode = try object.decode("serverErrorCode")
+        retryAfter = try object.decodeIfPresent("retryAfter")
+        uuid = try object.decodeIfPresent("uuid") ?? ""
+        redirectURL = try object.decodeIfPresent("redirectURL")
+        serverRecord = try object.decodeIfPresent("serverRecord")
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -68,193 +68,123 @@ extension FieldValue: JSONWritable {
     public func write(to writer: inout JSONWriter) { write(to: &writer, numbersAsStrings: false) }
 }
 
-extension FieldValue: Decodable {
-    private enum CodingKeys: String, CodingKey { case value, type }
-
+extension FieldValue: JSONDecodable {
     /// Decodes `{"value": …, "type": "…"}`. A `null` value is an error here; see ``FieldSlot``
     /// for the request form where `null` removes a field.
-    public init(from decoder: any Decoder) throws {
-        guard let value = try FieldSlot(from: decoder).value else {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            throw DecodingError.dataCorruptedError(
-                forKey: .value, in: container, debugDescription: "a field value is required")
+    public init(json: JSONValue) throws {
+        guard let value = try Self.decodeSlot(json) else {
+            throw JSONDecodingError(.missing, "", at: [.key("value")])
         }
         self = value
     }
 
-    static func decode(from decoder: any Decoder) throws -> FieldValue? {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        guard container.contains(.value), try !container.decodeNil(forKey: .value) else { return nil }
-        if let tag = try container.decodeIfPresent(String.self, forKey: .type) {
-            guard let type = FieldType(wireName: tag) else {
-                if tag.hasPrefix("ENCRYPTED_") {
-                    throw DecodingError.dataCorruptedError(
-                        forKey: .type, in: container,
-                        debugDescription: "type \(tag) is not supported: Stratus stores fields unencrypted")
-                }
-                throw DecodingError.dataCorruptedError(
-                    forKey: .type, in: container,
-                    debugDescription: "unknown field type \(tag); expected one of "
-                        + FieldType.allCases.map(\.rawValue).joined(separator: ", "))
-            }
-            if type.isList {
-                var list = try container.nestedUnkeyedContainer(forKey: .value)
-                if type == .unknownList {
-                    guard list.isAtEnd else {
-                        throw DecodingError.dataCorruptedError(
-                            in: list, debugDescription: "UNKNOWN_LIST must be empty; give the element type")
-                    }
-                    return .list(elementType: nil, [])
-                }
-                let elementType = type.elementType!
-                var values: [FieldValue] = []
-                values.reserveCapacity(list.count ?? 0)
-                while !list.isAtEnd {
-                    if let value = fastElement(elementType, &list) {
-                        values.append(value)
-                    } else {
-                        values.append(try decodeScalar(elementType, from: try list.superDecoder()))
-                    }
-                }
-                return .list(elementType: elementType, values)
-            }
-            if let value = fastScalar(type, container) { return value }
-            return try decodeScalar(type, from: try container.superDecoder(forKey: .value))
+    /// Decodes a field dictionary; `nil` for `{"value": null}`.
+    static func decodeSlot(_ json: JSONValue) throws -> FieldValue? {
+        let object = try json.object()
+        guard let value = object["value"] else { return nil }
+        guard let tag: String = try object.decodeIfPresent("type") else {
+            return try withJSONPath(.key("value")) { try infer(value) }
         }
-        return try inferValue(from: try container.superDecoder(forKey: .value))
+        guard let type = FieldType(wireName: tag) else {
+            let reason = tag.hasPrefix("ENCRYPTED_")
+                ? "type \(tag) is not supported: Stratus stores fields unencrypted"
+                : "unknown field type \(tag); expected one of " + FieldType.allCases.map(\.rawValue).joined(separator: ", ")
+            throw JSONDecodingError(.invalid, reason, at: [.key("type")])
+        }
+        return try withJSONPath(.key("value")) { try decode(value, as: type) }
     }
 
-    /// Decodes the common typed values straight from their container. `nil` sends the value down
-    /// the general path, which also accepts the lenient forms and words the errors.
-    private static func fastScalar(_ type: FieldType, _ container: KeyedDecodingContainer<CodingKeys>) -> FieldValue? {
-        switch type {
-        case .string: (try? container.decode(String.self, forKey: .value)).map(FieldValue.string)
-        case .int64: (try? container.decode(Int64.self, forKey: .value)).map(FieldValue.int64)
-        case .double: (try? container.decode(Double.self, forKey: .value)).map(FieldValue.double)
-        case .timestamp: (try? container.decode(Int64.self, forKey: .value)).map(FieldValue.timestamp)
-        default: nil
+    private static func decode(_ value: JSONValue, as type: FieldType) throws -> FieldValue {
+        guard type.isList else { return try scalar(value, as: type) }
+        guard case .array(let elements) = value else { throw JSONDecodingError(.wrongType, "an array for type \(type.rawValue)") }
+        guard let elementType = type.elementType else {
+            guard elements.isEmpty else {
+                throw JSONDecodingError(.invalid, "UNKNOWN_LIST must be empty; give the element type")
+            }
+            return .list(elementType: nil, [])
         }
+        var values: [FieldValue] = []
+        values.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            values.append(try withJSONPath(.index(index)) { try scalar(element, as: elementType) })
+        }
+        return .list(elementType: elementType, values)
     }
 
-    /// The list-element counterpart of ``fastScalar(_:_:)``; a failed attempt does not consume the element.
-    private static func fastElement(_ type: FieldType, _ list: inout any UnkeyedDecodingContainer) -> FieldValue? {
-        switch type {
-        case .string: (try? list.decode(String.self)).map(FieldValue.string)
-        case .int64: (try? list.decode(Int64.self)).map(FieldValue.int64)
-        case .double: (try? list.decode(Double.self)).map(FieldValue.double)
-        case .timestamp: (try? list.decode(Int64.self)).map(FieldValue.timestamp)
-        default: nil
-        }
-    }
-
-    private static func decodeScalar(_ type: FieldType, from decoder: any Decoder) throws -> FieldValue {
-        let single = try decoder.singleValueContainer()
-        func mismatch() -> DecodingError {
-            DecodingError.dataCorruptedError(
-                in: single, debugDescription: "must be \(type.expectedJSON) for type \(type.rawValue)")
-        }
-        switch type {
-        case .string:
-            guard let value = try? single.decode(String.self) else { throw mismatch() }
-            return .string(value)
-        case .int64:
-            if let value = try? single.decode(Int64.self) { return .int64(value) }
-            if let value = try? single.decode(Bool.self) { return .int64(value ? 1 : 0) }
-            if let text = try? single.decode(String.self), let value = Int64(text) { return .int64(value) }
-            throw mismatch()
-        case .double:
-            if let value = try? single.decode(Double.self) { return .double(value) }
-            if let text = try? single.decode(String.self), let value = Double(text), value.isFinite {
-                return .double(value)
-            }
-            throw mismatch()
-        case .timestamp:
-            if let value = try? single.decode(Int64.self) { return .timestamp(value) }
-            if let value = try? single.decode(Double.self), value.isFinite,
-                abs(value) < 9.2e18
-            {
-                return .timestamp(Int64(value.rounded()))
-            }
-            if let text = try? single.decode(String.self), let value = Int64(text) { return .timestamp(value) }
-            throw mismatch()
-        case .bytes:
-            guard let text = try? single.decode(String.self), let data = Data(base64Encoded: text) else {
-                throw mismatch()
-            }
-            return .bytes(data)
-        case .reference:
-            return .reference(try single.decode(Reference.self))
-        case .asset:
-            return .asset(try single.decode(AssetValue.self))
-        case .location:
-            return .location(try single.decode(Location.self))
+    private static func scalar(_ value: JSONValue, as type: FieldType) throws -> FieldValue {
+        switch (type, value) {
+        case (.string, .string(let string)): return .string(string)
+        case (.int64, .integer(let integer)): return .int64(integer)
+        case (.int64, .bool(let flag)): return .int64(flag ? 1 : 0)
+        case (.int64, .string(let text)) where Int64(text) != nil: return .int64(Int64(text)!)
+        case (.double, .integer(let integer)): return .double(Double(integer))
+        case (.double, .double(let double)): return .double(double)
+        case (.double, .string(let text)) where Double(text)?.isFinite == true: return .double(Double(text)!)
+        case (.timestamp, .integer(let integer)): return .timestamp(integer)
+        case (.timestamp, .double(let double)) where abs(double) < 9.2e18: return .timestamp(Int64(double.rounded()))
+        case (.timestamp, .string(let text)) where Int64(text) != nil: return .timestamp(Int64(text)!)
+        case (.bytes, .string(let text)) where Data(base64Encoded: text) != nil: return .bytes(Data(base64Encoded: text)!)
+        case (.reference, _): return .reference(try Reference(json: value))
+        case (.asset, _): return .asset(try AssetValue(json: value))
+        case (.location, _): return .location(try Location(json: value))
         default:
-            throw DecodingError.dataCorruptedError(
-                in: single, debugDescription: "lists cannot contain lists")
+            throw JSONDecodingError(
+                .invalid, type.isList ? "lists cannot contain lists" : "must be \(type.expectedJSON) for type \(type.rawValue)")
         }
     }
 
-    private static func inferValue(from decoder: any Decoder) throws -> FieldValue {
-        if var list = try? decoder.unkeyedContainer() {
-            var values: [FieldValue] = []
-            var elementType: FieldType?
-            while !list.isAtEnd {
-                var element = try inferScalar(from: try list.superDecoder())
-                if elementType == .double, case .int64(let integer) = element { element = .double(Double(integer)) }
-                if elementType == .int64, case .double = element {
-                    // Whole numbers before the first fraction become doubles: [1, 2.5] is a DOUBLE_LIST.
-                    values = values.map { if case .int64(let integer) = $0 { .double(Double(integer)) } else { $0 } }
-                    elementType = .double
-                }
-                if let elementType, element.type != elementType {
-                    throw DecodingError.dataCorruptedError(
-                        in: list,
-                        debugDescription: "list elements must all have one type; found \(elementType.rawValue) "
-                            + "and \(element.type.rawValue)")
-                }
-                elementType = element.type
-                values.append(element)
+    private static func infer(_ value: JSONValue) throws -> FieldValue {
+        guard case .array(let elements) = value else { return try inferScalar(value) }
+        var values: [FieldValue] = []
+        values.reserveCapacity(elements.count)
+        var elementType: FieldType?
+        for (index, element) in elements.enumerated() {
+            var inferred = try withJSONPath(.index(index)) { try inferScalar(element) }
+            if elementType == .double, case .int64(let integer) = inferred { inferred = .double(Double(integer)) }
+            if elementType == .int64, case .double = inferred {
+                // Whole numbers before the first fraction become doubles: [1, 2.5] is a DOUBLE_LIST.
+                values = values.map { if case .int64(let integer) = $0 { .double(Double(integer)) } else { $0 } }
+                elementType = .double
             }
-            return .list(elementType: elementType, values)
+            if let elementType, inferred.type != elementType {
+                throw JSONDecodingError(
+                    .invalid,
+                    "list elements must all have one type; found \(elementType.rawValue) and \(inferred.type.rawValue)")
+            }
+            elementType = inferred.type
+            values.append(inferred)
         }
-        return try inferScalar(from: decoder)
+        return .list(elementType: elementType, values)
     }
 
-    private enum ShapeKeys: String, CodingKey { case latitude, recordName, fileChecksum, receipt }
-
-    private static func inferScalar(from decoder: any Decoder) throws -> FieldValue {
-        if let single = try? decoder.singleValueContainer() {
-            if let value = try? single.decode(String.self) { return .string(value) }
-            if let value = try? single.decode(Int64.self) { return .int64(value) }
-            if let value = try? single.decode(Double.self) { return .double(value) }
-            if let value = try? single.decode(Bool.self) { return .int64(value ? 1 : 0) }
+    private static func inferScalar(_ value: JSONValue) throws -> FieldValue {
+        switch value {
+        case .string(let string): return .string(string)
+        case .integer(let integer): return .int64(integer)
+        case .double(let double): return .double(double)
+        case .bool(let flag): return .int64(flag ? 1 : 0)
+        case .object(let members):
+            if members["latitude"] != nil { return try scalar(value, as: .location) }
+            if members["recordName"] != nil { return try scalar(value, as: .reference) }
+            if members["fileChecksum"] != nil || members["receipt"] != nil { return try scalar(value, as: .asset) }
+            throw JSONDecodingError(.invalid, "cannot infer the type of this object; give a type tag")
+        case .array:
+            throw JSONDecodingError(.invalid, "lists cannot contain lists")
+        case .null:
+            throw JSONDecodingError(.invalid, "cannot infer the type of null; give a value")
         }
-        if let object = try? decoder.container(keyedBy: ShapeKeys.self) {
-            if object.contains(.latitude) { return try decodeScalar(.location, from: decoder) }
-            if object.contains(.recordName) { return try decodeScalar(.reference, from: decoder) }
-            if object.contains(.fileChecksum) || object.contains(.receipt) {
-                return try decodeScalar(.asset, from: decoder)
-            }
-            throw DecodingError.dataCorrupted(
-                .init(
-                    codingPath: decoder.codingPath,
-                    debugDescription: "cannot infer the type of this object; give a type tag"))
-        }
-        let single = try decoder.singleValueContainer()
-        throw DecodingError.dataCorruptedError(
-            in: single, debugDescription: "cannot infer the type of this value; give a type tag")
     }
 }
 
 /// A field in a request: a value, or `null` to remove the field (`{"value": null}`).
-public struct FieldSlot: Decodable, Sendable, Hashable {
+public struct FieldSlot: JSONDecodable, Sendable, Hashable {
     /// The new value; `nil` removes the field.
     public var value: FieldValue?
 
     /// Creates a slot.
     public init(value: FieldValue?) { self.value = value }
 
-    public init(from decoder: any Decoder) throws {
-        value = try FieldValue.decode(from: decoder)
+    public init(json: JSONValue) throws {
+        value = try FieldValue.decodeSlot(json)
     }
 }

@@ -1,7 +1,7 @@
 /// The limits a server enforces and advertises through its capabilities endpoint.
 ///
 /// Defaults follow CloudKit Web Services' documented limits.
-public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
+public struct Limits: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Operations in one `records/modify` or `zones/modify` request (CloudKit: 200).
     public var maxOperationsPerRequest: Int
     /// Records in one response page (CloudKit: 200).
@@ -35,6 +35,18 @@ public struct Limits: Hashable, Sendable, Decodable, JSONWritable {
         self.maxAssetSizeBytes = maxAssetSizeBytes
         // Room for a full batch of maximum-size records, with their JSON framing.
         self.maxRequestBodyBytes = maxRequestBodyBytes ?? min(maxOperationsPerRequest * maxRecordSizeBytes, 64 << 20)
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        maxOperationsPerRequest = try object.decode("maxOperationsPerRequest")
+        maxRecordsPerResponse = try object.decode("maxRecordsPerResponse")
+        maxRecordSizeBytes = try object.decode("maxRecordSizeBytes")
+        maxNameLength = try object.decode("maxNameLength")
+        maxFieldsPerRecord = try object.decode("maxFieldsPerRecord")
+        maxDeleteSelfReferencesPerTarget = try object.decode("maxDeleteSelfReferencesPerTarget")
+        maxAssetSizeBytes = try object.decode("maxAssetSizeBytes")
+        maxRequestBodyBytes = try object.decode("maxRequestBodyBytes")
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -1,5 +1,5 @@
 /// A geographic location (CloudKit's Location Dictionary).
-public struct Location: Hashable, Sendable, Decodable, JSONWritable {
+public struct Location: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Degrees north of the equator, -90...90.
     public var latitude: Double
     /// Degrees east of Greenwich, -180...180.
@@ -32,28 +32,22 @@ public struct Location: Hashable, Sendable, Decodable, JSONWritable {
         self.timestamp = timestamp
     }
 
-    private enum CodingKeys: String, CodingKey {
-        case latitude, longitude, horizontalAccuracy, verticalAccuracy, altitude, speed, course, timestamp
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        latitude = try container.decode(Double.self, forKey: .latitude)
-        longitude = try container.decode(Double.self, forKey: .longitude)
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        latitude = try object.decode("latitude")
+        longitude = try object.decode("longitude")
         guard (-90...90).contains(latitude) else {
-            throw DecodingError.dataCorruptedError(
-                forKey: .latitude, in: container, debugDescription: "latitude must be between -90 and 90")
+            throw JSONDecodingError(.invalid, "latitude must be between -90 and 90", at: [.key("latitude")])
         }
         guard (-180...180).contains(longitude) else {
-            throw DecodingError.dataCorruptedError(
-                forKey: .longitude, in: container, debugDescription: "longitude must be between -180 and 180")
+            throw JSONDecodingError(.invalid, "longitude must be between -180 and 180", at: [.key("longitude")])
         }
-        horizontalAccuracy = try container.decodeIfPresent(Double.self, forKey: .horizontalAccuracy)
-        verticalAccuracy = try container.decodeIfPresent(Double.self, forKey: .verticalAccuracy)
-        altitude = try container.decodeIfPresent(Double.self, forKey: .altitude)
-        speed = try container.decodeIfPresent(Double.self, forKey: .speed)
-        course = try container.decodeIfPresent(Double.self, forKey: .course)
-        timestamp = try container.decodeIfPresent(Int64.self, forKey: .timestamp)
+        horizontalAccuracy = try object.decodeIfPresent("horizontalAccuracy")
+        verticalAccuracy = try object.decodeIfPresent("verticalAccuracy")
+        altitude = try object.decodeIfPresent("altitude")
+        speed = try object.decodeIfPresent("speed")
+        course = try object.decodeIfPresent("course")
+        timestamp = try object.decodeIfPresent("timestamp")
     }
 
     public func write(to writer: inout JSONWriter) {

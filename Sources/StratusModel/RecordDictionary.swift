@@ -104,37 +104,27 @@ extension RecordDictionary: JSONWritable {
     public func write(to writer: inout JSONWriter) { write(to: &writer, desiredKeys: nil) }
 }
 
-extension RecordDictionary: Decodable {
-    private enum CodingKeys: String, CodingKey {
-        case recordName, recordType, recordChangeTag, fields, created, modified, deleted, zoneID
-    }
-
-    private struct FieldName: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        recordName = try container.decodeIfPresent(String.self, forKey: .recordName)
-        recordType = try container.decodeIfPresent(String.self, forKey: .recordType)
-        recordChangeTag = try container.decodeIfPresent(String.self, forKey: .recordChangeTag)
-        created = try container.decodeIfPresent(RecordStamp.self, forKey: .created)
-        modified = try container.decodeIfPresent(RecordStamp.self, forKey: .modified)
-        deleted = try container.decodeIfPresent(Bool.self, forKey: .deleted)
-        zoneID = try container.decodeIfPresent(ZoneID.self, forKey: .zoneID)
+extension RecordDictionary: JSONDecodable {
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        recordName = try object.decodeIfPresent("recordName")
+        recordType = try object.decodeIfPresent("recordType")
+        recordChangeTag = try object.decodeIfPresent("recordChangeTag")
+        created = try object.decodeIfPresent("created")
+        modified = try object.decodeIfPresent("modified")
+        deleted = try object.decodeIfPresent("deleted")
+        zoneID = try object.decodeIfPresent("zoneID")
         fields = [:]
         removedFieldNames = []
-        if container.contains(.fields), try !container.decodeNil(forKey: .fields) {
-            let fieldsContainer = try container.nestedContainer(keyedBy: FieldName.self, forKey: .fields)
-            for key in fieldsContainer.allKeys {
-                if let value = try fieldsContainer.decode(FieldSlot.self, forKey: key).value {
-                    fields[key.stringValue] = value
-                } else {
-                    removedFieldNames.insert(key.stringValue)
-                }
+        guard let fieldsValue = object["fields"] else { return }
+        let members = try withJSONPath(.key("fields")) { try fieldsValue.object().members }
+        fields.reserveCapacity(members.count)
+        for (name, value) in members {
+            let slot = try withJSONPath(.key("fields")) { try withJSONPath(.key(name)) { try FieldSlot(json: value) } }
+            if let value = slot.value {
+                fields[name] = value
+            } else {
+                removedFieldNames.insert(name)
             }
         }
     }

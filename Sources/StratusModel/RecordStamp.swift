@@ -1,5 +1,5 @@
 /// Who changed a record and when (the `created` and `modified` dictionaries).
-public struct RecordStamp: Hashable, Sendable, Decodable, JSONWritable {
+public struct RecordStamp: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Milliseconds since 1970.
     public var timestamp: Int64
     /// The record name of the user who made the change.
@@ -12,6 +12,13 @@ public struct RecordStamp: Hashable, Sendable, Decodable, JSONWritable {
         self.timestamp = timestamp
         self.userRecordName = userRecordName
         self.deviceID = deviceID
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        timestamp = try object.decode("timestamp")
+        userRecordName = try object.decode("userRecordName")
+        deviceID = try object.decodeIfPresent("deviceID")
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -9,7 +9,7 @@ public enum ReferenceAction: String, Sendable, Hashable, CaseIterable {
 }
 
 /// A pointer to another record (CloudKit's Reference Dictionary).
-public struct Reference: Hashable, Sendable, Decodable, JSONWritable {
+public struct Reference: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The referenced record's name.
     public var recordName: String
     /// The referenced record's zone; `nil` means the zone of the record that holds the reference.
@@ -24,13 +24,11 @@ public struct Reference: Hashable, Sendable, Decodable, JSONWritable {
         self.action = action
     }
 
-    private enum CodingKeys: String, CodingKey { case recordName, zoneID, action }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        recordName = try container.decode(String.self, forKey: .recordName)
-        zoneID = try container.decodeIfPresent(ZoneID.self, forKey: .zoneID)
-        action = try container.decodeIfPresent(ReferenceAction.self, forKey: .action) ?? .none
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        recordName = try object.decode("recordName")
+        zoneID = try object.decodeIfPresent("zoneID")
+        action = try object.decodeIfPresent("action") ?? .none
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -22,7 +22,7 @@ public enum RecordOperationType: String, Sendable, Hashable, CaseIterable {
 }
 
 /// One operation of a `records/modify` request.
-public struct RecordOperation: Hashable, Sendable, Decodable {
+public struct RecordOperation: Hashable, Sendable, JSONDecodable {
     /// What to do.
     public var operationType: RecordOperationType
     /// The record to write, or the name and tag of the record to delete.
@@ -36,10 +36,17 @@ public struct RecordOperation: Hashable, Sendable, Decodable {
         self.record = record
         self.desiredKeys = desiredKeys
     }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        operationType = try object.decode("operationType")
+        record = try object.decode("record")
+        desiredKeys = try object.decodeIfPresent("desiredKeys")
+    }
 }
 
 /// The body of `records/modify`.
-public struct ModifyRecordsRequest: Hashable, Sendable, Decodable {
+public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable {
     /// The operations, applied in order.
     public var operations: [RecordOperation]
     /// The zone of every record; the default zone when absent.
@@ -50,16 +57,31 @@ public struct ModifyRecordsRequest: Hashable, Sendable, Decodable {
     public var desiredKeys: [String]?
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        operations = try object.decode("operations")
+        zoneID = try object.decodeIfPresent("zoneID")
+        atomic = try object.decodeIfPresent("atomic")
+        desiredKeys = try object.decodeIfPresent("desiredKeys")
+        numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
+    }
 }
 
 /// The body of `records/lookup`.
-public struct LookupRecordsRequest: Hashable, Sendable, Decodable {
+public struct LookupRecordsRequest: Hashable, Sendable, JSONDecodable {
     /// One record to look up.
-    public struct Item: Hashable, Sendable, Decodable {
+    public struct Item: Hashable, Sendable, JSONDecodable {
         /// The record's name.
         public var recordName: String
         /// Fields to return for this record, overriding the request's `desiredKeys`.
         public var desiredKeys: [String]?
+
+        public init(json: JSONValue) throws {
+            let object = try json.object()
+            recordName = try object.decode("recordName")
+            desiredKeys = try object.decodeIfPresent("desiredKeys")
+        }
     }
     /// The records to look up.
     public var records: [Item]
@@ -69,10 +91,18 @@ public struct LookupRecordsRequest: Hashable, Sendable, Decodable {
     public var desiredKeys: [String]?
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        records = try object.decode("records")
+        zoneID = try object.decodeIfPresent("zoneID")
+        desiredKeys = try object.decodeIfPresent("desiredKeys")
+        numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
+    }
 }
 
 /// The body of `records/changes`, and one zone of `changes/zone`.
-public struct RecordChangesRequest: Hashable, Sendable, Decodable {
+public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable {
     /// The zone to read.
     public var zoneID: ZoneID?
     /// Where the previous read ended; absent means from the beginning.
@@ -85,10 +115,20 @@ public struct RecordChangesRequest: Hashable, Sendable, Decodable {
     public var recordTypes: [String]?
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneID = try object.decodeIfPresent("zoneID")
+        syncToken = try object.decodeIfPresent("syncToken")
+        resultsLimit = try object.decodeIfPresent("resultsLimit")
+        desiredKeys = try object.decodeIfPresent("desiredKeys")
+        recordTypes = try object.decodeIfPresent("recordTypes")
+        numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
+    }
 }
 
 /// The body of `changes/zone`: several zones at once; per-zone values override the shared ones.
-public struct ZoneChangesRequest: Hashable, Sendable, Decodable {
+public struct ZoneChangesRequest: Hashable, Sendable, JSONDecodable {
     /// The zones to read.
     public var zones: [RecordChangesRequest]
     /// The most records to return per zone.
@@ -99,16 +139,23 @@ public struct ZoneChangesRequest: Hashable, Sendable, Decodable {
     public var recordTypes: [String]?
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zones = try object.decode("zones")
+        resultsLimit = try object.decodeIfPresent("resultsLimit")
+        desiredKeys = try object.decodeIfPresent("desiredKeys")
+        recordTypes = try object.decodeIfPresent("recordTypes")
+        numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
+    }
 }
 
 /// The body of `changes/database` and `zones/changes`.
-public struct DatabaseChangesRequest: Hashable, Sendable, Decodable {
+public struct DatabaseChangesRequest: Hashable, Sendable, JSONDecodable {
     /// Where the previous read ended; absent means from the beginning.
     public var syncToken: String?
     /// The most zones to return.
     public var resultsLimit: Int?
-
-    private enum CodingKeys: String, CodingKey { case syncToken, metaSyncToken, resultsLimit }
 
     /// Creates a request.
     public init(syncToken: String? = nil, resultsLimit: Int? = nil) {
@@ -117,18 +164,22 @@ public struct DatabaseChangesRequest: Hashable, Sendable, Decodable {
     }
 
     /// Accepts `metaSyncToken`, the name `zones/changes` used in one version of Apple's documentation.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        syncToken = try container.decodeIfPresent(String.self, forKey: .syncToken)
-            ?? container.decodeIfPresent(String.self, forKey: .metaSyncToken)
-        resultsLimit = try container.decodeIfPresent(Int.self, forKey: .resultsLimit)
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        syncToken = try object.decodeIfPresent("syncToken") ?? object.decodeIfPresent("metaSyncToken")
+        resultsLimit = try object.decodeIfPresent("resultsLimit")
     }
 }
 
 /// The body of `zones/lookup`.
-public struct LookupZonesRequest: Hashable, Sendable, Decodable {
+public struct LookupZonesRequest: Hashable, Sendable, JSONDecodable {
     /// The zones to look up.
     public var zones: [ZoneID]
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zones = try object.decode("zones")
+    }
 }
 
 /// The operation types of `zones/modify`.
@@ -138,19 +189,35 @@ public enum ZoneOperationType: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The body of `zones/modify`.
-public struct ModifyZonesRequest: Hashable, Sendable, Decodable {
+public struct ModifyZonesRequest: Hashable, Sendable, JSONDecodable {
     /// One zone operation.
-    public struct Operation: Hashable, Sendable, Decodable {
+    public struct Operation: Hashable, Sendable, JSONDecodable {
         /// A zone to create or delete.
-        public struct Zone: Hashable, Sendable, Decodable {
+        public struct Zone: Hashable, Sendable, JSONDecodable {
             /// Its ID.
             public var zoneID: ZoneID
+
+            public init(json: JSONValue) throws {
+                let object = try json.object()
+                zoneID = try object.decode("zoneID")
+            }
         }
         /// Create or delete.
         public var operationType: ZoneOperationType
         /// The zone.
         public var zone: Zone
+
+        public init(json: JSONValue) throws {
+            let object = try json.object()
+            operationType = try object.decode("operationType")
+            zone = try object.decode("zone")
+        }
     }
     /// The operations, applied in order.
     public var operations: [Operation]
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        operations = try object.decode("operations")
+    }
 }

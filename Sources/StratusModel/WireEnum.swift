@@ -1,14 +1,12 @@
 /// A string enum of the wire protocol whose decoding error lists the values it accepts.
-public protocol WireEnum: RawRepresentable<String>, CaseIterable, Decodable {}
+public protocol WireEnum: RawRepresentable<String>, CaseIterable, JSONDecodable {}
 
 extension WireEnum {
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let raw = try container.decode(String.self)
+    public init(json: JSONValue) throws {
+        let raw = try String(json: json)
         guard let value = Self(rawValue: raw) else {
-            throw DecodingError.dataCorruptedError(
-                in: container,
-                debugDescription: "'\(raw)' is not one of " + Self.allCases.map(\.rawValue).joined(separator: ", "))
+            throw JSONDecodingError(
+                .invalid, "'\(raw)' is not one of " + Self.allCases.map(\.rawValue).joined(separator: ", "))
         }
         self = value
     }

@@ -1,5 +1,5 @@
 /// A zone as the server describes it (CloudKit's Zone Dictionary).
-public struct ZoneDictionary: Hashable, Sendable, Decodable, JSONWritable {
+public struct ZoneDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The zone's ID.
     public var zoneID: ZoneID
     /// The zone's current change token.
@@ -15,6 +15,14 @@ public struct ZoneDictionary: Hashable, Sendable, Decodable, JSONWritable {
         self.syncToken = syncToken
         self.atomic = atomic
         self.deleted = deleted
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneID = try object.decode("zoneID")
+        syncToken = try object.decodeIfPresent("syncToken")
+        atomic = try object.decodeIfPresent("atomic")
+        deleted = try object.decodeIfPresent("deleted")
     }
 
     public func write(to writer: inout JSONWriter) {

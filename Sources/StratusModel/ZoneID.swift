@@ -1,5 +1,5 @@
 /// Identifies a record zone: its name and the user who owns it (CloudKit's Zone ID Dictionary).
-public struct ZoneID: Hashable, Sendable, Decodable, JSONWritable {
+public struct ZoneID: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The name of every database's default zone.
     public static let defaultZoneName = "_defaultZone"
     /// The owner name that stands for "the current user", as in CloudKit (`CKCurrentUserDefaultName`).
@@ -22,12 +22,10 @@ public struct ZoneID: Hashable, Sendable, Decodable, JSONWritable {
     /// Whether this is the default zone.
     public var isDefaultZone: Bool { zoneName == Self.defaultZoneName }
 
-    private enum CodingKeys: String, CodingKey { case zoneName, ownerRecordName }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        zoneName = try container.decodeIfPresent(String.self, forKey: .zoneName) ?? Self.defaultZoneName
-        ownerRecordName = try container.decodeIfPresent(String.self, forKey: .ownerRecordName)
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneName = try object.decodeIfPresent("zoneName") ?? Self.defaultZoneName
+        ownerRecordName = try object.decodeIfPresent("ownerRecordName")
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -3,14 +3,24 @@ import StratusModel
 import StratusStorage
 
 /// The body of `POST /admin/1/containers`.
-struct CreateContainerRequest: Decodable {
+struct CreateContainerRequest: JSONDecodable {
     var identifier: String
     var allowsSignUp: Bool?
+
+    init(json: JSONValue) throws {
+        let object = try json.object()
+        identifier = try object.decode("identifier")
+        allowsSignUp = try object.decodeIfPresent("allowsSignUp")
+    }
 }
 
 /// The body of `POST /admin/1/containers/{container}/tokens`.
-struct CreateTokenRequest: Decodable {
+struct CreateTokenRequest: JSONDecodable {
     var name: String?
+
+    init(json: JSONValue) throws {
+        name = try json.object().decodeIfPresent("name")
+    }
 }
 
 /// Management endpoints under `/admin/1/`, guarded by the admin token

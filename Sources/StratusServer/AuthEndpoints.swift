@@ -3,9 +3,15 @@ import Hummingbird
 import StratusModel
 
 /// The body of the sign-up and sign-in endpoints.
-struct PasswordCredentials: Decodable {
+struct PasswordCredentials: JSONDecodable {
     var username: String
     var password: String
+
+    init(json: JSONValue) throws {
+        let object = try json.object()
+        username = try object.decode("username")
+        password = try object.decode("password")
+    }
 }
 
 /// User accounts: `/auth/1/{container}/signup`, `/signin`, `/signout`, and the sign-in page that

@@ -37,8 +37,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         switch error {
         case let error as StratusError:
             return error
-        case let error as DecodingError:
-            return .badRequest(describe(error))
+        case let error as JSONDecodingError:
+            return .badRequest(error.description)
+        case let error as JSONSyntaxError:
+            return .badRequest("the request body is not valid JSON: \(error)")
         case let error as HTTPError:
             switch error.status {
             case .contentTooLarge:
@@ -53,51 +55,6 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         default:
             return StratusError(.internalError, "internal error")
-        }
-    }
-
-    /// Describes a decoding failure by the path of the bad value and the rule it breaks, e.g.
-    /// `operations[2].record.fields.age.value: must be a whole number (or a string of one) for type INT64`.
-    static func describe(_ error: DecodingError) -> String {
-        switch error {
-        case .dataCorrupted(let context):
-            if context.codingPath.isEmpty {
-                return "the request body is not valid JSON"
-                    + (context.underlyingError.map { ": \(String(describing: $0))" } ?? "")
-            }
-            return "\(path(context.codingPath)): \(context.debugDescription)"
-        case .keyNotFound(let key, let context):
-            return "\(path(context.codingPath + [key])) is required"
-        case .typeMismatch(let type, let context):
-            return "\(path(context.codingPath)) must be \(describe(type))"
-        case .valueNotFound(_, let context):
-            return "\(path(context.codingPath)) must not be null"
-        @unknown default:
-            return "the request body is malformed"
-        }
-    }
-
-    private static func path(_ keys: [any CodingKey]) -> String {
-        guard !keys.isEmpty else { return "the request body" }
-        var text = ""
-        for key in keys {
-            if let index = key.intValue {
-                text += "[\(index)]"
-            } else {
-                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
-            }
-        }
-        return text
-    }
-
-    private static func describe(_ type: Any.Type) -> String {
-        switch type {
-        case is String.Type: "a string"
-        case is Bool.Type: "true or false"
-        case is Int.Type, is Int64.Type: "a whole number"
-        case is Double.Type: "a number"
-        case is any Collection.Type: "an array"
-        default: "an object"
         }
     }
 }
@@ -120,7 +77,7 @@ extension Response {
 
 extension Request {
     /// Decodes the JSON body, refusing bodies over `limit` bytes.
-    func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
+    func decodeJSON<T: JSONDecodable>(_ type: T.Type, limit: Int) async throws -> T {
         let buffer: ByteBuffer
         do {
             buffer = try await body.collect(upTo: limit)
@@ -131,7 +88,7 @@ extension Request {
         guard buffer.readableBytes > 0 else {
             throw StratusError.badRequest("the request body is empty; expected a JSON object")
         }
-        return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        return try T(jsonBytes: Array(buffer.readableBytesView))
     }
 
     /// A query parameter, if present and not empty.

@@ -1,5 +1,4 @@
 public import StratusModel
-import Foundation
 
 /// A record as storage keeps it: system fields plus the fields' canonical JSON.
 public struct StoredRecord: Hashable, Sendable {
@@ -39,7 +38,7 @@ public struct StoredRecord: Hashable, Sendable {
     /// Decodes the fields.
     public func decodeFields() throws -> [String: FieldValue] {
         guard !fieldsJSON.isEmpty else { return [:] }
-        return try JSONDecoder().decode([String: FieldValue].self, from: Data(fieldsJSON))
+        return try [String: FieldValue](jsonBytes: fieldsJSON)
     }
 
     /// Writes the record as a Record Dictionary. With no `desiredKeys` and numbers as numbers the

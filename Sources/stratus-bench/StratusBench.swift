@@ -89,8 +89,8 @@ struct StratusBench: AsyncParsableCommand {
             let session = try await Self.post(
                 http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
                 Array(#"{"username":"bench","password":"benchmark password"}"#.utf8))
-            struct Session: Decodable { let ckWebAuthToken: String }
-            let webAuthToken = try JSONDecoder().decode(Session.self, from: Data(session.readableBytesView)).ckWebAuthToken
+            let webAuthToken: String = try JSONValue.parse(Array(session.readableBytesView)).object()
+                .decode("ckWebAuthToken")
             let query = "?ckAPIToken=\(credentials.apiToken)&ckWebAuthToken=\(webAuthToken)"
             _ = try await Self.post(
                 http, "\(base)/zones/modify\(query)",

@@ -1,0 +1,276 @@
+/// A parsed JSON document.
+///
+/// Stratus parses request bodies into this tree with its own byte-level parser and builds wire types
+/// from it through ``JSONDecodable``, which costs a fraction of `JSONDecoder` with `Decodable`.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// A number written without fraction or exponent that fits in 64 bits.
+    case integer(Int64)
+    /// Any other number.
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// Parses UTF-8 JSON text. Duplicate object keys keep the last value.
+    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        try bytes.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(bytes: buffer)
+            return try parser.parseDocument()
+        }
+    }
+
+    /// A short name of the value's JSON type, for error messages.
+    var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a Boolean"
+        case .integer, .double: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
+
+/// Why JSON text could not be parsed.
+public struct JSONSyntaxError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public var reason: String
+    /// The byte offset where parsing stopped.
+    public var offset: Int
+
+    public var description: String { "\(reason) at byte \(offset)" }
+}
+
+private struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var depth = 0
+    static let maxDepth = 512
+
+    init(bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    mutating func parseDocument() throws -> JSONValue {
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        guard index == bytes.count else { throw error("unexpected text after the JSON value") }
+        return value
+    }
+
+    func error(_ reason: String) -> JSONSyntaxError { JSONSyntaxError(reason: reason, offset: index) }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue() throws -> JSONValue {
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): return try parseLiteral("true", .bool(true))
+        case UInt8(ascii: "f"): return try parseLiteral("false", .bool(false))
+        case UInt8(ascii: "n"): return try parseLiteral("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default:
+            throw error("unexpected character '\(String(decoding: [bytes[index]], as: UTF8.self))'")
+        }
+    }
+
+    mutating func parseLiteral(_ text: StaticString, _ value: JSONValue) throws -> JSONValue {
+        let count = text.utf8CodeUnitCount
+        guard index + count <= bytes.count,
+            (0..<count).allSatisfy({ bytes[index + $0] == text.utf8Start[$0] })
+        else { throw error("invalid literal") }
+        index += count
+        return value
+    }
+
+    mutating func enter() throws {
+        depth += 1
+        guard depth <= Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth) levels") }
+    }
+
+    mutating func parseObject() throws -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input in an object") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+            } else if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            } else {
+                throw error("expected ',' or '}'")
+            }
+        }
+    }
+
+    mutating func parseArray() throws -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input in an array") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+            } else if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(elements)
+            } else {
+                throw error("expected ',' or ']'")
+            }
+        }
+    }
+
+    mutating func parseString() throws -> String {
+        index += 1
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                guard let string = String(validating: slice, as: UTF8.self) else { throw error("invalid UTF-8") }
+                return string
+            }
+            if byte == UInt8(ascii: "\\") {
+                index = start
+                return try parseEscapedString()
+            }
+            if byte < 0x20 { throw error("control character in a string") }
+            index += 1
+        }
+        throw error("unterminated string")
+    }
+
+    mutating func parseEscapedString() throws -> String {
+        var scalars: [UInt8] = []
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard let string = String(validating: scalars, as: UTF8.self) else { throw error("invalid UTF-8") }
+                return string
+            case UInt8(ascii: "\\"):
+                guard index < bytes.count else { throw error("unterminated escape") }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escape)
+                case UInt8(ascii: "b"): scalars.append(0x08)
+                case UInt8(ascii: "f"): scalars.append(0x0C)
+                case UInt8(ascii: "n"): scalars.append(0x0A)
+                case UInt8(ascii: "r"): scalars.append(0x0D)
+                case UInt8(ascii: "t"): scalars.append(0x09)
+                case UInt8(ascii: "u"):
+                    var code = try parseHex4()
+                    if (0xD800..<0xDC00).contains(code) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else { throw error("unpaired surrogate") }
+                        index += 2
+                        let low = try parseHex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw error("unpaired surrogate") }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
+                    scalars.append(contentsOf: String(Character(scalar)).utf8)
+                default:
+                    throw error("invalid escape")
+                }
+            default:
+                if byte < 0x20 { throw error("control character in a string") }
+                scalars.append(byte)
+            }
+        }
+        throw error("unterminated string")
+    }
+
+    mutating func parseHex4() throws -> UInt32 {
+        guard index + 4 <= bytes.count else { throw error("short \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw error("invalid hex digit in \\u escape")
+            }
+            value = value << 4 | UInt32(digit)
+            index += 1
+        }
+        return value
+    }
+
+    mutating func parseNumber() throws -> JSONValue {
+        let start = index
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        let digitsStart = index
+        while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        guard index > digitsStart else { throw error("expected digits") }
+        guard !(bytes[digitsStart] == UInt8(ascii: "0") && index - digitsStart > 1) else {
+            throw error("leading zeros are not allowed")
+        }
+        var isInteger = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            let fractionStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > fractionStart else { throw error("expected digits after '.'") }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let exponentStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > exponentStart else { throw error("expected exponent digits") }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .integer(integer) }
+        guard let double = Double(text), double.isFinite else { throw error("number out of range") }
+        return .double(double)
+    }
+}
