@@ -1,6 +1,11 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -241,25 +246,26 @@ struct FeedPageSummary {
     }
 }
 
-/// The indexes just past each occurrence of `marker` in `bytes`.
+/// The indexes just past each occurrence of `marker` in `bytes` (libc's `memchr` and `memcmp`, so
+/// the client's own work stays small beside the server's).
 func occurrences(of marker: String, in bytes: [UInt8]) -> [Int] {
     let needle = Array(marker.utf8)
-    guard bytes.count >= needle.count else { return [] }
     var found: [Int] = []
-    bytes.withUnsafeBufferPointer { haystack in
-        var index = 0
-        let last = haystack.count - needle.count
-        while index <= last {
-            if haystack[index] == needle[0] {
-                var matched = 1
-                while matched < needle.count, haystack[index + matched] == needle[matched] { matched += 1 }
-                if matched == needle.count {
-                    found.append(index + needle.count)
-                    index += needle.count
-                    continue
+    bytes.withUnsafeBytes { haystack in
+        needle.withUnsafeBytes { needle in
+            let first = Int32(needle[0])
+            var offset = 0
+            while offset + needle.count <= haystack.count,
+                let match = memchr(haystack.baseAddress! + offset, first, haystack.count - offset - needle.count + 1)
+            {
+                let position = haystack.baseAddress!.distance(to: UnsafeRawPointer(match))
+                if memcmp(match, needle.baseAddress!, needle.count) == 0 {
+                    found.append(position + needle.count)
+                    offset = position + needle.count
+                } else {
+                    offset = position + 1
                 }
             }
-            index += 1
         }
     }
     return found
