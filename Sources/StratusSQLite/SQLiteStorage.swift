@@ -308,6 +308,25 @@ public final class SQLiteStorage: StratusStorage {
         ).map(storedRecord)
     }
 
+    /// The stored rows (tombstones included) of `names`, read with one query per 500 names.
+    private static func fetchRecords(_ db: Database, zoneID: Int64, names: [String]) throws -> [String: StoredRecord] {
+        var records: [String: StoredRecord] = [:]
+        records.reserveCapacity(names.count)
+        for start in stride(from: 0, to: names.count, by: 500) {
+            let chunk = names[start..<min(start + 500, names.count)]
+            let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name IN (\(placeholders))"),
+                arguments: StatementArguments([zoneID as (any DatabaseValueConvertible)] + chunk.map { $0 }))
+            while let row = try rows.next() {
+                let record = storedRecord(row)
+                records[record.name] = record
+            }
+        }
+        return records
+    }
+
     private static func upsert(_ db: Database, zoneID: Int64, _ record: StoredRecord) throws {
         try db.cachedStatement(
             sql: """
@@ -337,11 +356,12 @@ public final class SQLiteStorage: StratusStorage {
                 let databaseID = try Self.ensureDatabase(db, database)
                 let zoneState = try Self.requireZone(db, databaseID, zone)
                 var sequence = zoneState.sequence
+                var current = try Self.fetchRecords(db, zoneID: zoneState.id, names: writes.map(\.recordName))
                 for write in writes {
-                    let current = try Self.fetchRecord(db, zoneID: zoneState.id, name: write.recordName)
-                    var result = RecordWritePlanner.plan(write, current: current, context: context)
+                    var result = RecordWritePlanner.plan(write, current: current[write.recordName], context: context)
                     if case .success(let record) = result {
-                        result = try Self.apply(record, zoneID: zoneState.id, sequence: &sequence, context: context, db)
+                        result = try Self.apply(
+                            record, zoneID: zoneState.id, sequence: &sequence, context: context, current: &current, db)
                     }
                     results.append(result)
                 }
@@ -368,7 +388,8 @@ public final class SQLiteStorage: StratusStorage {
     /// records that point at it with `DELETE_SELF` (recursively) and fails while a record outside
     /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
     private static func apply(
-        _ planned: StoredRecord, zoneID: Int64, sequence: inout Int64, context: WriteContext, _ db: Database
+        _ planned: StoredRecord, zoneID: Int64, sequence: inout Int64, context: WriteContext,
+        current: inout [String: StoredRecord], _ db: Database
     ) throws -> RecordWriteResult {
         var writes = [planned]
         let links = RecordWritePlanner.enforcedReferences(of: planned)
@@ -438,6 +459,7 @@ public final class SQLiteStorage: StratusStorage {
             written[index].sequence = sequence
             written[index].changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
             try upsert(db, zoneID: zoneID, written[index])
+            current[written[index].name] = written[index]
             try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
                 .execute(arguments: [zoneID, written[index].name])
         }
