@@ -246,25 +246,27 @@ struct FeedPageSummary {
     }
 }
 
-/// The indexes just past each occurrence of `marker` in `bytes` (libc's `memchr` and `memcmp`, so
-/// the client's own work stays small beside the server's).
+/// The indexes just past each occurrence of `marker` in `bytes`. It jumps with libc's `memchr` to
+/// the marker's least common byte (uppercase letters are rare in JSON) and compares around it, so
+/// the client's own work stays small beside the server's.
 func occurrences(of marker: String, in bytes: [UInt8]) -> [Int] {
     let needle = Array(marker.utf8)
+    let anchor = needle.lastIndex(where: { (65...90).contains($0) }) ?? needle.count - 1
     var found: [Int] = []
     bytes.withUnsafeBytes { haystack in
-        needle.withUnsafeBytes { needle in
-            let first = Int32(needle[0])
-            var offset = 0
-            while offset + needle.count <= haystack.count,
-                let match = memchr(haystack.baseAddress! + offset, first, haystack.count - offset - needle.count + 1)
+        needle.withUnsafeBytes { needleBytes in
+            var offset = anchor
+            while offset < haystack.count,
+                let match = memchr(haystack.baseAddress! + offset, Int32(needle[anchor]), haystack.count - offset)
             {
                 let position = haystack.baseAddress!.distance(to: UnsafeRawPointer(match))
-                if memcmp(match, needle.baseAddress!, needle.count) == 0 {
-                    found.append(position + needle.count)
-                    offset = position + needle.count
-                } else {
-                    offset = position + 1
+                let start = position - anchor
+                if start + needle.count <= haystack.count,
+                    memcmp(haystack.baseAddress! + start, needleBytes.baseAddress!, needle.count) == 0
+                {
+                    found.append(start + needle.count)
                 }
+                offset = position + 1
             }
         }
     }
