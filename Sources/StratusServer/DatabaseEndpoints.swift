@@ -29,6 +29,20 @@ struct DatabaseEndpoints: Sendable {
 
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+    /// A response `{"<key>": [ … ]}` whose items `writeItems` appends.
+    private func listResponse(
+        _ key: String, capacity: Int = 256, _ writeItems: (inout JSONWriter) async throws -> Void
+    ) async rethrows -> Response {
+        var writer = JSONWriter(capacity: capacity)
+        writer.beginObject()
+        writer.key(key)
+        writer.beginArray()
+        try await writeItems(&writer)
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
     private func checkCount(_ count: Int, field: String, limit: Int) throws {
         guard count > 0 else { throw StratusError.badRequest("\(field) must not be empty") }
         guard count <= limit else {
@@ -83,24 +97,19 @@ struct DatabaseEndpoints: Sendable {
         let names = try body.zones.enumerated().map { index, zoneID in
             try target.zoneName(zoneID, field: "zones[\(index)]", limits: limits)
         }
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for name in names {
-            let zone = target.scope == .shared ? nil : try await storage.zone(named: name, in: target.locator())
-            if let zone {
-                try zoneDictionary(zone, in: target).write(to: &writer)
-            } else {
-                ErrorDictionary(
-                    serverErrorCode: .zoneNotFound, reason: "zone '\(name)' does not exist",
-                    zoneID: try? target.wireZoneID(name), uuid: UUID().uuidString
-                ).write(to: &writer)
+        return try await listResponse("zones") { writer in
+            for name in names {
+                let zone = target.scope == .shared ? nil : try await storage.zone(named: name, in: target.locator())
+                if let zone {
+                    try zoneDictionary(zone, in: target).write(to: &writer)
+                } else {
+                    ErrorDictionary(
+                        serverErrorCode: .zoneNotFound, reason: "zone '\(name)' does not exist",
+                        zoneID: try? target.wireZoneID(name), uuid: UUID().uuidString
+                    ).write(to: &writer)
+                }
             }
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
     }
 
     func modifyZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
@@ -120,35 +129,30 @@ struct DatabaseEndpoints: Sendable {
         let names = try body.operations.enumerated().map { index, operation in
             try target.zoneName(operation.zone.zoneID, field: "operations[\(index)].zone.zoneID", limits: limits)
         }
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for (operation, name) in zip(body.operations, names) {
-            let zoneID = try target.wireZoneID(name)
-            func fail(_ code: ServerErrorCode, _ reason: String) {
-                ErrorDictionary(serverErrorCode: code, reason: reason, zoneID: zoneID, uuid: UUID().uuidString)
-                    .write(to: &writer)
-            }
-            switch operation.operationType {
-            case .create where name == ZoneID.defaultZoneName:
-                fail(.badRequest, "the default zone always exists and cannot be created")
-            case .create:
-                let zone = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
-                try zoneDictionary(zone, in: target).write(to: &writer)
-            case .delete where name == ZoneID.defaultZoneName:
-                fail(.badRequest, "the default zone cannot be deleted")
-            case .delete:
-                if try await storage.deleteZone(named: name, in: locator, timestamp: Self.now()) {
-                    ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
-                } else {
-                    fail(.zoneNotFound, "zone '\(name)' does not exist")
+        return try await listResponse("zones") { writer in
+            for (operation, name) in zip(body.operations, names) {
+                let zoneID = try target.wireZoneID(name)
+                func fail(_ code: ServerErrorCode, _ reason: String) {
+                    ErrorDictionary(serverErrorCode: code, reason: reason, zoneID: zoneID, uuid: UUID().uuidString)
+                        .write(to: &writer)
+                }
+                switch operation.operationType {
+                case .create where name == ZoneID.defaultZoneName:
+                    fail(.badRequest, "the default zone always exists and cannot be created")
+                case .create:
+                    let zone = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
+                    try zoneDictionary(zone, in: target).write(to: &writer)
+                case .delete where name == ZoneID.defaultZoneName:
+                    fail(.badRequest, "the default zone cannot be deleted")
+                case .delete:
+                    if try await storage.deleteZone(named: name, in: locator, timestamp: Self.now()) {
+                        ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
+                    } else {
+                        fail(.zoneNotFound, "zone '\(name)' does not exist")
+                    }
                 }
             }
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
     }
 
     // MARK: Records
@@ -170,25 +174,20 @@ struct DatabaseEndpoints: Sendable {
 
         let zoneID = try target.wireZoneID(zoneName)
         let numbersAsStrings = body.numbersAsStrings ?? false
-        var writer = JSONWriter(capacity: 256 * results.count)
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
-        for (index, result) in results.enumerated() {
-            switch result {
-            case .success(let record):
-                let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
-                record.write(to: &writer, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
-            case .failure(let failure):
-                ErrorDictionary(
-                    serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
-                    uuid: UUID().uuidString, serverRecord: try? failure.serverRecord?.dictionary(zoneID: zoneID)
-                ).write(to: &writer)
+        return await listResponse("records", capacity: 256 * results.count) { writer in
+            for (index, result) in results.enumerated() {
+                switch result {
+                case .success(let record):
+                    let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
+                    record.write(to: &writer, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
+                case .failure(let failure):
+                    ErrorDictionary(
+                        serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
+                        uuid: UUID().uuidString, serverRecord: try? failure.serverRecord?.dictionary(zoneID: zoneID)
+                    ).write(to: &writer)
+                }
             }
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
     }
 
     func lookupRecords(_ request: Request, _ context: some RequestContext) async throws -> Response {
@@ -206,25 +205,20 @@ struct DatabaseEndpoints: Sendable {
         let found = try await storage.lookupRecords(
             names: body.records.map(\.recordName), zone: zoneName, in: target.locator())
         let zoneID = try target.wireZoneID(zoneName)
-        var writer = JSONWriter(capacity: 512 * found.count)
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
-        for (item, record) in zip(body.records, found) {
-            if let record {
-                record.write(
-                    to: &writer, zoneID: zoneID, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
-                    numbersAsStrings: body.numbersAsStrings ?? false)
-            } else {
-                ErrorDictionary(
-                    serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
-                    recordName: item.recordName, uuid: UUID().uuidString
-                ).write(to: &writer)
+        return await listResponse("records", capacity: 512 * found.count) { writer in
+            for (item, record) in zip(body.records, found) {
+                if let record {
+                    record.write(
+                        to: &writer, zoneID: zoneID, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
+                        numbersAsStrings: body.numbersAsStrings ?? false)
+                } else {
+                    ErrorDictionary(
+                        serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
+                        recordName: item.recordName, uuid: UUID().uuidString
+                    ).write(to: &writer)
+                }
             }
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
     }
 
     // MARK: Change feeds
@@ -277,29 +271,24 @@ struct DatabaseEndpoints: Sendable {
         _ = try target.locator()
         let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
-        var writer = JSONWriter(capacity: 64 << 10)
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for (index, var zone) in body.zones.enumerated() {
-            zone.resultsLimit = zone.resultsLimit ?? body.resultsLimit
-            zone.desiredKeys = zone.desiredKeys ?? body.desiredKeys
-            zone.recordTypes = zone.recordTypes ?? body.recordTypes
-            zone.numbersAsStrings = zone.numbersAsStrings ?? body.numbersAsStrings
-            var zoneWriter = JSONWriter(capacity: 16 << 10)
-            do {
-                try await writeZoneChanges(zone, field: "zones[\(index)]", target: target, to: &zoneWriter)
-                writer.raw(zoneWriter.bytes)
-            } catch let error as StratusError {
-                let zoneID = zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
-                ErrorDictionary(
-                    serverErrorCode: error.code, reason: error.reason, zoneID: zoneID, uuid: UUID().uuidString
-                ).write(to: &writer)
+        return try await listResponse("zones", capacity: 64 << 10) { writer in
+            for (index, var zone) in body.zones.enumerated() {
+                zone.resultsLimit = zone.resultsLimit ?? body.resultsLimit
+                zone.desiredKeys = zone.desiredKeys ?? body.desiredKeys
+                zone.recordTypes = zone.recordTypes ?? body.recordTypes
+                zone.numbersAsStrings = zone.numbersAsStrings ?? body.numbersAsStrings
+                var zoneWriter = JSONWriter(capacity: 16 << 10)
+                do {
+                    try await writeZoneChanges(zone, field: "zones[\(index)]", target: target, to: &zoneWriter)
+                    writer.raw(zoneWriter.bytes)
+                } catch let error as StratusError {
+                    let zoneID = zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
+                    ErrorDictionary(
+                        serverErrorCode: error.code, reason: error.reason, zoneID: zoneID, uuid: UUID().uuidString
+                    ).write(to: &writer)
+                }
             }
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
     }
 
     /// `changes/database` and `zones/changes`: custom zones changed, created or deleted since a token.
