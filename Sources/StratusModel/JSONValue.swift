@@ -20,18 +20,6 @@ public enum JSONValue: Sendable, Equatable {
             return try parser.parseDocument()
         }
     }
-
-    /// A short name of the value's JSON type, for error messages.
-    var typeName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a Boolean"
-        case .integer, .double: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
 }
 
 /// Why JSON text could not be parsed.

@@ -61,11 +61,43 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Days a web auth token stays valid.")
     var sessionLifetimeDays: Int = 14
 
+    @Option(help: "Operations per records/modify or zones/modify request.")
+    var maxOperationsPerRequest = Limits().maxOperationsPerRequest
+
+    @Option(help: "Records per response page (the cap of resultsLimit).")
+    var maxRecordsPerResponse = Limits().maxRecordsPerResponse
+
+    @Option(help: "Bytes of one record's fields as JSON, assets excluded.")
+    var maxRecordSizeBytes = Limits().maxRecordSizeBytes
+
+    @Option(help: "Characters in record, zone and field names.")
+    var maxNameLength = Limits().maxNameLength
+
+    @Option(help: "Fields in one record.")
+    var maxFieldsPerRecord = Limits().maxFieldsPerRecord
+
+    @Option(help: "Bytes in one request body (default: enough for a full batch of maximum-size records, up to 64 MiB).")
+    var maxRequestBodyBytes: Int?
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
+
+    func validate() throws {
+        for (name, value) in [
+            ("--max-operations-per-request", maxOperationsPerRequest), ("--max-records-per-response", maxRecordsPerResponse),
+            ("--max-record-size-bytes", maxRecordSizeBytes), ("--max-name-length", maxNameLength),
+            ("--max-fields-per-record", maxFieldsPerRecord), ("--max-request-body-bytes", maxRequestBodyBytes ?? 1),
+            ("--tombstone-horizon-days", tombstoneHorizonDays), ("--session-lifetime-days", sessionLifetimeDays),
+        ] where value < 1 {
+            throw ValidationError("\(name) must be at least 1, not \(value)")
+        }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+    }
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
@@ -77,8 +109,12 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "stratus")
+        let limits = Limits(
+            maxOperationsPerRequest: maxOperationsPerRequest, maxRecordsPerResponse: maxRecordsPerResponse,
+            maxRecordSizeBytes: maxRecordSizeBytes, maxNameLength: maxNameLength, maxFieldsPerRecord: maxFieldsPerRecord,
+            maxRequestBodyBytes: maxRequestBodyBytes)
         let configuration = ServerConfiguration(
-            host: host, port: port, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
+            host: host, port: port, limits: limits, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
             sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL)
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
