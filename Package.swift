@@ -43,7 +43,10 @@ let package = Package(
         ),
         .target(
             name: "StratusSQLite",
-            dependencies: ["StratusStorage", "StratusModel", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "StratusStorage", "StratusModel", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
