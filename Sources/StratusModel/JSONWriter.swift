@@ -162,15 +162,19 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func writeQuoted(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
-        let needsEscaping = value.utf8.withContiguousStorageIfAvailable { utf8 in
-            utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        }
-        if needsEscaping == false {
-            bytes.append(contentsOf: value.utf8)
+        var value = value
+        // One pass over contiguous UTF-8: most strings need no escaping and are copied as they are.
+        let copied = value.withUTF8 { utf8 in
+            for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                return false
+            }
             bytes.append(UInt8(ascii: "\""))
-            return
+            bytes.append(contentsOf: utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return true
         }
+        if copied { return }
+        bytes.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
