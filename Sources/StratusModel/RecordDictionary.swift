@@ -45,7 +45,7 @@ public struct RecordDictionary: Hashable, Sendable {
     public func write(to writer: inout JSONWriter, desiredKeys: Set<String>? = nil, numbersAsStrings: Bool = false) {
         Self.writeObject(
             to: &writer, recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag,
-            created: created, modified: modified, deleted: deleted, zoneID: zoneID,
+            created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes,
             writeFields: deleted == true || desiredKeys?.isEmpty == true
                 ? nil
                 : { Self.writeFields(fields, to: &$0, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings) }
@@ -54,10 +54,11 @@ public struct RecordDictionary: Hashable, Sendable {
 
     /// Writes a Record Dictionary in Apple's key order (`recordName`, `recordType`, `fields`,
     /// `recordChangeTag`, `created`, `modified`, `deleted`, `zoneID`). `writeFields` writes the
-    /// fields object; when it is `nil` the `fields` key is left out.
+    /// fields object; when it is `nil` the `fields` key is left out. `zoneIDJSON` is the zone ID
+    /// already written as JSON: every record of a response shares it, so it is encoded once.
     public static func writeObject(
         to writer: inout JSONWriter, recordName: String?, recordType: String?, recordChangeTag: String?,
-        created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneID: ZoneID?,
+        created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneIDJSON: [UInt8]?,
         writeFields: ((inout JSONWriter) -> Void)?
     ) {
         writer.beginObject()
@@ -78,9 +79,9 @@ public struct RecordDictionary: Hashable, Sendable {
             modified.write(to: &writer)
         }
         writer.field("deleted", deleted)
-        if let zoneID {
+        if let zoneIDJSON {
             writer.key("zoneID")
-            zoneID.write(to: &writer)
+            writer.raw(zoneIDJSON)
         }
         writer.endObject()
     }

@@ -173,13 +173,15 @@ struct DatabaseEndpoints: Sendable {
             atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
 
         let zoneID = try target.wireZoneID(zoneName)
+        let zoneIDJSON = zoneID.jsonBytes
         let numbersAsStrings = body.numbersAsStrings ?? false
         return await listResponse("records", capacity: 256 * results.count) { writer in
             for (index, result) in results.enumerated() {
                 switch result {
                 case .success(let record):
                     let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
-                    record.write(to: &writer, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
+                    record.write(
+                        to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
                 case .failure(let failure):
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
@@ -204,12 +206,12 @@ struct DatabaseEndpoints: Sendable {
         }
         let found = try await storage.lookupRecords(
             names: body.records.map(\.recordName), zone: zoneName, in: target.locator())
-        let zoneID = try target.wireZoneID(zoneName)
+        let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
         return await listResponse("records", capacity: 512 * found.count) { writer in
             for (item, record) in zip(body.records, found) {
                 if let record {
                     record.write(
-                        to: &writer, zoneID: zoneID, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
+                        to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
                         numbersAsStrings: body.numbersAsStrings ?? false)
                 } else {
                     ErrorDictionary(
@@ -239,15 +241,17 @@ struct DatabaseEndpoints: Sendable {
             after: tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken"),
             limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
             recordTypes: zone.recordTypes.map(Set.init))
-        let zoneID = try target.wireZoneID(zoneName)
+        let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
         let desiredKeys = zone.desiredKeys.map(Set.init)
         writer.beginObject()
-        writer.field("zoneID", zoneID)
+        writer.key("zoneID")
+        writer.raw(zoneIDJSON)
         writer.key("records")
         writer.beginArray()
         for record in page.records {
             record.write(
-                to: &writer, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: zone.numbersAsStrings ?? false)
+                to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys,
+                numbersAsStrings: zone.numbersAsStrings ?? false)
         }
         writer.endArray()
         writer.field("syncToken", tokens.token(for: page.position, kind: .zone))

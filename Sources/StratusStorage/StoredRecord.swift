@@ -42,13 +42,15 @@ public struct StoredRecord: Hashable, Sendable {
     }
 
     /// Writes the record as a Record Dictionary. With no `desiredKeys` and numbers as numbers the
-    /// stored JSON is copied as is, without being decoded.
+    /// stored JSON is copied as is, without being decoded. `zoneIDJSON` is the zone's ID as JSON
+    /// (`ZoneID.jsonBytes`), encoded once for all the records of a response.
     public func write(
-        to writer: inout JSONWriter, zoneID: ZoneID, desiredKeys: Set<String>? = nil, numbersAsStrings: Bool = false
+        to writer: inout JSONWriter, zoneIDJSON: [UInt8], desiredKeys: Set<String>? = nil,
+        numbersAsStrings: Bool = false
     ) {
         RecordDictionary.writeObject(
             to: &writer, recordName: name, recordType: recordType, recordChangeTag: changeTag, created: created,
-            modified: modified, deleted: deleted ? true : nil, zoneID: zoneID,
+            modified: modified, deleted: deleted ? true : nil, zoneIDJSON: zoneIDJSON,
             writeFields: deleted || desiredKeys?.isEmpty == true
                 ? nil
                 : { writer in
