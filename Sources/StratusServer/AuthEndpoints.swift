@@ -49,9 +49,10 @@ struct AuthEndpoints: Sendable {
         }
         auth.get("signin") { request, context in
             let container = try await authenticator.authenticateApp(request, context: context)
+            let callback = try SignInPage.allowedCallback(request.query("callback"), serverAuthority: request.head.authority)
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: SignInPage.html(container: container))))
+                body: ResponseBody(byteBuffer: ByteBuffer(string: SignInPage.html(container: container, callback: callback))))
         }
     }
 
@@ -66,11 +67,36 @@ struct AuthEndpoints: Sendable {
     }
 }
 
-/// The HTML sign-in page. It posts to the JSON endpoints next to it and hands the token back:
-/// to `callback` (appended as `ckWebAuthToken`), to the opener window by `postMessage`, or on screen.
+/// The HTML sign-in page. It posts to the JSON endpoints next to it and hands the token back to
+/// `callback` (appended as `ckWebAuthToken`) or shows it on screen.
+///
+/// A callback must be on a loopback address (how native apps receive it, as in RFC 8252) or on
+/// this server's own origin: otherwise any web page could open the sign-in page and collect the
+/// tokens of users who sign in there.
 enum SignInPage {
-    static func html(container: String) -> String {
+    /// Checks a `callback` URL; `nil` stays `nil`.
+    static func allowedCallback(_ raw: String?, serverAuthority: String?) throws -> String? {
+        guard let raw else { return nil }
+        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            let host = url.host?.lowercased()
+        else {
+            throw StratusError.badRequest("callback must be an absolute http or https URL")
+        }
+        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)
+        let authority = url.port.map { "\(host):\($0)" } ?? host
+        guard loopback || authority == serverAuthority?.lowercased() else {
+            throw StratusError.badRequest(
+                "callback must be on a loopback address (127.0.0.1, localhost, ::1) or on this server, not '\(host)'")
+        }
+        return raw
+    }
+
+    static func html(container: String, callback: String?) -> String {
         let escaped = container.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+        var callbackJSON = JSONWriter()
+        if let callback { callbackJSON.string(callback) } else { callbackJSON.null() }
+        // Inside <script>, "<" must not start a tag.
+        let callbackLiteral = String(decoding: callbackJSON.bytes, as: UTF8.self).replacingOccurrences(of: "<", with: "\\u003c")
         return """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>Sign in to \(escaped)</title>
@@ -95,14 +121,11 @@ enum SignInPage {
               });
               const body = await response.json();
               if (!response.ok) { result.textContent = body.reason; return; }
-              const callback = query.get('callback');
+              const callback = \(callbackLiteral);
               if (callback) {
                 const url = new URL(callback);
                 url.searchParams.set('ckWebAuthToken', body.ckWebAuthToken);
                 location.href = url.toString();
-              } else if (window.opener) {
-                window.opener.postMessage({ckWebAuthToken: body.ckWebAuthToken}, '*');
-                window.close();
               } else {
                 result.textContent = 'ckWebAuthToken: ' + body.ckWebAuthToken;
               }

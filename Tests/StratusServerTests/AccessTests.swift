@@ -21,6 +21,14 @@ struct AccessTests {
         let page = try await server.request(.GET, String(redirect.dropFirst(server.baseURL.count)).components(separatedBy: "?")[0],
                                             query: ["ckAPIToken": server.apiToken])
         #expect(page.status == 200 && page.text.contains("<form"))
+        #expect(!page.text.contains("postMessage"), "the token is never handed to an unknown window")
+        let signInPath = "/auth/1/\(server.container)/signin"
+        let foreign = try await server.request(
+            .GET, signInPath, query: ["ckAPIToken": server.apiToken, "callback": "https://evil.example/steal"])
+        #expect(foreign.status == 400 && foreign.reason.contains("loopback"), "\(foreign.text)")
+        let native = try await server.request(
+            .GET, signInPath, query: ["ckAPIToken": server.apiToken, "callback": "http://127.0.0.1:9999/done?x=</script>"])
+        #expect(native.status == 200 && native.text.contains(#""http://127.0.0.1:9999/done?x=\u003c/script>""#))
 
         let badSession = try await server.database("private", "zones/list", user: "forged")
         #expect(badSession.status == 401 && badSession.code == "AUTHENTICATION_FAILED")
