@@ -35,6 +35,16 @@ public enum FieldValue: Hashable, Sendable {
         }
     }
 
+    /// The references this value holds: itself for a `REFERENCE`, the elements of a
+    /// `REFERENCE_LIST`, none otherwise.
+    public var references: [Reference] {
+        switch self {
+        case .reference(let reference): [reference]
+        case .list(_, let values): values.flatMap(\.references)
+        default: []
+        }
+    }
+
     /// Writes `{"value": …, "type": "…"}`. With `numbersAsStrings`, INT64 and DOUBLE values are
     /// written as JSON strings so that JavaScript clients keep 64-bit precision.
     public func write(to writer: inout JSONWriter, numbersAsStrings: Bool) {

@@ -65,12 +65,7 @@ struct RecordValidator {
                 }
             }
             for (name, value) in record.fields {
-                let references: [Reference] = switch value {
-                case .reference(let reference): [reference]
-                case .list(_, let values): values.compactMap { if case .reference(let r) = $0 { r } else { nil } }
-                default: []
-                }
-                for reference in references {
+                for reference in value.references {
                     if let violation = limits.violation(ofName: reference.recordName) {
                         throw StratusError.badRequest("\(field).fields.\(name): the referenced recordName \(violation)")
                     }

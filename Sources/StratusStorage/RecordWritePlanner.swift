@@ -91,12 +91,7 @@ public enum RecordWritePlanner {
         }
         var links = Set<ReferenceLink>()
         for value in fields.values {
-            let references: [Reference] = switch value {
-            case .reference(let reference): [reference]
-            case .list(_, let values): values.compactMap { if case .reference(let r) = $0 { r } else { nil } }
-            default: []
-            }
-            for reference in references where reference.action != .none {
+            for reference in value.references where reference.action != .none {
                 links.insert(ReferenceLink(target: reference.recordName, action: reference.action))
             }
         }
