@@ -35,13 +35,25 @@ public enum FieldValue: Hashable, Sendable {
         }
     }
 
+    /// The scalar values this value holds: itself, or a list's elements.
+    public var elements: [FieldValue] {
+        if case .list(_, let values) = self { return values }
+        return [self]
+    }
+
     /// The references this value holds: itself for a `REFERENCE`, the elements of a
     /// `REFERENCE_LIST`, none otherwise.
     public var references: [Reference] {
+        elements.compactMap { if case .reference(let reference) = $0 { reference } else { nil } }
+    }
+
+    /// The value with each asset (itself, or a list's elements) replaced by `transform`'s result.
+    public func mappingAssets(_ transform: (AssetValue) throws -> AssetValue) rethrows -> FieldValue {
         switch self {
-        case .reference(let reference): [reference]
-        case .list(_, let values): values.flatMap(\.references)
-        default: []
+        case .asset(let asset): return .asset(try transform(asset))
+        case .list(let elementType, let values) where elementType == .asset:
+            return .list(elementType: elementType, try values.map { try $0.mappingAssets(transform) })
+        default: return self
         }
     }
 

@@ -57,6 +57,28 @@ enum SQLiteMigrations {
                     CREATE INDEX record_references_target ON record_references (zone_id, target, action);
                     """)
         }
+        migrator.registerMigration("v3: schemas, the query index, assets") { db in
+            // `value` has no declared type, so it keeps each value's own storage class: integers,
+            // reals and text compare as the query layer expects (numbers numerically, text by bytes).
+            try db.execute(
+                sql: """
+                    CREATE TABLE schemas (
+                        container_id TEXT NOT NULL, environment TEXT NOT NULL, version INTEGER NOT NULL,
+                        definition BLOB NOT NULL, PRIMARY KEY (container_id, environment));
+                    CREATE TABLE record_index (
+                        zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
+                        value NOT NULL, longitude REAL, name TEXT NOT NULL);
+                    CREATE INDEX record_index_lookup ON record_index (zone_id, record_type, field, kind, value, name);
+                    CREATE INDEX record_index_record ON record_index (zone_id, name);
+                    CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE deleted = 0;
+                    CREATE TABLE assets (
+                        checksum TEXT PRIMARY KEY, size INTEGER NOT NULL, registered_ms INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE record_assets (
+                        zone_id INTEGER NOT NULL, name TEXT NOT NULL, checksum TEXT NOT NULL,
+                        PRIMARY KEY (zone_id, name, checksum)) WITHOUT ROWID;
+                    CREATE INDEX record_assets_checksum ON record_assets (checksum);
+                    """)
+        }
         return migrator
     }
 }

@@ -1,8 +1,9 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-import StratusModel
+public import StratusModel
 public import StratusStorage
+import Synchronization
 
 /// The embedded storage backend: one SQLite file in WAL mode, through GRDB.
 ///
@@ -29,6 +30,8 @@ public final class SQLiteStorage: StratusStorage {
     }
 
     private let pool: DatabasePool
+    /// Decoded schemas by container and environment, with the version they were read at.
+    private let schemas = Mutex<[String: (version: Int64, schema: Schema)]>([:])
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     public init(path: String, configuration: Configuration = Configuration()) throws {
@@ -279,6 +282,8 @@ public final class SQLiteStorage: StratusStorage {
             guard let zone = try Self.liveZone(db, databaseID, name) else { return false }
             try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
             try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM record_index WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM record_assets WHERE zone_id = ?", arguments: [zone.id])
             let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
             try db.execute(
                 sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
@@ -384,19 +389,27 @@ public final class SQLiteStorage: StratusStorage {
             try db.inTransaction(.immediate) {
                 let databaseID = try Self.ensureDatabase(db, database)
                 let zoneState = try Self.requireZone(db, databaseID, zone)
+                var schema = SchemaInForce(
+                    try self.loadSchema(db, container: database.container, environment: database.environment),
+                    environment: database.environment)
                 var sequence = zoneState.sequence
                 var current = try Self.fetchRecords(db, zoneID: zoneState.id, names: writes.map(\.recordName))
                 for write in writes {
-                    var result = RecordWritePlanner.plan(write, current: current[write.recordName], context: context)
+                    var result = RecordWritePlanner.plan(
+                        write, current: current[write.recordName], context: context, schema: &schema)
                     if case .success(let record) = result {
                         result = try Self.apply(
-                            record, zoneID: zoneState.id, sequence: &sequence, context: context, current: &current, db)
+                            record, uploadedAssets: write.uploadedAssets, zoneID: zoneState.id, sequence: &sequence,
+                            context: context, schema: schema.schema, current: &current, db)
                     }
                     results.append(result)
                 }
                 if atomic, results.contains(where: { (try? $0.get()) == nil }) {
                     results = RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName))
                     return .rollback
+                }
+                if schema.changed {
+                    try Self.storeSchema(db, schema.schema, container: database.container, environment: database.environment)
                 }
                 if sequence > zoneState.sequence {
                     // The default zone has no place in the database feed, so it does not advance it.
@@ -417,9 +430,27 @@ public final class SQLiteStorage: StratusStorage {
     /// records that point at it with `DELETE_SELF` (recursively) and fails while a record outside
     /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
     private static func apply(
-        _ planned: StoredRecord, zoneID: Int64, sequence: inout Int64, context: WriteContext,
-        current: inout [String: StoredRecord], _ db: Database
+        _ planned: StoredRecord, uploadedAssets: Set<String>, zoneID: Int64, sequence: inout Int64,
+        context: WriteContext, schema: Schema, current: inout [String: StoredRecord], _ db: Database
     ) throws -> RecordWriteResult {
+        let assets = RecordWritePlanner.assetChecksums(of: planned)
+        for checksum in assets.sorted() {
+            let known = uploadedAssets.contains(checksum)
+                ? try Bool.fetchOne(
+                    db.cachedStatement(sql: "SELECT 1 FROM assets WHERE checksum = ?"), arguments: [checksum]) != nil
+                : try Bool.fetchOne(
+                    db.cachedStatement(sql: "SELECT 1 FROM record_assets WHERE zone_id = ? AND name = ? AND checksum = ?"),
+                    arguments: [zoneID, planned.name, checksum]) != nil
+            guard known else {
+                return .failure(
+                    RecordWriteFailure(
+                        .badRequest,
+                        uploadedAssets.contains(checksum)
+                            ? "record '\(planned.name)': asset \(checksum) is no longer stored; upload it again"
+                            : "record '\(planned.name)': asset \(checksum) is not in this record; save a new asset with "
+                                + "the receipt from its upload (assets/upload or assets/rereference)"))
+            }
+        }
         var writes = [planned]
         let links = RecordWritePlanner.enforcedReferences(of: planned)
         if planned.deleted {
@@ -487,10 +518,18 @@ public final class SQLiteStorage: StratusStorage {
             sequence += 1
             written[index].sequence = sequence
             written[index].changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
+            let existed = current[written[index].name] != nil
             try upsert(db, zoneID: zoneID, written[index])
+            try writeIndexEntries(db, zoneID: zoneID, written[index], schema: schema, replacing: existed)
             current[written[index].name] = written[index]
             try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
                 .execute(arguments: [zoneID, written[index].name])
+            try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
+                .execute(arguments: [zoneID, written[index].name])
+        }
+        for checksum in assets {
+            try db.cachedStatement(sql: "INSERT INTO record_assets (zone_id, name, checksum) VALUES (?, ?, ?)")
+                .execute(arguments: [zoneID, planned.name, checksum])
         }
         for link in links {
             try db.cachedStatement(
@@ -498,6 +537,29 @@ public final class SQLiteStorage: StratusStorage {
             ).execute(arguments: [zoneID, planned.name, link.target, link.action.rawValue])
         }
         return .success(written[0])
+    }
+
+    /// Replaces a record's query index entries with those its type's schema asks for.
+    private static func writeIndexEntries(
+        _ db: Database, zoneID: Int64, _ record: StoredRecord, schema: Schema, replacing: Bool
+    ) throws {
+        if replacing {
+            try db.cachedStatement(sql: "DELETE FROM record_index WHERE zone_id = ? AND name = ?")
+                .execute(arguments: [zoneID, record.name])
+        }
+        let entries = IndexEntry.entries(of: record, indexes: schema.recordTypes[record.recordType]?.fields ?? [:])
+        guard !entries.isEmpty else { return }
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """)
+        for entry in entries {
+            try insert.execute(arguments: [
+                zoneID, record.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
+                entry.longitude, record.name,
+            ])
+        }
     }
 
     public func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws
@@ -583,6 +645,232 @@ public final class SQLiteStorage: StratusStorage {
         }
     }
 
+    // MARK: Schema
+
+    /// The schema of a container's environment, decoded once per version.
+    private func loadSchema(_ db: Database, container: String, environment: ContainerEnvironment) throws -> Schema {
+        let key = container + "\u{0}" + environment.rawValue
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT version FROM schemas WHERE container_id = ? AND environment = ?"),
+            arguments: [container, environment.rawValue])
+        else { return Schema() }
+        let version: Int64 = row["version"]
+        if let cached = schemas.withLock({ $0[key] }), cached.version == version { return cached.schema }
+        let definition = try Data.fetchOne(
+            db, sql: "SELECT definition FROM schemas WHERE container_id = ? AND environment = ?",
+            arguments: [container, environment.rawValue]) ?? Data()
+        let schema = try Schema(jsonBytes: [UInt8](definition))
+        schemas.withLock { $0[key] = (version, schema) }
+        return schema
+    }
+
+    /// Stores a new version of a schema. The cache is left alone: it is filled by reads, so a
+    /// version rolled back with its transaction is never cached.
+    private static func storeSchema(
+        _ db: Database, _ schema: Schema, container: String, environment: ContainerEnvironment
+    ) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO schemas (container_id, environment, version, definition) VALUES (?, ?, 1, ?)
+                ON CONFLICT (container_id, environment) DO UPDATE SET
+                    version = version + 1, definition = excluded.definition
+                """,
+            arguments: [container, environment.rawValue, Data(schema.jsonBytes)])
+    }
+
+    public func schema(container: String, environment: ContainerEnvironment) async throws -> Schema {
+        try await pool.read { db in try self.loadSchema(db, container: container, environment: environment) }
+    }
+
+    public func updateSchema(
+        container: String, environment: ContainerEnvironment, _ change: @escaping @Sendable (Schema) throws -> Schema
+    ) async throws -> Schema {
+        try await pool.write { db in
+            let old = try self.loadSchema(db, container: container, environment: environment)
+            let new = try change(old)
+            guard new != old else { return old }
+            try Self.storeSchema(db, new, container: container, environment: environment)
+            // Records of types whose index options grew get their entries now.
+            for recordType in Set(new.indexGrowth(from: old).map(\.recordType)).sorted() {
+                let zones = try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
+                        WHERE databases.container_id = ? AND databases.environment = ? AND zones.deleted = 0
+                        """,
+                    arguments: [container, environment.rawValue])
+                for zoneID in zones {
+                    let records = try Self.fetchStoredRecords(
+                        db,
+                        db.cachedStatement(
+                            sql: "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND record_type = ? AND deleted = 0"),
+                        arguments: [zoneID, recordType])
+                    for record in records {
+                        try Self.writeIndexEntries(db, zoneID: zoneID, record, schema: new, replacing: true)
+                    }
+                }
+            }
+            return new
+        }
+    }
+
+    public func deleteData(container: String, environment: ContainerEnvironment) async throws {
+        try await pool.write { db in
+            let zones = """
+                SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
+                WHERE databases.container_id = ? AND databases.environment = ?
+                """
+            let arguments: StatementArguments = [container, environment.rawValue]
+            for table in ["records", "record_references", "record_index", "record_assets"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE zone_id IN (\(zones))", arguments: arguments)
+            }
+            try db.execute(sql: "DELETE FROM zones WHERE id IN (\(zones))", arguments: arguments)
+            try db.execute(
+                sql: "DELETE FROM databases WHERE container_id = ? AND environment = ?", arguments: arguments)
+        }
+    }
+
+    // MARK: Queries
+
+    public func queryRecords(_ query: RecordQuery, zones names: [String]?, in database: DatabaseLocator) async throws
+        -> QueryPage
+    {
+        let zoneIDs: [(String, Int64)] = try await withDatabase(database) { db, databaseID in
+            if let names {
+                return try names.map { ($0, try Self.requireZone(db, databaseID, $0).id) }
+            }
+            return try Row.fetchAll(
+                db, sql: "SELECT name, id FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name",
+                arguments: [databaseID]
+            ).map { ($0["name"], $0["id"]) }
+        }
+        return try await QueryExecutor.run(
+            query, reader: QueryReader(pool: pool, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
+                                       zones: zoneIDs.map(\.0), recordType: query.recordType))
+    }
+
+    /// Reads the query index of some zones for ``QueryExecutor``.
+    private struct QueryReader: QueryIndexReader {
+        let pool: DatabasePool
+        let zoneIDs: [String: Int64]
+        let zones: [String]
+        let recordType: String
+
+        private var zoneNames: [Int64: String] {
+            Dictionary(uniqueKeysWithValues: zoneIDs.map { ($1, $0) })
+        }
+
+        /// `AND value >= ? AND value < ?` for a range, with its arguments.
+        private static func bounds(_ range: ScalarRange) -> (sql: String, arguments: StatementArguments) {
+            var sql = ""
+            var arguments = StatementArguments()
+            if let lower = range.lower {
+                sql += lower.inclusive ? " AND value >= ?" : " AND value > ?"
+                arguments += [lower.value.databaseValue]
+            }
+            if let upper = range.upper {
+                sql += upper.inclusive ? " AND value <= ?" : " AND value < ?"
+                arguments += [upper.value.databaseValue]
+            }
+            return (sql, arguments)
+        }
+
+        func scanValues(
+            zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?,
+            limit: Int
+        ) async throws -> [(value: QueryScalar, name: String)] {
+            var sql = "SELECT value, name FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = 0"
+            var arguments: StatementArguments = [zoneIDs[zone], recordType, field]
+            let bounds = Self.bounds(range)
+            sql += bounds.sql
+            arguments += bounds.arguments
+            if let after {
+                sql += descending ? " AND (value, name) < (?, ?)" : " AND (value, name) > (?, ?)"
+                arguments += [after.0.databaseValue, after.1]
+            }
+            sql += descending ? " ORDER BY value DESC, name DESC LIMIT ?" : " ORDER BY value, name LIMIT ?"
+            arguments += [limit]
+            let finalSQL = sql
+            let finalArguments = arguments
+            return try await pool.read { db in
+                try Row.fetchAll(db.cachedStatement(sql: finalSQL), arguments: finalArguments).compactMap { row in
+                    QueryScalar(row[0] as DatabaseValue).map { ($0, row[1]) }
+                }
+            }
+        }
+
+        func candidates(_ source: CandidateSource) async throws -> [(zone: String, name: String)] {
+            let zoneList = zones.map { _ in "?" }.joined(separator: ",")
+            var arguments = StatementArguments(zones.map { zoneIDs[$0]! })
+            arguments += [recordType]
+            var sql = "SELECT DISTINCT zone_id, name FROM record_index WHERE zone_id IN (\(zoneList)) AND record_type = ?"
+            func list(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }
+            switch source {
+            case .values(let field, let values):
+                sql += " AND field = ? AND kind = 0 AND value IN (\(list(values.count)))"
+                arguments += [field]
+                arguments += StatementArguments(values.map(\.databaseValue))
+            case .range(let field, let range):
+                let bounds = Self.bounds(range)
+                sql += " AND field = ? AND kind = 0" + bounds.sql
+                arguments += [field]
+                arguments += bounds.arguments
+            case .tokens(let fields, let tokens):
+                sql += " AND field IN (\(list(fields.count))) AND kind = 1 AND value IN (\(list(tokens.count)))"
+                arguments += StatementArguments(fields)
+                arguments += StatementArguments(tokens)
+            case .latitudes(let field, let range):
+                let bounds = Self.bounds(range)
+                sql += " AND field = ? AND kind = 2" + bounds.sql
+                arguments += [field]
+                arguments += bounds.arguments
+            case .allOfType:
+                sql = "SELECT zone_id, name FROM records WHERE zone_id IN (\(zoneList)) AND record_type = ? AND deleted = 0"
+            }
+            let finalSQL = sql
+            let finalArguments = arguments
+            let zoneNames = zoneNames
+            return try await pool.read { db in
+                try Row.fetchAll(db, sql: finalSQL, arguments: finalArguments).map { row in
+                    (zoneNames[row[0]] ?? "", row[1])
+                }
+            }
+        }
+
+        func records(zone: String, names: [String]) async throws -> [StoredRecord] {
+            guard let zoneID = zoneIDs[zone] else { return [] }
+            return try await pool.read { db in
+                try SQLiteStorage.fetchRecords(db, zoneID: zoneID, names: names).values.filter { !$0.deleted }
+            }
+        }
+    }
+
+    // MARK: Assets
+
+    public func registerAsset(checksum: String, size: Int64, timestamp: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO assets (checksum, size, registered_ms) VALUES (?, ?, ?)
+                    ON CONFLICT (checksum) DO UPDATE SET registered_ms = max(registered_ms, excluded.registered_ms)
+                    """,
+                arguments: [checksum, size, timestamp])
+        }
+    }
+
+    public func collectAssets(registeredBefore timestamp: Int64) async throws -> [String] {
+        try await pool.write { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    DELETE FROM assets WHERE registered_ms < ?
+                        AND NOT EXISTS (SELECT 1 FROM record_assets WHERE record_assets.checksum = assets.checksum)
+                    RETURNING checksum
+                    """,
+                arguments: [timestamp])
+        }
+    }
+
     // MARK: Maintenance
 
     public func purgeTombstones(before timestamp: Int64) async throws -> Int {
@@ -606,6 +894,27 @@ public final class SQLiteStorage: StratusStorage {
             try db.execute(sql: "DELETE FROM zones WHERE deleted = 1 AND changed_ms < ?", arguments: [timestamp])
             removed += db.changesCount
             return removed
+        }
+    }
+}
+
+extension QueryScalar {
+    /// The value as SQLite stores it in the query index.
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .integer(let value): value.databaseValue
+        case .real(let value): value.databaseValue
+        case .text(let value): value.databaseValue
+        }
+    }
+
+    /// A scalar read back from the query index.
+    init?(_ value: DatabaseValue) {
+        switch value.storage {
+        case .int64(let integer): self = .integer(integer)
+        case .double(let real): self = .real(real)
+        case .string(let text): self = .text(text)
+        case .blob, .null: return nil
         }
     }
 }

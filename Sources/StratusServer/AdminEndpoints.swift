@@ -1,4 +1,6 @@
 import Hummingbird
+import HTTPTypes
+import NIOCore
 import StratusModel
 import StratusStorage
 
@@ -76,6 +78,7 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer, status: .created)
         }
+        addSchemaRoutes(to: admin)
         admin.post("containers/:container/users") { request, context in
             try await authenticate(request)
             let container = try context.parameters.require("container")
@@ -88,6 +91,52 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer, status: .created)
         }
+    }
+
+    /// `GET|PUT …/environments/{environment}/schema` (schema language; `?format=json` for JSON),
+    /// `POST …/deploy-schema` and `POST …/reset-development`.
+    private func addSchemaRoutes(to admin: RouterGroup<some RequestContext>) {
+        let schemas = SchemaAdministration(storage: storage)
+        let respond = Self.respond
+        admin.get("containers/:container/environments/:environment/schema") { request, context in
+            try await authenticate(request)
+            let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+            return respond(
+                try await schemas.export(container: try context.parameters.require("container"), environment: environment),
+                request)
+        }
+        admin.put("containers/:container/environments/:environment/schema") { request, context in
+            try await authenticate(request)
+            let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+            guard environment == .development else {
+                throw StratusError.badRequest(
+                    "the production schema changes only by deploying development's: import into development, then "
+                        + "POST deploy-schema")
+            }
+            let body = try await request.body.collect(upTo: 4 << 20)
+            let text = String(buffer: body)
+            let schema = request.headers[.contentType]?.hasPrefix("application/json") == true
+                ? try Schema(jsonBytes: Array(text.utf8)) : try SchemaAdministration.parse(text)
+            return respond(
+                try await schemas.importSchema(schema, container: try context.parameters.require("container")), request)
+        }
+        admin.post("containers/:container/deploy-schema") { request, context in
+            try await authenticate(request)
+            return respond(try await schemas.deploy(container: try context.parameters.require("container")), request)
+        }
+        admin.post("containers/:container/reset-development") { request, context in
+            try await authenticate(request)
+            try await schemas.resetDevelopment(container: try context.parameters.require("container"))
+            return Response(status: .noContent)
+        }
+    }
+
+    /// A schema as schema-language text, or as JSON with `?format=json`.
+    private static func respond(_ schema: Schema, _ request: Request) -> Response {
+        if request.query("format") == "json" { return Response.json(schema) }
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: schema.text)))
     }
 
     private func authenticate(_ request: Request) async throws {

@@ -9,6 +9,7 @@ struct DatabaseEndpoints: Sendable {
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let tokens: SyncTokenCodec
+    let assets: AssetStore?
 
     var limits: Limits { configuration.limits }
 
@@ -20,17 +21,19 @@ struct DatabaseEndpoints: Sendable {
         database.post("zones/changes") { request, context in try await databaseChanges(request, context) }
         database.post("records/modify") { request, context in try await modifyRecords(request, context) }
         database.post("records/lookup") { request, context in try await lookupRecords(request, context) }
+        database.post("records/query") { request, context in try await queryRecords(request, context) }
         database.post("records/changes") { request, context in try await recordChanges(request, context) }
         database.post("changes/zone") { request, context in try await zoneChanges(request, context) }
         database.post("changes/database") { request, context in try await databaseChanges(request, context) }
         database.get("users/caller") { request, context in try await caller(request, context) }
         database.get("users/current") { request, context in try await currentUser(request, context) }
+        addAssetRoutes(to: router)
     }
 
-    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// A response `{"<key>": [ … ]}` whose items `writeItems` appends.
-    private func listResponse(
+    func listResponse(
         _ key: String, capacity: Int = 256, _ writeItems: (inout JSONWriter) async throws -> Void
     ) async rethrows -> Response {
         var writer = JSONWriter(capacity: capacity)
@@ -43,14 +46,14 @@ struct DatabaseEndpoints: Sendable {
         return .json(writer)
     }
 
-    private func checkCount(_ count: Int, field: String, limit: Int) throws {
+    func checkCount(_ count: Int, field: String, limit: Int) throws {
         guard count > 0 else { throw StratusError.badRequest("\(field) must not be empty") }
         guard count <= limit else {
             throw StratusError.badRequest("\(field) has \(count) items; the limit is \(limit) per request")
         }
     }
 
-    private func resultsLimit(_ requested: Int?, field: String = "resultsLimit") throws -> Int {
+    func resultsLimit(_ requested: Int?, field: String = "resultsLimit") throws -> Int {
         guard let requested else { return limits.maxRecordsPerResponse }
         guard requested > 0 else { throw StratusError.badRequest("\(field) must be at least 1") }
         return min(requested, limits.maxRecordsPerResponse)
@@ -63,7 +66,7 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    private func noSharedZone(_ zoneName: String) -> StratusError {
+    func noSharedZone(_ zoneName: String) -> StratusError {
         StratusError(.zoneNotFound, "zone '\(zoneName)' is not shared with you")
     }
 
@@ -164,16 +167,20 @@ struct DatabaseEndpoints: Sendable {
         let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
         if target.scope == .shared { throw noSharedZone(zoneName) }
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
-        let writes = try RecordValidator(limits: limits).writes(for: body.operations, zoneName: zoneName)
+        var writes = try RecordValidator(limits: limits).writes(for: body.operations, zoneName: zoneName)
+        for index in writes.indices {
+            try admitAssets(&writes[index], field: "operations[\(index)].record.fields", container: target.container)
+        }
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: Self.now(),
-            onlyCreatorMayModify: target.scope == .public, limits: limits)
+            enforcesGrants: target.scope == .public, limits: limits)
         let results = try await storage.modifyRecords(
             writes, zone: zoneName, in: target.locator(),
             atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
 
         let zoneID = try target.wireZoneID(zoneName)
         let zoneIDJSON = zoneID.jsonBytes
+        let assetURL = target.assetURL(zone: zoneName)
         let numbersAsStrings = body.numbersAsStrings ?? false
         return await listResponse("records", capacity: 256 * results.count) { writer in
             for (index, result) in results.enumerated() {
@@ -181,7 +188,8 @@ struct DatabaseEndpoints: Sendable {
                 case .success(let record):
                     let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
                     record.write(
-                        to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
+                        to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
+                        assetURL: assetURL(record.name))
                 case .failure(let failure):
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
@@ -207,12 +215,26 @@ struct DatabaseEndpoints: Sendable {
         let found = try await storage.lookupRecords(
             names: body.records.map(\.recordName), zone: zoneName, in: target.locator())
         let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
+        let assetURL = target.assetURL(zone: zoneName)
+        let schema = target.scope == .public
+            ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         return await listResponse("records", capacity: 512 * found.count) { writer in
             for (item, record) in zip(body.records, found) {
-                if let record {
+                if let record,
+                    !ReadAccess(
+                        recordType: record.recordType, schema: schema, scope: target.scope,
+                        environment: target.environment, user: target.userRecordName
+                    ).allows(creator: record.created.userRecordName)
+                {
+                    ErrorDictionary(
+                        serverErrorCode: .accessDenied,
+                        reason: "the schema does not grant you READ on record '\(item.recordName)' of type '\(record.recordType)'",
+                        recordName: item.recordName, uuid: UUID().uuidString
+                    ).write(to: &writer)
+                } else if let record {
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
-                        numbersAsStrings: body.numbersAsStrings ?? false)
+                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL(record.name))
                 } else {
                     ErrorDictionary(
                         serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
@@ -242,6 +264,7 @@ struct DatabaseEndpoints: Sendable {
             limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
             recordTypes: zone.recordTypes.map(Set.init))
         let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
+        let assetURL = target.assetURL(zone: zoneName)
         let desiredKeys = zone.desiredKeys.map(Set.init)
         writer.beginObject()
         writer.key("zoneID")
@@ -251,7 +274,7 @@ struct DatabaseEndpoints: Sendable {
         for record in page.records {
             record.write(
                 to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys,
-                numbersAsStrings: zone.numbersAsStrings ?? false)
+                numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL(record.name))
         }
         writer.endArray()
         writer.field("syncToken", tokens.token(for: page.position, kind: .zone))

@@ -18,6 +18,8 @@ struct DatabaseRequest: Sendable {
     var deviceID: String?
     /// Where a user without a session signs in.
     var signInURL: String
+    /// The URL clients reach this server at.
+    var baseURL: String
 
     /// The signed-in user, or `AUTHENTICATION_REQUIRED` with the sign-in URL.
     func requireUser() throws -> String {
@@ -55,6 +57,30 @@ struct DatabaseRequest: Sendable {
         return zoneID.zoneName
     }
 
+    /// The path of this database's endpoints: `/database/1/{container}/{environment}/{scope}`.
+    var databasePath: String {
+        let encoded = container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? container
+        return "/database/1/\(encoded)/\(environment.rawValue)/\(scope.rawValue)"
+    }
+
+    /// The `downloadURL`s of the assets of records in `zone`. The URL names the record and field, so
+    /// a download is authorized like a lookup of the record; the client adds its tokens as on every
+    /// request.
+    func assetURL(zone: String) -> (_ recordName: String) -> (_ field: String, _ checksum: String) -> String {
+        let prefix = baseURL + databasePath + "/assets/download/"
+        let zoneQuery = "zoneName=" + Self.queryEncoded(zone)
+        return { recordName in
+            let recordQuery = zoneQuery + "&recordName=" + Self.queryEncoded(recordName)
+            return { field, checksum in prefix + checksum + "?" + recordQuery + "&fieldName=" + field }
+        }
+    }
+
+    private static func queryEncoded(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
     /// The wire ID of a zone of this database.
     func wireZoneID(_ name: String) throws -> ZoneID {
         ZoneID(zoneName: name, ownerRecordName: try locator().owner)
@@ -90,7 +116,8 @@ struct Authenticator: Sendable {
         }
         return DatabaseRequest(
             container: container, environment: environment, scope: scope, userRecordName: user,
-            deviceID: request.headers[.stratusDeviceID], signInURL: signInURL(request, container: container))
+            deviceID: request.headers[.stratusDeviceID], signInURL: signInURL(request, container: container),
+            baseURL: baseURL(request))
     }
 
     static func parse<T: WireEnum>(_ type: T.Type, context: some RequestContext, parameter: String) throws -> T {
@@ -102,12 +129,16 @@ struct Authenticator: Sendable {
         return value
     }
 
+    /// The URL clients reach this server at: the configured public URL, or the request's host.
+    func baseURL(_ request: Request) -> String {
+        configuration.publicURL ?? "http://\(request.head.authority ?? "\(configuration.host):\(configuration.port)")"
+    }
+
     /// The sign-in page's URL for a container, carrying the request's API token.
     func signInURL(_ request: Request, container: String) -> String {
-        let base = configuration.publicURL ?? "http://\(request.head.authority ?? "\(configuration.host):\(configuration.port)")"
         let token = request.query("ckAPIToken") ?? ""
         let encoded = container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? container
-        return "\(base)/auth/1/\(encoded)/signin?ckAPIToken=\(token)"
+        return "\(baseURL(request))/auth/1/\(encoded)/signin?ckAPIToken=\(token)"
     }
 }
 

@@ -20,13 +20,21 @@ public struct ServerConfiguration: Sendable {
     /// The URL clients reach the server at, used in sign-in redirects; derived from each request's
     /// `Host` header when `nil`.
     public var publicURL: String?
+    /// The directory asset bytes are stored in; without one the server accepts no assets.
+    public var assetsDirectory: String?
+    /// How long an uploaded asset is kept while no record refers to it, in seconds (one day by
+    /// default): the time a client has between uploading and saving the record.
+    public var assetGraceSeconds: Int64
 
     /// Creates a configuration.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits(),
         tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
-        sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil
+        sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil,
+        assetsDirectory: String? = nil, assetGraceSeconds: Int64 = 24 * 3600
     ) {
+        self.assetsDirectory = assetsDirectory
+        self.assetGraceSeconds = assetGraceSeconds
         self.host = host
         self.port = port
         self.limits = limits

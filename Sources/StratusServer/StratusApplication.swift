@@ -13,12 +13,16 @@ public enum StratusApplication {
     ) async throws -> some ApplicationProtocol {
         let secret = try await storage.initializeSetting(
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
-        let router = makeRouter(storage: storage, configuration: configuration, tokens: SyncTokenCodec(secret: secret))
+        let tokens = SyncTokenCodec(secret: secret)
+        let assets = configuration.assetsDirectory.map {
+            AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
+        }
+        let router = makeRouter(storage: storage, configuration: configuration, tokens: tokens, assets: assets)
         return Application(
             router: router,
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),
-            services: [TombstonePurger(storage: storage, configuration: configuration, logger: logger)],
+            services: [Housekeeping(storage: storage, assets: assets, configuration: configuration, logger: logger)],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
     }
@@ -27,12 +31,23 @@ public enum StratusApplication {
     public static func makeRouter(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec
     ) -> Router<BasicRequestContext> {
+        makeRouter(
+            storage: storage, configuration: configuration, tokens: tokens,
+            assets: configuration.assetsDirectory.map {
+                AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
+            })
+    }
+
+    static func makeRouter(
+        storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, assets: AssetStore?
+    ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: ErrorMiddleware())
         let accounts = AccountService(storage: storage, configuration: configuration)
         let authenticator = Authenticator(accounts: accounts, configuration: configuration)
-        DatabaseEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens)
-            .addRoutes(to: router)
+        DatabaseEndpoints(
+            storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets
+        ).addRoutes(to: router)
         AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration)
             .addRoutes(to: router)
         AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)

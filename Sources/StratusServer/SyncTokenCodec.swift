@@ -37,20 +37,15 @@ public struct SyncTokenCodec: Sendable {
         var bytes: [UInt8] = [Self.version, kind.rawValue]
         withUnsafeBytes(of: position.scopeID.bigEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: position.sequence.bigEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: mac(bytes))
-        return Data(bytes).base64EncodedString()
+        return seal(bytes)
     }
 
     /// The position a token stands for; `nil` input gives `nil` (read from the start).
     public func position(from token: String?, kind: Kind, field: String = "syncToken") throws -> ChangePosition? {
         guard let token, !token.isEmpty else { return nil }
-        guard let data = Data(base64Encoded: token), data.count == 18 + Self.macLength else {
+        let body = try open(token, field: field, what: "a sync token")
+        guard body.count == 18 else {
             throw StratusError.badRequest("\(field) is not a sync token issued by this server")
-        }
-        let bytes = [UInt8](data)
-        let body = Array(bytes[0..<18])
-        guard Secrets.constantTimeEquals(mac(body), Array(bytes[18...])) else {
-            throw StratusError.badRequest("\(field) is not a sync token issued by this server (integrity check failed)")
         }
         guard body[0] == Self.version else {
             throw StratusError.badRequest("\(field) has version \(body[0]); this server reads version \(Self.version)")
@@ -62,6 +57,25 @@ public struct SyncTokenCodec: Sendable {
         let scopeID = body[2..<10].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let sequence = body[10..<18].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         return ChangePosition(scopeID: scopeID, sequence: sequence)
+    }
+
+    /// `bytes` followed by their MAC, as base64: opaque to clients, and tamper-evident.
+    func seal(_ bytes: [UInt8]) -> String {
+        Data(bytes + mac(bytes)).base64EncodedString()
+    }
+
+    /// The bytes a ``seal(_:)`` result carries; `BAD_REQUEST` naming `field` when it was not made
+    /// by this server or was altered.
+    func open(_ token: String, field: String, what: String) throws -> [UInt8] {
+        guard let data = Data(base64Encoded: token), data.count > Self.macLength else {
+            throw StratusError.badRequest("\(field) is not \(what) issued by this server")
+        }
+        let bytes = [UInt8](data)
+        let body = Array(bytes.dropLast(Self.macLength))
+        guard Secrets.constantTimeEquals(mac(body), Array(bytes.suffix(Self.macLength))) else {
+            throw StratusError.badRequest("\(field) is not \(what) issued by this server (integrity check failed)")
+        }
+        return body
     }
 
     private func mac(_ bytes: [UInt8]) -> [UInt8] {

@@ -14,12 +14,17 @@ public struct RecordWrite: Hashable, Sendable {
     public var fields: [String: FieldValue]
     /// Fields to remove (`update` and `forceUpdate`).
     public var removedFieldNames: Set<String>
+    /// Checksums of assets in `fields` that the client uploaded (the server checked their receipts).
+    /// Any other asset in the written record must already be in the record.
+    public var uploadedAssets: Set<String>
 
     /// Creates a write.
     public init(
         operationType: RecordOperationType, recordName: String, recordType: String? = nil,
-        recordChangeTag: String? = nil, fields: [String: FieldValue] = [:], removedFieldNames: Set<String> = []
+        recordChangeTag: String? = nil, fields: [String: FieldValue] = [:], removedFieldNames: Set<String> = [],
+        uploadedAssets: Set<String> = []
     ) {
+        self.uploadedAssets = uploadedAssets
         self.operationType = operationType
         self.recordName = recordName
         self.recordType = recordType
@@ -37,20 +42,20 @@ public struct WriteContext: Hashable, Sendable {
     public var deviceID: String?
     /// The time of the write in milliseconds since 1970.
     public var timestamp: Int64
-    /// Whether only a record's creator may change or delete it (the public database's default grants).
-    public var onlyCreatorMayModify: Bool
+    /// Whether the schema's grants decide who may create and change records (the public database).
+    public var enforcesGrants: Bool
     /// Size and count limits for records.
     public var limits: Limits
 
     /// Creates a write context.
     public init(
-        userRecordName: String, deviceID: String? = nil, timestamp: Int64, onlyCreatorMayModify: Bool = false,
+        userRecordName: String, deviceID: String? = nil, timestamp: Int64, enforcesGrants: Bool = false,
         limits: Limits = Limits()
     ) {
         self.userRecordName = userRecordName
         self.deviceID = deviceID
         self.timestamp = timestamp
-        self.onlyCreatorMayModify = onlyCreatorMayModify
+        self.enforcesGrants = enforcesGrants
         self.limits = limits
     }
 
@@ -76,3 +81,56 @@ public struct RecordWriteFailure: Error, Hashable, Sendable {
 
 /// The result of one write: the record as stored (a tombstone for a delete), or why it failed.
 public typealias RecordWriteResult = Result<StoredRecord, RecordWriteFailure>
+
+/// The schema that record writes are checked against, as a write transaction sees it.
+///
+/// In development, writes extend it (just-in-time schema: an unknown record type or field is
+/// added with CloudKit's automatic indexes and default grants); in production they must fit it.
+/// A backend loads it at the start of a write transaction and stores it before committing when
+/// ``changed`` is set.
+public struct SchemaInForce: Sendable {
+    /// The schema.
+    public private(set) var schema: Schema
+    /// Whether writes may add types and fields (development).
+    public let evolves: Bool
+    /// Whether writes added anything.
+    public private(set) var changed = false
+
+    /// Wraps the schema of an environment.
+    public init(_ schema: Schema, environment: ContainerEnvironment) {
+        self.schema = schema
+        evolves = environment == .development
+    }
+
+    /// Checks a record's type and fields, extending the schema where it evolves. Returns why the
+    /// record does not fit, naming the type or field and the rule.
+    mutating func admit(recordType: String, fields: [String: FieldValue]) -> String? {
+        let environment = evolves ? "development" : "production"
+        var type = schema.recordTypes[recordType]
+        if type == nil {
+            guard evolves else { return "record type '\(recordType)' is not in the production schema" }
+            type = RecordTypeSchema()
+        }
+        var definition = type!
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+            if let field = definition.fields[name] {
+                guard value.type == field.type || (value.type == .unknownList && field.type.isList) else {
+                    return "field '\(name)' of record type '\(recordType)' is \(field.type.rawValue) in the \(environment) "
+                        + "schema; the value is \(value.type.rawValue)"
+                }
+            } else {
+                guard evolves else {
+                    return "field '\(name)' is not in record type '\(recordType)' of the production schema"
+                }
+                // An empty list of unknown type says nothing about the field's type yet.
+                guard value.type != .unknownList else { continue }
+                definition.fields[name] = FieldSchema(type: value.type, indexes: .automatic(for: value.type))
+            }
+        }
+        if definition != schema.recordTypes[recordType] {
+            schema.recordTypes[recordType] = definition
+            changed = true
+        }
+        return nil
+    }
+}

@@ -6,10 +6,11 @@ import StratusModel
 /// writes the planned record after giving it its sequence number and change tag. Keeping the rules
 /// here means SQLite and PostgreSQL cannot disagree about them.
 public enum RecordWritePlanner {
-    /// Plans one write against the record as it is now (`current`, which may be a tombstone).
+    /// Plans one write against the record as it is now (`current`, which may be a tombstone), and
+    /// checks it against the schema, which development writes extend.
     /// The returned record has `sequence` 0 and an empty `changeTag`: the backend assigns both.
     public static func plan(
-        _ write: RecordWrite, current: StoredRecord?, context: WriteContext
+        _ write: RecordWrite, current: StoredRecord?, context: WriteContext, schema: inout SchemaInForce
     ) -> RecordWriteResult {
         let live = current.flatMap { $0.deleted ? nil : $0 }
         let name = write.recordName
@@ -18,7 +19,12 @@ public enum RecordWritePlanner {
         guard let live else {
             switch operation {
             case .create, .forceUpdate, .forceReplace:
-                return build(write, fields: write.fields, created: context.stamp, context: context)
+                if context.enforcesGrants, let recordType = write.recordType,
+                    let denial = grantDenial(.create, recordType: recordType, creator: nil, schema: schema, context: context)
+                {
+                    return .failure(RecordWriteFailure(.accessDenied, denial))
+                }
+                return build(write, fields: write.fields, created: context.stamp, context: context, schema: &schema)
             case .update, .replace, .delete, .forceDelete:
                 return .failure(RecordWriteFailure(.notFound, "record '\(name)' does not exist"))
             }
@@ -26,9 +32,12 @@ public enum RecordWritePlanner {
         if operation == .create {
             return .failure(RecordWriteFailure(.exists, "record '\(name)' already exists", serverRecord: live))
         }
-        if context.onlyCreatorMayModify, live.created.userRecordName != context.userRecordName {
-            return .failure(
-                RecordWriteFailure(.accessDenied, "only the creator of record '\(name)' may change or delete it"))
+        if context.enforcesGrants,
+            let denial = grantDenial(
+                .write, recordType: live.recordType, creator: live.created.userRecordName, schema: schema,
+                context: context)
+        {
+            return .failure(RecordWriteFailure(.accessDenied, "record '\(name)': \(denial)"))
         }
         if operation.checksChangeTag, write.recordChangeTag != live.changeTag {
             return .failure(
@@ -59,11 +68,11 @@ public enum RecordWritePlanner {
             merged.merge(write.fields) { _, new in new }
             var planned = write
             planned.recordType = live.recordType
-            return build(planned, fields: merged, created: live.created, context: context)
+            return build(planned, fields: merged, created: live.created, context: context, schema: &schema)
         case .replace, .forceReplace:
             var planned = write
             planned.recordType = live.recordType
-            return build(planned, fields: write.fields, created: live.created, context: context)
+            return build(planned, fields: write.fields, created: live.created, context: context, schema: &schema)
         case .create:
             preconditionFailure("handled above")
         }
@@ -86,7 +95,8 @@ public enum RecordWritePlanner {
     /// References with action `NONE` are not tracked.
     public static func enforcedReferences(of record: StoredRecord) -> [ReferenceLink] {
         // Most records hold no reference: skip decoding them.
-        guard !record.deleted, record.fieldsJSON.containsReferenceTag, let fields = try? record.decodeFields() else {
+        guard !record.deleted, record.fieldsJSON.contains(tag: #""type":"REFERENCE"#), let fields = try? record.decodeFields()
+        else {
             return []
         }
         var links = Set<ReferenceLink>()
@@ -96,6 +106,19 @@ public enum RecordWritePlanner {
             }
         }
         return links.sorted { ($0.target, $0.action.rawValue) < ($1.target, $1.action.rawValue) }
+    }
+
+    /// The checksums of the assets a stored record holds.
+    public static func assetChecksums(of record: StoredRecord) -> Set<String> {
+        guard !record.deleted, record.fieldsJSON.contains(tag: #""type":"ASSETID"#), let fields = try? record.decodeFields()
+        else { return [] }
+        var checksums = Set<String>()
+        for value in fields.values {
+            for case .asset(let asset) in value.elements {
+                if let checksum = asset.fileChecksum { checksums.insert(checksum) }
+            }
+        }
+        return checksums
     }
 
     /// Turns the outcomes of an atomic batch with a failure into CloudKit's answer: failed items keep
@@ -112,13 +135,34 @@ public enum RecordWritePlanner {
         }
     }
 
+    /// Why the schema's grants refuse `permission` on a record of `recordType` (created by
+    /// `creator`) to the writing user; `nil` when they allow it. `_icloud` and `_world` cover every
+    /// signed-in user, `_creator` the record's creator; custom roles have no members in Stratus.
+    public static func grantDenial(
+        _ permission: SchemaPermission, recordType: String, creator: String?, schema: SchemaInForce,
+        context: WriteContext
+    ) -> String? {
+        let grants = schema.schema.recordTypes[recordType]?.grants ?? (schema.evolves ? RecordTypeSchema.defaultGrants : [])
+        let roles = grants.filter { $0.permission == permission }.map(\.role)
+        if roles.contains("_world") || roles.contains("_icloud") { return nil }
+        if roles.contains("_creator"), let creator, creator == context.userRecordName { return nil }
+        let verb = permission == .create ? "create" : "change or delete"
+        let allowed = roles.contains("_creator") ? " only its creator may \(verb) it" : " nobody may \(verb) it"
+        return "the schema grants \(permission.rawValue) on record type '\(recordType)' to "
+            + (roles.isEmpty ? "no role;" : roles.sorted().joined(separator: ", ") + ";") + allowed
+    }
+
     private static func build(
-        _ write: RecordWrite, fields: [String: FieldValue], created: RecordStamp, context: WriteContext
+        _ write: RecordWrite, fields: [String: FieldValue], created: RecordStamp, context: WriteContext,
+        schema: inout SchemaInForce
     ) -> RecordWriteResult {
         guard let recordType = write.recordType else {
             return .failure(
                 RecordWriteFailure(
                     .badRequest, "record '\(write.recordName)' does not exist, so recordType is required to create it"))
+        }
+        if let violation = schema.admit(recordType: recordType, fields: fields) {
+            return .failure(RecordWriteFailure(.badRequest, "record '\(write.recordName)': \(violation)"))
         }
         let limits = context.limits
         if fields.count > limits.maxFieldsPerRecord {
@@ -159,9 +203,10 @@ public struct ReferenceLink: Hashable, Sendable {
 }
 
 extension [UInt8] {
-    /// Whether canonical field JSON holds a `REFERENCE` or `REFERENCE_LIST` type tag.
-    var containsReferenceTag: Bool {
-        let needle = Array(#""type":"REFERENCE"#.utf8)
+    /// Whether canonical field JSON holds a type tag that starts with `tag` (`"type":"REFERENCE`
+    /// also finds `REFERENCE_LIST`): records without one need not be decoded.
+    func contains(tag: String) -> Bool {
+        let needle = Array(tag.utf8)
         guard count >= needle.count else { return false }
         return withUnsafeBufferPointer { bytes in
             for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {

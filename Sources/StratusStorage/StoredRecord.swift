@@ -41,27 +41,50 @@ public struct StoredRecord: Hashable, Sendable {
         return try [String: FieldValue](jsonBytes: fieldsJSON)
     }
 
-    /// Writes the record as a Record Dictionary. With no `desiredKeys` and numbers as numbers the
-    /// stored JSON is copied as is, without being decoded. `zoneIDJSON` is the zone's ID as JSON
-    /// (`ZoneID.jsonBytes`), encoded once for all the records of a response.
+    /// The fields a query sees: the record's own, plus CloudKit's system fields `___recordID`,
+    /// `___createTime`, `___modTime`, `___createdBy` and `___modifiedBy`.
+    public func queryFields() throws -> [String: FieldValue] {
+        var fields = try decodeFields()
+        fields["___recordID"] = .reference(Reference(recordName: name))
+        fields["___createTime"] = .timestamp(created.timestamp)
+        fields["___modTime"] = .timestamp(modified.timestamp)
+        fields["___createdBy"] = .reference(Reference(recordName: created.userRecordName))
+        fields["___modifiedBy"] = .reference(Reference(recordName: modified.userRecordName))
+        return fields
+    }
+
+    /// Writes the record as a Record Dictionary. With no `desiredKeys`, numbers as numbers and no
+    /// asset in the record, the stored JSON is copied as is, without being decoded. `zoneIDJSON` is
+    /// the zone's ID as JSON (`ZoneID.jsonBytes`), encoded once for all the records of a response.
+    /// `assetURL` gives each asset's `downloadURL` from its field's name and its checksum.
     public func write(
         to writer: inout JSONWriter, zoneIDJSON: [UInt8], desiredKeys: Set<String>? = nil,
-        numbersAsStrings: Bool = false
+        numbersAsStrings: Bool = false, assetURL: ((_ field: String, _ checksum: String) -> String)? = nil
     ) {
+        let rewritesAssets = assetURL != nil && fieldsJSON.contains(tag: #""type":"ASSETID"#)
         RecordDictionary.writeObject(
             to: &writer, recordName: name, recordType: recordType, recordChangeTag: changeTag, created: created,
             modified: modified, deleted: deleted ? true : nil, zoneIDJSON: zoneIDJSON,
             writeFields: deleted || desiredKeys?.isEmpty == true
                 ? nil
                 : { writer in
-                    if desiredKeys == nil, !numbersAsStrings, !fieldsJSON.isEmpty {
+                    if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, !fieldsJSON.isEmpty {
                         writer.raw(fieldsJSON)
-                    } else {
-                        // The stored JSON was written by Stratus, so it decodes.
-                        let fields = (try? decodeFields()) ?? [:]
-                        RecordDictionary.writeFields(
-                            fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
+                        return
                     }
+                    // The stored JSON was written by Stratus, so it decodes.
+                    var fields = (try? decodeFields()) ?? [:]
+                    if rewritesAssets, let assetURL {
+                        for (field, value) in fields where value.type == .asset || value.type == .assetList {
+                            fields[field] = value.mappingAssets { asset in
+                                var asset = asset
+                                asset.downloadURL = asset.fileChecksum.map { assetURL(field, $0) }
+                                return asset
+                            }
+                        }
+                    }
+                    RecordDictionary.writeFields(
+                        fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
                 }
         )
     }

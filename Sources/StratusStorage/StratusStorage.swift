@@ -79,6 +79,34 @@ public protocol StratusStorage: Sendable {
         in database: DatabaseLocator, after position: ChangePosition?, limit: Int
     ) async throws -> DatabaseChangesPage
 
+    // MARK: Schema
+
+    /// The schema of a container's environment; empty until something defines it.
+    func schema(container: String, environment: ContainerEnvironment) async throws -> Schema
+    /// Changes the schema of a container's environment atomically: `change` gets the schema in force
+    /// and returns the new one (or throws to leave it). Records of fields whose index options grew
+    /// get index entries before this returns. Returns the schema in force afterwards.
+    func updateSchema(
+        container: String, environment: ContainerEnvironment, _ change: @escaping @Sendable (Schema) throws -> Schema
+    ) async throws -> Schema
+    /// Deletes every database of a container's environment: zones, records and their history.
+    func deleteData(container: String, environment: ContainerEnvironment) async throws
+
+    // MARK: Queries
+
+    /// Runs a query in the named zones, or in every zone of the database when `zones` is `nil`.
+    /// Throws `ZONE_NOT_FOUND` for a named zone that does not exist.
+    func queryRecords(_ query: RecordQuery, zones: [String]?, in database: DatabaseLocator) async throws -> QueryPage
+
+    // MARK: Assets
+
+    /// Records that an asset's bytes are stored, as of `timestamp`; a record write may then refer
+    /// to it by checksum (``RecordWrite/uploadedAssets``). Registering again renews the timestamp.
+    func registerAsset(checksum: String, size: Int64, timestamp: Int64) async throws
+    /// Forgets the assets that no record refers to and that were registered before `timestamp`,
+    /// and returns their checksums so that their bytes can be deleted.
+    func collectAssets(registeredBefore timestamp: Int64) async throws -> [String]
+
     // MARK: Maintenance
 
     /// Removes record tombstones and deleted-zone markers last changed before `timestamp`; feeds

@@ -47,7 +47,7 @@ public enum StorageConformance {
     static func context(_ user: String = "_alice", timestamp: Int64 = 1_000, creatorOnly: Bool = false,
                         limits: Limits = Limits()) -> WriteContext {
         WriteContext(userRecordName: user, deviceID: "device-1", timestamp: timestamp,
-                     onlyCreatorMayModify: creatorOnly, limits: limits)
+                     enforcesGrants: creatorOnly, limits: limits)
     }
 
     static func create(_ name: String, _ fields: [String: FieldValue] = [:], type: String = "Note") -> RecordWrite {

@@ -12,7 +12,7 @@ struct StratusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus",
         abstract: "A self-hosted CloudKit: sync server and administration.",
-        subcommands: [Serve.self, Admin.self])
+        subcommands: [Serve.self, Admin.self, SchemaCommand.self])
 }
 
 /// Options naming the data directory, shared by every command that opens storage.
@@ -76,6 +76,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Fields in one record.")
     var maxFieldsPerRecord = Limits().maxFieldsPerRecord
 
+    @Option(help: "Bytes of one asset file.")
+    var maxAssetSizeBytes = Limits().maxAssetSizeBytes
+
+    @Option(help: "Hours an uploaded asset is kept while no record refers to it.")
+    var assetGraceHours = 24
+
     @Option(help: "Bytes in one request body (default: enough for a full batch of maximum-size records, up to 64 MiB).")
     var maxRequestBodyBytes: Int?
 
@@ -112,10 +118,12 @@ struct Serve: AsyncParsableCommand {
         let limits = Limits(
             maxOperationsPerRequest: maxOperationsPerRequest, maxRecordsPerResponse: maxRecordsPerResponse,
             maxRecordSizeBytes: maxRecordSizeBytes, maxNameLength: maxNameLength, maxFieldsPerRecord: maxFieldsPerRecord,
-            maxRequestBodyBytes: maxRequestBodyBytes)
+            maxAssetSizeBytes: maxAssetSizeBytes, maxRequestBodyBytes: maxRequestBodyBytes)
         let configuration = ServerConfiguration(
             host: host, port: port, limits: limits, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
-            sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL)
+            sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL,
+            assetsDirectory: storageOptions.directory.appendingPathComponent("assets").path,
+            assetGraceSeconds: Int64(assetGraceHours) * 3600)
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
@@ -206,6 +214,76 @@ struct Admin: AsyncParsableCommand {
             for container in try await storageOptions.openStorage().containers() {
                 print("\(container.identifier)\tsign-up: \(container.allowsSignUp ? "open" : "admin only")")
             }
+        }
+    }
+}
+
+struct SchemaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "schema",
+        abstract: "Export, import, deploy and reset a container's schema (CloudKit schema language).",
+        subcommands: [Export.self, Import.self, Deploy.self, Reset.self])
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print an environment's schema.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "development or production.")
+        var environment: String = "development"
+
+        func run() async throws {
+            guard let environment = ContainerEnvironment(rawValue: environment) else {
+                throw ValidationError("--environment must be development or production")
+            }
+            let schemas = SchemaAdministration(storage: try storageOptions.openStorage())
+            print(try await schemas.export(container: container, environment: environment).text, terminator: "")
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace development's schema with a schema file ('-' reads standard input).")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The schema file.")
+        var file: String
+
+        func run() async throws {
+            let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
+                : try Data(contentsOf: URL(fileURLWithPath: file))
+            let schema = try SchemaAdministration.parse(String(decoding: data, as: UTF8.self))
+            let schemas = SchemaAdministration(storage: try storageOptions.openStorage())
+            let imported = try await schemas.importSchema(schema, container: container)
+            print("imported \(imported.recordTypes.count) record types into development")
+        }
+    }
+
+    struct Deploy: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Copy development's schema to production; refused unless it only adds.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            let schemas = SchemaAdministration(storage: try storageOptions.openStorage())
+            let deployed = try await schemas.deploy(container: container)
+            print("production now has \(deployed.recordTypes.count) record types")
+        }
+    }
+
+    struct Reset: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete development's records and zones and revert its schema to production's.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            try await SchemaAdministration(storage: try storageOptions.openStorage()).resetDevelopment(container: container)
+            print("development of \(container) is reset to production's schema")
         }
     }
 }

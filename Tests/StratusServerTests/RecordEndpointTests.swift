@@ -121,6 +121,7 @@ struct RecordEndpointTests {
     func fieldsAndOptions() async throws {
         let server = try await TestServer.start()
         let alice = try await server.signUp("alice").token
+        let asset = try #require(try await AssetTests.upload(server, [1, 2, 3], user: alice).body["singleFile"])
         let fields: [String: Any] = [
             "s": ["value": "text", "type": "STRING"],
             "i": ["value": 9_007_199_254_740_993 as Int64, "type": "INT64"],
@@ -129,7 +130,7 @@ struct RecordEndpointTests {
             "b": ["value": "AAEC", "type": "BYTES"],
             "r": ["value": ["recordName": "other", "action": "DELETE_SELF"], "type": "REFERENCE"],
             "l": ["value": ["latitude": 52.5, "longitude": 13.4], "type": "LOCATION"],
-            "a": ["value": ["fileChecksum": "abc", "size": 3], "type": "ASSETID"],
+            "a": ["value": asset, "type": "ASSETID"],
             "sl": ["value": ["x", "y"], "type": "STRING_LIST"],
             "il": ["value": [1, 2], "type": "INT64_LIST"],
             "e": ["value": [Any](), "type": "UNKNOWN_LIST"],

@@ -28,6 +28,8 @@ final class TestServer: Sendable {
         let directory = directory ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("stratus-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = configuration
+        configuration.assetsDirectory = configuration.assetsDirectory ?? directory.appendingPathComponent("assets").path
         let storage = try SQLiteStorage(path: directory.appendingPathComponent("stratus.sqlite").path)
         let credentialsFile = directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
@@ -132,13 +134,13 @@ final class TestServer: Sendable {
     /// Runs `records/modify` with the given operations in a zone.
     func modify(
         _ operations: [[String: Any]], zone: String? = nil, user: String?, database: String = "private",
-        atomic: Bool? = nil, extra: [String: Any] = [:]
+        environment: String = "development", atomic: Bool? = nil, extra: [String: Any] = [:]
     ) async throws -> Reply {
         var body: [String: Any] = ["operations": operations]
         if let zone { body["zoneID"] = ["zoneName": zone] }
         if let atomic { body["atomic"] = atomic }
         body.merge(extra) { $1 }
-        return try await self.database(database, "records/modify", body, user: user)
+        return try await self.database(database, "records/modify", body, user: user, environment: environment)
     }
 
     /// Reads a zone's whole change feed from `token`.

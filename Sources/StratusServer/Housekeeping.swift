@@ -3,9 +3,11 @@ import Logging
 import ServiceLifecycle
 import StratusStorage
 
-/// Removes tombstones older than the horizon, at start and then periodically.
-struct TombstonePurger: Service {
+/// Periodic upkeep, at start and then every `purgeIntervalSeconds`: removes tombstones older than
+/// the horizon, and deletes assets no record refers to.
+struct Housekeeping: Service {
     let storage: any StratusStorage
+    let assets: AssetStore?
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -16,8 +18,11 @@ struct TombstonePurger: Service {
                 do {
                     let removed = try await storage.purgeTombstones(before: cutoff)
                     if removed > 0 { logger.info("purged tombstones", metadata: ["count": "\(removed)"]) }
+                    if let collected = try await assets?.collect(), collected > 0 {
+                        logger.info("deleted unreferenced assets", metadata: ["count": "\(collected)"])
+                    }
                 } catch {
-                    logger.error("purging tombstones failed", metadata: ["error": "\(error)"])
+                    logger.error("housekeeping failed", metadata: ["error": "\(error)"])
                 }
                 try? await Task.sleep(for: .seconds(configuration.purgeIntervalSeconds))
             }

@@ -1,0 +1,262 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import StratusModel
+import StratusStorage
+
+/// The body of `assets/upload`.
+struct UploadAssetsRequest: JSONDecodable {
+    struct Token: JSONDecodable {
+        var recordName: String?
+        var recordType: String?
+        var fieldName: String
+
+        init(json: JSONValue) throws {
+            let object = try json.object()
+            recordName = try object.decodeIfPresent("recordName")
+            recordType = try object.decodeIfPresent("recordType")
+            fieldName = try object.decode("fieldName")
+        }
+    }
+
+    var zoneID: ZoneID?
+    var tokens: [Token]
+
+    init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneID = try object.decodeIfPresent("zoneID")
+        tokens = try object.decode("tokens")
+    }
+}
+
+/// The body of `assets/rereference`.
+struct RereferenceAssetsRequest: JSONDecodable {
+    struct Item: JSONDecodable {
+        var recordName: String
+        var fieldName: String
+
+        init(json: JSONValue) throws {
+            let object = try json.object()
+            recordName = try object.decode("recordName")
+            fieldName = try object.decode("fieldName")
+        }
+    }
+
+    var zoneID: ZoneID?
+    var assets: [Item]
+
+    init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneID = try object.decodeIfPresent("zoneID")
+        assets = try object.decode("assets")
+    }
+}
+
+/// What a `Range: bytes=…` header asks of a file.
+enum ByteRange: Equatable {
+    /// The whole file: no header, or one Stratus does not serve (such as several ranges).
+    case whole
+    /// These bytes.
+    case part(ClosedRange<Int>)
+    /// No byte of the file is in the range: `416`.
+    case unsatisfiable
+
+    /// The request of a header for a file of `size` bytes.
+    init(header: String?, size: Int) {
+        guard let header, header.hasPrefix("bytes="), !header.contains(",") else {
+            self = .whole
+            return
+        }
+        let parts = header.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2 else {
+            self = .whole
+            return
+        }
+        let bounds: (Int, Int)
+        switch (Int(parts[0]), Int(parts[1])) {
+        case (let start?, let end?) where start <= end: bounds = (start, min(end, size - 1))
+        case (let start?, nil) where parts[1].isEmpty: bounds = (start, size - 1)
+        case (nil, let suffix?) where parts[0].isEmpty && suffix > 0: bounds = (max(0, size - suffix), size - 1)
+        default:
+            self = .whole
+            return
+        }
+        self = bounds.0 < size && bounds.0 <= bounds.1 ? .part(bounds.0...bounds.1) : .unsatisfiable
+    }
+}
+
+extension DatabaseEndpoints {
+    func addAssetRoutes(to router: Router<some RequestContext>) {
+        let database = router.group("database/1/:container/:environment/:database")
+        database.post("assets/upload") { request, context in try await requestUploads(request, context) }
+        database.post("assets/rereference") { request, context in try await rereference(request, context) }
+        database.get("assets/download/:checksum") { request, context in try await download(request, context) }
+        router.post("assets/1/upload") { request, context in try await receiveUpload(request, context) }
+    }
+
+    private func requireAssets() throws -> AssetStore {
+        guard let assets else {
+            throw StratusError.badRequest("this server has no asset storage configured, so it accepts no assets")
+        }
+        return assets
+    }
+
+    /// Checks the asset values of a write: receipts are verified, values reduced to checksum and size,
+    /// and newly uploaded checksums noted for storage to check.
+    func admitAssets(_ write: inout RecordWrite, field: String, container: String) throws {
+        for (name, value) in write.fields where value.type == .asset || value.type == .assetList {
+            let assets = try requireAssets()
+            write.fields[name] = try value.mappingAssets { asset in
+                let (stored, uploaded) = try assets.admit(asset, container: container, field: "\(field).\(name)")
+                if uploaded, let checksum = stored.fileChecksum { write.uploadedAssets.insert(checksum) }
+                return stored
+            }
+        }
+    }
+
+    /// `assets/upload`: one upload URL per requested field.
+    func requestUploads(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let user = try target.requireUser()
+        let assets = try requireAssets()
+        let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxRequestBodyBytes)
+        _ = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
+        try checkCount(body.tokens.count, field: "tokens", limit: limits.maxOperationsPerRequest)
+        let validator = RecordValidator(limits: limits)
+        for (index, token) in body.tokens.enumerated() {
+            if let violation = validator.violation(ofIdentifier: token.fieldName) {
+                throw StratusError.badRequest("tokens[\(index)].fieldName '\(token.fieldName)' \(violation)")
+            }
+        }
+        let ticket = assets.uploadTicket(container: target.container, user: user)
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let url = target.baseURL + "/assets/1/upload?ticket=" + (ticket.addingPercentEncoding(withAllowedCharacters: allowed) ?? ticket)
+        return await listResponse("tokens") { writer in
+            for token in body.tokens {
+                writer.beginObject()
+                writer.field("recordName", token.recordName ?? UUID().uuidString)
+                writer.field("fieldName", token.fieldName)
+                writer.field("url", url)
+                writer.endObject()
+            }
+        }
+    }
+
+    /// `POST /assets/1/upload?ticket=…`: the bytes of one asset, answered with its receipt.
+    func receiveUpload(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let assets = try requireAssets()
+        guard let ticket = request.query("ticket") else {
+            throw StratusError.badRequest("ticket is required: use the url that assets/upload returned")
+        }
+        let container = try assets.container(ofTicket: ticket)
+        let limit = limits.maxAssetSizeBytes
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw StratusError(.limitExceeded, "the asset is \(length) bytes; the limit is \(limit) bytes per asset")
+        }
+        let (checksum, size) = try await assets.receive(request.body, limit: limit)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("singleFile")
+        AssetValue(fileChecksum: checksum, size: size, receipt: assets.receipt(checksum: checksum, size: size, container: container))
+            .write(to: &writer)
+        writer.endObject()
+        return .json(writer)
+    }
+
+    /// `assets/rereference`: fresh receipts for assets that records the caller can read already hold,
+    /// so another record can hold them without uploading the bytes again. Each item answers with
+    /// the field as a Record Field Dictionary, ready to save.
+    func rereference(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        _ = try target.requireUser()
+        let assets = try requireAssets()
+        let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxRequestBodyBytes)
+        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
+        if target.scope == .shared { throw noSharedZone(zoneName) }
+        try checkCount(body.assets.count, field: "assets", limit: limits.maxOperationsPerRequest)
+        let found = try await storage.lookupRecords(
+            names: body.assets.map(\.recordName), zone: zoneName, in: target.locator())
+        let schema = try await storage.schema(container: target.container, environment: target.environment)
+        return try await listResponse("assets") { writer in
+            for (item, record) in zip(body.assets, found) {
+                guard let record,
+                    ReadAccess(
+                        recordType: record.recordType, schema: schema, scope: target.scope,
+                        environment: target.environment, user: target.userRecordName
+                    ).allows(creator: record.created.userRecordName),
+                    let value = try record.decodeFields()[item.fieldName],
+                    value.type == .asset || value.type == .assetList
+                else {
+                    ErrorDictionary(
+                        serverErrorCode: .notFound,
+                        reason: "record '\(item.recordName)' has no asset field '\(item.fieldName)' you can read",
+                        recordName: item.recordName, uuid: UUID().uuidString
+                    ).write(to: &writer)
+                    continue
+                }
+                let renewed = value.mappingAssets { asset in
+                    guard let checksum = asset.fileChecksum, let size = asset.size else { return asset }
+                    return AssetValue(
+                        fileChecksum: checksum, size: size,
+                        receipt: assets.receipt(checksum: checksum, size: size, container: target.container))
+                }
+                writer.beginObject()
+                writer.field("recordName", item.recordName)
+                writer.field("fieldName", item.fieldName)
+                writer.key("value")
+                renewed.write(to: &writer)
+                writer.endObject()
+            }
+        }
+    }
+
+    /// `GET …/assets/download/{checksum}?zoneName=…&recordName=…&fieldName=…`: the bytes of an asset
+    /// that a record the caller can read holds in that field, with `Range` support.
+    func download(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let assets = try requireAssets()
+        let checksum = try context.parameters.require("checksum")
+        guard let recordName = request.query("recordName"), let fieldName = request.query("fieldName") else {
+            throw StratusError.badRequest("recordName and fieldName are required: use the record's downloadURL")
+        }
+        let zoneName = try target.zoneName(
+            request.query("zoneName").map { ZoneID(zoneName: $0) }, field: "zoneName", limits: limits)
+        if target.scope == .shared { throw noSharedZone(zoneName) }
+        let record = try await storage.lookupRecords(names: [recordName], zone: zoneName, in: target.locator())[0]
+        let schema = target.scope == .public
+            ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
+        guard let record,
+            ReadAccess(
+                recordType: record.recordType, schema: schema, scope: target.scope, environment: target.environment,
+                user: target.userRecordName
+            ).allows(creator: record.created.userRecordName),
+            let value = try record.decodeFields()[fieldName],
+            value.elements.contains(where: { if case .asset(let asset) = $0 { asset.fileChecksum == checksum } else { false } })
+        else {
+            throw StratusError(
+                .notFound, "record '\(recordName)' has no asset \(checksum) in field '\(fieldName)' that you can read")
+        }
+        let path = assets.path(of: checksum)
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let size = (attributes[.size] as? NSNumber)?.intValue
+        else { throw StratusError(.internalError, "the bytes of asset \(checksum) are missing") }
+        var headers: HTTPFields = [
+            .contentType: "application/octet-stream", .acceptRanges: "bytes", .eTag: "\"\(checksum)\"",
+        ]
+        guard size > 0 else { return Response(status: .ok, headers: headers, body: ResponseBody()) }
+        switch ByteRange(header: request.headers[.range], size: size) {
+        case .whole:
+            let body = try await FileIO().loadFile(path: path, range: 0...(size - 1), context: context)
+            return Response(status: .ok, headers: headers, body: body)
+        case .part(let range):
+            headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(size)"
+            let body = try await FileIO().loadFile(path: path, range: range, context: context)
+            return Response(status: .partialContent, headers: headers, body: body)
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(size)"
+            return Response(status: .rangeNotSatisfiable, headers: headers)
+        }
+    }
+}

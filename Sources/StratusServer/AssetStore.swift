@@ -1,0 +1,169 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import StratusModel
+import StratusStorage
+import Synchronization
+import _NIOFileSystem
+
+/// Asset bytes, stored by content under a directory: `<hh>/<sha256 hex>`, where `hh` is the first
+/// two digits. Identical content is stored once, whoever uploads it and however often.
+///
+/// Uploads stream to a temporary file while being hashed, then move into place, so memory stays
+/// flat whatever the size. A record refers to an asset by its checksum; storage tracks which records
+/// refer to which assets, and ``collect(now:)`` deletes the bytes nobody refers to any more.
+final class AssetStore: Sendable {
+    /// The directory holding the assets.
+    let directory: String
+    let storage: any StratusStorage
+    let tokens: SyncTokenCodec
+    /// How long an uploaded asset is kept without any record referring to it, in milliseconds.
+    let graceMilliseconds: Int64
+    /// Checksums of assets put in place recently, which a concurrent collection must not delete.
+    private let recentlyStored = Mutex<[String: Int64]>([:])
+
+    init(directory: String, storage: any StratusStorage, tokens: SyncTokenCodec, graceSeconds: Int64) {
+        self.directory = directory
+        self.storage = storage
+        self.tokens = tokens
+        graceMilliseconds = graceSeconds * 1000
+    }
+
+    /// The file holding the asset with this checksum.
+    func path(of checksum: String) -> String {
+        "\(directory)/\(checksum.prefix(2))/\(checksum)"
+    }
+
+    static func isChecksum(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    // MARK: Upload tickets and receipts
+
+    /// The sealed upload ticket that an upload URL carries: which container and user may upload,
+    /// until when.
+    func uploadTicket(container: String, user: String, validFor seconds: Int64 = 3600) -> String {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("kind", "upload")
+        writer.field("container", container)
+        writer.field("user", user)
+        writer.field("expires", Self.now() + seconds * 1000)
+        writer.endObject()
+        return tokens.seal(writer.bytes)
+    }
+
+    /// The container an upload ticket is for; `BAD_REQUEST` or `AUTHENTICATION_FAILED` when it is
+    /// not a valid, current ticket.
+    func container(ofTicket ticket: String) throws -> String {
+        let bytes = try tokens.open(ticket, field: "ticket", what: "an upload ticket")
+        guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "upload",
+            let container: String = try? object.decode("container"), let expires: Int64 = try? object.decode("expires")
+        else { throw StratusError.badRequest("ticket is not an upload ticket issued by this server") }
+        guard expires > Self.now() else {
+            throw StratusError(.authenticationFailed, "the upload URL has expired; ask assets/upload for a new one")
+        }
+        return container
+    }
+
+    /// The receipt a client saves a record with: proof that the asset was uploaded to `container`.
+    func receipt(checksum: String, size: Int64, container: String) -> String {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("kind", "receipt")
+        writer.field("container", container)
+        writer.field("checksum", checksum)
+        writer.field("size", size)
+        writer.endObject()
+        return tokens.seal(writer.bytes)
+    }
+
+    /// Checks an asset value a client saves: a receipt must be one this server issued for the
+    /// container, and match the value's checksum and size. Returns the value as stored (checksum and
+    /// size only) and whether it came with a receipt.
+    func admit(_ asset: AssetValue, container: String, field: String) throws -> (asset: AssetValue, uploaded: Bool) {
+        guard let receipt = asset.receipt else {
+            guard let checksum = asset.fileChecksum, Self.isChecksum(checksum) else {
+                throw StratusError.badRequest(
+                    "\(field): an asset needs the receipt from its upload (or, to keep the record's asset, its "
+                        + "fileChecksum)")
+            }
+            return (AssetValue(fileChecksum: checksum, size: asset.size), false)
+        }
+        let bytes = try tokens.open(receipt, field: "\(field).receipt", what: "an asset receipt")
+        guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "receipt",
+            let checksum: String = try? object.decode("checksum"), let size: Int64 = try? object.decode("size"),
+            (try? object.decode("container") as String) == container
+        else { throw StratusError.badRequest("\(field).receipt is not an asset receipt of this container") }
+        if let claimed = asset.fileChecksum, claimed != checksum {
+            throw StratusError.badRequest("\(field).fileChecksum does not match the receipt's asset")
+        }
+        return (AssetValue(fileChecksum: checksum, size: size), true)
+    }
+
+    // MARK: Bytes
+
+    /// Streams an upload into the store and returns its checksum and size; `LIMIT_EXCEEDED` when it
+    /// is larger than `limit` bytes, in which case nothing is kept.
+    func receive(_ body: RequestBody, limit: Int) async throws -> (checksum: String, size: Int64) {
+        let temporary = "\(directory)/tmp/\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: "\(directory)/tmp", withIntermediateDirectories: true)
+        var hasher = SHA256()
+        var size = 0
+        do {
+            try await FileSystem.shared.withFileHandle(
+                forWritingAt: FilePath(temporary), options: .newFile(replaceExisting: true)
+            ) { handle in
+                try await handle.withBufferedWriter { writer in
+                    for try await buffer in body {
+                        size += buffer.readableBytes
+                        guard size <= limit else {
+                            throw StratusError(
+                                .limitExceeded, "the asset is larger than the limit of \(limit) bytes per asset")
+                        }
+                        buffer.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                        try await writer.write(contentsOf: buffer)
+                    }
+                }
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw error
+        }
+        let checksum = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let final = path(of: checksum)
+        recentlyStored.withLock { $0[checksum] = Self.now() }
+        try FileManager.default.createDirectory(
+            atPath: "\(directory)/\(checksum.prefix(2))", withIntermediateDirectories: true)
+        // rename(2) replaces an existing file atomically: equal content, so readers see no change.
+        guard rename(temporary, final) == 0 else {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw StratusError(.internalError, "could not store the asset")
+        }
+        try await storage.registerAsset(checksum: checksum, size: Int64(size), timestamp: Self.now())
+        return (checksum, Int64(size))
+    }
+
+    /// Deletes the assets that no record has referred to since the grace period; returns how many.
+    @discardableResult
+    func collect(now: Int64 = now()) async throws -> Int {
+        let checksums = try await storage.collectAssets(registeredBefore: now - graceMilliseconds)
+        var removed = 0
+        for checksum in checksums {
+            // An upload of the same content since the storage forgot it keeps the file: it was
+            // registered again, and is put in place after it is marked here.
+            let deleted = recentlyStored.withLock { recent -> Bool in
+                if let stored = recent[checksum], stored >= now - graceMilliseconds { return false }
+                recent[checksum] = nil
+                return unlink(path(of: checksum)) == 0
+            }
+            if deleted { removed += 1 }
+        }
+        recentlyStored.withLock { recent in recent = recent.filter { $0.value >= now - graceMilliseconds } }
+        return removed
+    }
+}

@@ -1,0 +1,84 @@
+public import StratusModel
+
+/// One entry of the query index: a record's indexed field value, search token or location.
+///
+/// Backends keep these rows beside the records, rewritten with every write of the record, so that a
+/// query reads an ordered range of entries instead of the zone's records.
+public struct IndexEntry: Hashable, Sendable {
+    /// What an entry holds.
+    public enum Kind: Int, Sendable {
+        /// A field value (one per element for a list), for equality, range, prefix and sorting.
+        case value = 0
+        /// A search token of a SEARCHABLE string field.
+        case token = 1
+        /// A location: `value` is the latitude, `longitude` the longitude.
+        case location = 2
+    }
+
+    /// The field's name.
+    public var field: String
+    /// What the entry holds.
+    public var kind: Kind
+    /// The indexed scalar.
+    public var value: QueryScalar
+    /// The longitude of a ``Kind/location`` entry.
+    public var longitude: Double?
+
+    /// Creates an entry.
+    public init(field: String, kind: Kind, value: QueryScalar, longitude: Double? = nil) {
+        self.field = field
+        self.kind = kind
+        self.value = value
+        self.longitude = longitude
+    }
+
+    /// The entries of a record under the index options of its type's fields. Fields without
+    /// QUERYABLE, SORTABLE or SEARCHABLE get none, and a tombstone has none.
+    public static func entries(of record: StoredRecord, indexes: [String: FieldSchema]) -> [IndexEntry] {
+        guard !record.deleted, !indexes.isEmpty, let fields = try? record.queryFields() else { return [] }
+        var entries: [IndexEntry] = []
+        for (name, value) in fields {
+            guard let options = indexes[name]?.indexes, !options.isEmpty else { continue }
+            if !options.isDisjoint(with: [.queryable, .sortable]) {
+                let locations: [Location] = switch value {
+                case .location(let location): [location]
+                case .list(.location, let values): values.compactMap { if case .location(let l) = $0 { l } else { nil } }
+                default: []
+                }
+                for location in locations {
+                    entries.append(
+                        IndexEntry(field: name, kind: .location, value: .real(location.latitude),
+                                   longitude: location.longitude))
+                }
+                for scalar in Set(value.queryScalars) {
+                    entries.append(IndexEntry(field: name, kind: .value, value: scalar))
+                }
+            }
+            if options.contains(.searchable) {
+                var tokens = Set<String>()
+                for case .text(let text) in value.queryScalars where value.type == .string || value.type == .stringList {
+                    tokens.formUnion(TextTokenizer.tokens(text))
+                }
+                for token in tokens {
+                    entries.append(IndexEntry(field: name, kind: .token, value: .text(token)))
+                }
+            }
+        }
+        return entries
+    }
+}
+
+/// Fields whose index options grew from one schema to another: their existing records need entries.
+extension Schema {
+    /// The `(recordType, field)` pairs indexed in `self` in a way they were not in `old`.
+    public func indexGrowth(from old: Schema) -> [(recordType: String, field: String)] {
+        var grown: [(recordType: String, field: String)] = []
+        for (typeName, type) in recordTypes.sorted(by: { $0.key < $1.key }) {
+            for (fieldName, field) in type.fields.sorted(by: { $0.key < $1.key }) where !field.indexes.isEmpty {
+                let before = old.recordTypes[typeName]?.fields[fieldName]?.indexes ?? []
+                if !field.indexes.isSubset(of: before) { grown.append((typeName, fieldName)) }
+            }
+        }
+        return grown
+    }
+}

@@ -1,0 +1,142 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import StratusModel
+@testable import StratusServer
+import Testing
+
+@Suite("assets")
+struct AssetTests {
+    /// Asks for an upload URL and posts `bytes` to it; returns the reply (its `singleFile` on success).
+    static func upload(_ server: TestServer, _ bytes: [UInt8], user: String) async throws -> TestServer.Reply {
+        let tokens = try await server.database(
+            "private", "assets/upload", ["tokens": [["recordType": "Note", "fieldName": "text"]]], user: user)
+        let url = try #require((tokens.body["tokens"] as? [[String: Any]])?.first?["url"] as? String, "\(tokens.text)")
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.body = .bytes(ByteBuffer(bytes: bytes))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        let json = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] ?? [:]
+        return TestServer.Reply(status: Int(response.status.code), body: json, text: String(buffer: body), headers: response.headers)
+    }
+
+    /// Fetches a `downloadURL` with the caller's tokens.
+    static func download(
+        _ server: TestServer, _ url: String, user: String, range: String? = nil
+    ) async throws -> (status: Int, bytes: [UInt8], headers: HTTPHeaders) {
+        var components = try #require(URLComponents(string: url))
+        components.queryItems = (components.queryItems ?? []) + [
+            URLQueryItem(name: "ckAPIToken", value: server.apiToken), URLQueryItem(name: "ckWebAuthToken", value: user),
+        ]
+        var request = HTTPClientRequest(url: try #require(components.url).absoluteString)
+        if let range { request.headers.add(name: "Range", value: range) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        let body = try await response.body.collect(upTo: 64 << 20)
+        return (Int(response.status.code), Array(body.readableBytesView), response.headers)
+    }
+
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    static func assetFiles(_ server: TestServer) -> [String] {
+        let root = server.directory.appendingPathComponent("assets").path
+        let enumerator = FileManager.default.enumerator(atPath: root)
+        return (enumerator?.allObjects as? [String] ?? []).filter { $0.count > 60 && !$0.hasPrefix("tmp") }
+    }
+
+    @Test("a several-MB asset round-trips byte for byte, with ranges, and only to its owner")
+    func roundTrip() async throws {
+        let server = try await TestServer.start()
+        defer { Task { try? await server.stopAndRemove() } }
+        let (alice, _) = try await server.signUp("alice")
+        let (bob, _) = try await server.signUp("bob")
+        let bytes = Self.randomBytes(5 << 20 + 123)
+        let uploaded = try await Self.upload(server, bytes, user: alice)
+        let singleFile = try #require(uploaded.body["singleFile"] as? [String: Any], "\(uploaded.text)")
+        #expect(singleFile["size"] as? Int == bytes.count && singleFile["receipt"] is String)
+
+        let saved = try await server.modify(
+            [operation("create", "doc", fields: ["text": ["value": singleFile, "type": "ASSETID"], "title": ["value": "t"]])],
+            user: alice)
+        #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.text)")
+        let lookup = try await server.database("private", "records/lookup", ["records": [["recordName": "doc"]]], user: alice)
+        let asset = try #require(
+            ((lookup.records.first?["fields"] as? [String: Any])?["text"] as? [String: Any])?["value"] as? [String: Any])
+        let url = try #require(asset["downloadURL"] as? String, "\(lookup.text)")
+        #expect(asset["receipt"] == nil && asset["fileChecksum"] as? String == singleFile["fileChecksum"] as? String)
+
+        let whole = try await Self.download(server, url, user: alice)
+        #expect(whole.status == 200 && whole.bytes == bytes)
+        let part = try await Self.download(server, url, user: alice, range: "bytes=1000-1999")
+        #expect(part.status == 206 && part.bytes == Array(bytes[1000...1999]))
+        #expect(part.headers["Content-Range"].first == "bytes 1000-1999/\(bytes.count)")
+        let tail = try await Self.download(server, url, user: alice, range: "bytes=-10")
+        #expect(tail.status == 206 && tail.bytes == Array(bytes.suffix(10)))
+        let outside = try await Self.download(server, url, user: alice, range: "bytes=\(bytes.count)-")
+        #expect(outside.status == 416)
+
+        let stolen = try await Self.download(server, url, user: bob)
+        #expect(stolen.status == 404, "another user's private asset is not served")
+
+        // Query and change feed results carry the URL too.
+        let query = try await server.database(
+            "private", "records/query", ["query": ["recordType": "Note"]], user: alice)
+        #expect(query.text.contains("downloadURL"))
+        let tooBig = try await TestServer.start(configuration: ServerConfiguration(
+            port: 0, limits: Limits(maxAssetSizeBytes: 1000), passwordHashCost: 4))
+        defer { Task { try? await tooBig.stopAndRemove() } }
+        let (carol, _) = try await tooBig.signUp("carol")
+        let refused = try await Self.upload(tooBig, Self.randomBytes(5000), user: carol)
+        #expect(refused.status == 413 && refused.code == "LIMIT_EXCEEDED", "\(refused.text)")
+        #expect(Self.assetFiles(tooBig).isEmpty)
+    }
+
+    @Test("equal content is stored once and deleted after its last record goes")
+    func dedupAndCollection() async throws {
+        let server = try await TestServer.start()
+        defer { Task { try? await server.stopAndRemove() } }
+        let (alice, _) = try await server.signUp("alice")
+        let (bob, _) = try await server.signUp("bob")
+        let bytes = Self.randomBytes(300_000)
+        let first = try #require(try await Self.upload(server, bytes, user: alice).body["singleFile"] as? [String: Any])
+        let second = try #require(try await Self.upload(server, bytes, user: bob).body["singleFile"] as? [String: Any])
+        #expect(first["fileChecksum"] as? String == second["fileChecksum"] as? String)
+        #expect(Self.assetFiles(server).count == 1)
+
+        _ = try await server.modify([operation("create", "a1", fields: ["text": ["value": first, "type": "ASSETID"]])], user: alice)
+        _ = try await server.modify([operation("create", "b1", fields: ["text": ["value": second, "type": "ASSETID"]])], user: bob)
+        let orphan = try #require(try await Self.upload(server, Self.randomBytes(1000), user: alice).body["singleFile"]
+            as? [String: Any])
+
+        // Without the receipt, a record cannot claim an asset it does not hold.
+        let claim = try await server.modify(
+            [operation("create", "c1", fields: ["text": ["value": ["fileChecksum": first["fileChecksum"]!, "size": 300_000],
+                                                        "type": "ASSETID"]])], user: bob)
+        #expect(claim.records.first?["serverErrorCode"] as? String == "BAD_REQUEST", "\(claim.text)")
+
+        // rereference gives a receipt for an asset a readable record holds.
+        let renewed = try await server.database(
+            "private", "assets/rereference", ["assets": [["recordName": "a1", "fieldName": "text"]]], user: alice)
+        let field = try #require((renewed.body["assets"] as? [[String: Any]])?.first?["value"] as? [String: Any], "\(renewed.text)")
+        let copy = try await server.modify([operation("create", "a2", fields: ["text": field])], user: alice)
+        #expect(copy.records.first?["serverErrorCode"] == nil, "\(copy.text)")
+
+        let store = AssetStore(
+            directory: server.directory.appendingPathComponent("assets").path, storage: server.storage,
+            tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
+        let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+        #expect(try await store.collect(now: later) == 1, "only the asset nobody saved goes")
+        #expect(!Self.assetFiles(server).contains { $0.hasSuffix(orphan["fileChecksum"] as! String) })
+        for (name, user) in [("a1", alice), ("a2", alice)] {
+            _ = try await server.modify([operation("forceDelete", name)], user: user)
+        }
+        #expect(try await store.collect(now: later) == 0, "bob's record still holds the content")
+        _ = try await server.modify([operation("forceDelete", "b1")], user: bob)
+        #expect(try await store.collect(now: later) == 1)
+        #expect(Self.assetFiles(server).isEmpty)
+    }
+}
