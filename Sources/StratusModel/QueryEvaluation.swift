@@ -234,9 +234,30 @@ public enum TextTokenizer {
     /// dropped, duplicates removed, in first-occurrence order. Tokens are in Unicode normalization
     /// form C, so equal tokens have equal bytes: "Crème Brûlée!" gives `["creme", "brulee"]`.
     public static func tokens(_ text: String) -> [String] {
+        var seen: Set<String> = []
+        if text.utf8.allSatisfy({ $0 < 0x80 }) {
+            // ASCII, the common case, gives the same tokens without Foundation's folding, which
+            // costs more than the rest of indexing a record.
+            var tokens: [String] = []
+            var token: [UInt8] = []
+            func finish() {
+                if !token.isEmpty, case let word = String(decoding: token, as: UTF8.self), seen.insert(word).inserted {
+                    tokens.append(word)
+                }
+                token.removeAll(keepingCapacity: true)
+            }
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): token.append(byte)
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): token.append(byte + 32)
+                default: finish()
+                }
+            }
+            finish()
+            return tokens
+        }
         let folded = text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
             .precomposedStringWithCanonicalMapping
-        var seen: Set<String> = []
         return folded.split { !$0.isLetter && !$0.isNumber }.map(String.init).filter { seen.insert($0).inserted }
     }
 }

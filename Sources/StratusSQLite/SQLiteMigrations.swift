@@ -60,6 +60,8 @@ enum SQLiteMigrations {
         migrator.registerMigration("v3: schemas, the query index, assets") { db in
             // `value` has no declared type, so it keeps each value's own storage class: integers,
             // reals and text compare as the query layer expects (numbers numerically, text by bytes).
+            // The index is one B-tree keyed for lookups; a record's entries are removed by key, from
+            // the record's previous version, so no second index by record is kept up to date.
             try db.execute(
                 sql: """
                     CREATE TABLE schemas (
@@ -67,9 +69,8 @@ enum SQLiteMigrations {
                         definition BLOB NOT NULL, PRIMARY KEY (container_id, environment));
                     CREATE TABLE record_index (
                         zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
-                        value NOT NULL, longitude REAL, name TEXT NOT NULL);
-                    CREATE INDEX record_index_lookup ON record_index (zone_id, record_type, field, kind, value, name);
-                    CREATE INDEX record_index_record ON record_index (zone_id, name);
+                        value NOT NULL, longitude REAL, name TEXT NOT NULL,
+                        PRIMARY KEY (zone_id, record_type, field, kind, value, name)) WITHOUT ROWID;
                     CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE deleted = 0;
                     CREATE TABLE assets (
                         checksum TEXT PRIMARY KEY, size INTEGER NOT NULL, registered_ms INTEGER NOT NULL) WITHOUT ROWID;

@@ -463,6 +463,7 @@ public final class SQLiteStorage: StratusStorage {
                     arguments: [zoneID, target, ReferenceAction.deleteSelf.rawValue])
                 where doomed[source] == nil {
                     guard let record = try fetchRecord(db, zoneID: zoneID, name: source), !record.deleted else { continue }
+                    current[source] = record
                     doomed[source] = RecordWritePlanner.tombstone(of: record, context: context)
                     writes.append(doomed[source]!)
                     frontier.append(source)
@@ -518,9 +519,9 @@ public final class SQLiteStorage: StratusStorage {
             sequence += 1
             written[index].sequence = sequence
             written[index].changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
-            let existed = current[written[index].name] != nil
             try upsert(db, zoneID: zoneID, written[index])
-            try writeIndexEntries(db, zoneID: zoneID, written[index], schema: schema, replacing: existed)
+            try updateIndexEntries(
+                db, zoneID: zoneID, from: current[written[index].name], to: written[index], schema: schema)
             current[written[index].name] = written[index]
             try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
                 .execute(arguments: [zoneID, written[index].name])
@@ -539,26 +540,79 @@ public final class SQLiteStorage: StratusStorage {
         return .success(written[0])
     }
 
-    /// Replaces a record's query index entries with those its type's schema asks for.
-    private static func writeIndexEntries(
-        _ db: Database, zoneID: Int64, _ record: StoredRecord, schema: Schema, replacing: Bool
+    /// The query index entries of a record under the schema.
+    private static func indexEntries(of record: StoredRecord?, schema: Schema) -> Set<IndexEntry> {
+        guard let record, let type = schema.recordTypes[record.recordType] else { return [] }
+        return Set(IndexEntry.entries(of: record, indexes: type.fields))
+    }
+
+    /// Moves a record's query index entries from its previous version to its new one, touching only
+    /// the entries that differ.
+    private static func updateIndexEntries(
+        _ db: Database, zoneID: Int64, from previous: StoredRecord?, to record: StoredRecord, schema: Schema
     ) throws {
-        if replacing {
-            try db.cachedStatement(sql: "DELETE FROM record_index WHERE zone_id = ? AND name = ?")
-                .execute(arguments: [zoneID, record.name])
+        let old = indexEntries(of: previous, schema: schema)
+        let new = indexEntries(of: record, schema: schema)
+        if let previous, !old.isEmpty {
+            let delete = try db.cachedStatement(
+                sql: """
+                    DELETE FROM record_index
+                    WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
+                    """)
+            for entry in old.subtracting(new) {
+                try delete.execute(arguments: [
+                    zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
+                    previous.name,
+                ])
+            }
         }
-        let entries = IndexEntry.entries(of: record, indexes: schema.recordTypes[record.recordType]?.fields ?? [:])
+        try insertIndexEntries(db, zoneID: zoneID, record, new.subtracting(old))
+    }
+
+    /// Inserts query index entries of a record.
+    private static func insertIndexEntries(
+        _ db: Database, zoneID: Int64, _ record: StoredRecord, _ entries: some Collection<IndexEntry>
+    ) throws {
         guard !entries.isEmpty else { return }
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
+                INSERT OR IGNORE INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """)
+        // Bound through SQLite's C API: a record has a dozen entries or more, and GRDB's argument
+        // arrays cost more than the inserts themselves.
+        let handle = insert.sqliteStatement
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        func bind(_ index: Int32, _ text: String) {
+            sqlite3_bind_text(handle, index, text, -1, transient)
+        }
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
         for entry in entries {
-            try insert.execute(arguments: [
-                zoneID, record.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
-                entry.longitude, record.name,
-            ])
+            sqlite3_reset(handle)
+            sqlite3_bind_int64(handle, 1, zoneID)
+            bind(2, record.recordType)
+            bind(3, entry.field)
+            sqlite3_bind_int64(handle, 4, Int64(entry.kind.rawValue))
+            switch entry.value {
+            case .integer(let value): sqlite3_bind_int64(handle, 5, value)
+            case .real(let value): sqlite3_bind_double(handle, 5, value)
+            case .text(let value): bind(5, value)
+            }
+            if let longitude = entry.longitude {
+                sqlite3_bind_double(handle, 6, longitude)
+            } else {
+                sqlite3_bind_null(handle, 6)
+            }
+            bind(7, record.name)
+            let code = sqlite3_step(handle)
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                    sql: insert.sql)
+            }
         }
     }
 
@@ -699,14 +753,21 @@ public final class SQLiteStorage: StratusStorage {
                         WHERE databases.container_id = ? AND databases.environment = ? AND zones.deleted = 0
                         """,
                     arguments: [container, environment.rawValue])
+                let fields = Set(new.indexGrowth(from: old).filter { $0.recordType == recordType }.map(\.field))
                 for zoneID in zones {
+                    for field in fields {
+                        try db.execute(
+                            sql: "DELETE FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ?",
+                            arguments: [zoneID, recordType, field])
+                    }
                     let records = try Self.fetchStoredRecords(
                         db,
                         db.cachedStatement(
                             sql: "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND record_type = ? AND deleted = 0"),
                         arguments: [zoneID, recordType])
                     for record in records {
-                        try Self.writeIndexEntries(db, zoneID: zoneID, record, schema: new, replacing: true)
+                        try Self.insertIndexEntries(
+                            db, zoneID: zoneID, record, Self.indexEntries(of: record, schema: new).filter { fields.contains($0.field) })
                     }
                 }
             }
@@ -735,23 +796,25 @@ public final class SQLiteStorage: StratusStorage {
     public func queryRecords(_ query: RecordQuery, zones names: [String]?, in database: DatabaseLocator) async throws
         -> QueryPage
     {
-        let zoneIDs: [(String, Int64)] = try await withDatabase(database) { db, databaseID in
+        try await withDatabase(database) { db, databaseID in
+            let zoneIDs: [(String, Int64)]
             if let names {
-                return try names.map { ($0, try Self.requireZone(db, databaseID, $0).id) }
+                zoneIDs = try names.map { ($0, try Self.requireZone(db, databaseID, $0).id) }
+            } else {
+                zoneIDs = try Row.fetchAll(
+                    db, sql: "SELECT name, id FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name",
+                    arguments: [databaseID]
+                ).map { ($0["name"], $0["id"]) }
             }
-            return try Row.fetchAll(
-                db, sql: "SELECT name, id FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name",
-                arguments: [databaseID]
-            ).map { ($0["name"], $0["id"]) }
+            return try QueryExecutor.run(
+                query, reader: QueryReader(db: db, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
+                                           zones: zoneIDs.map(\.0), recordType: query.recordType))
         }
-        return try await QueryExecutor.run(
-            query, reader: QueryReader(pool: pool, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
-                                       zones: zoneIDs.map(\.0), recordType: query.recordType))
     }
 
-    /// Reads the query index of some zones for ``QueryExecutor``.
+    /// Reads the query index of some zones for ``QueryExecutor``, inside one read transaction.
     private struct QueryReader: QueryIndexReader {
-        let pool: DatabasePool
+        let db: Database
         let zoneIDs: [String: Int64]
         let zones: [String]
         let recordType: String
@@ -778,7 +841,7 @@ public final class SQLiteStorage: StratusStorage {
         func scanValues(
             zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?,
             limit: Int
-        ) async throws -> [(value: QueryScalar, name: String)] {
+        ) throws -> [(value: QueryScalar, name: String)] {
             var sql = "SELECT value, name FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = 0"
             var arguments: StatementArguments = [zoneIDs[zone], recordType, field]
             let bounds = Self.bounds(range)
@@ -790,16 +853,12 @@ public final class SQLiteStorage: StratusStorage {
             }
             sql += descending ? " ORDER BY value DESC, name DESC LIMIT ?" : " ORDER BY value, name LIMIT ?"
             arguments += [limit]
-            let finalSQL = sql
-            let finalArguments = arguments
-            return try await pool.read { db in
-                try Row.fetchAll(db.cachedStatement(sql: finalSQL), arguments: finalArguments).compactMap { row in
-                    QueryScalar(row[0] as DatabaseValue).map { ($0, row[1]) }
-                }
+            return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { row in
+                QueryScalar(row[0] as DatabaseValue).map { ($0, row[1]) }
             }
         }
 
-        func candidates(_ source: CandidateSource) async throws -> [(zone: String, name: String)] {
+        func candidates(_ source: CandidateSource) throws -> [(zone: String, name: String)] {
             let zoneList = zones.map { _ in "?" }.joined(separator: ",")
             var arguments = StatementArguments(zones.map { zoneIDs[$0]! })
             arguments += [recordType]
@@ -827,21 +886,13 @@ public final class SQLiteStorage: StratusStorage {
             case .allOfType:
                 sql = "SELECT zone_id, name FROM records WHERE zone_id IN (\(zoneList)) AND record_type = ? AND deleted = 0"
             }
-            let finalSQL = sql
-            let finalArguments = arguments
             let zoneNames = zoneNames
-            return try await pool.read { db in
-                try Row.fetchAll(db, sql: finalSQL, arguments: finalArguments).map { row in
-                    (zoneNames[row[0]] ?? "", row[1])
-                }
-            }
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in (zoneNames[row[0]] ?? "", row[1]) }
         }
 
-        func records(zone: String, names: [String]) async throws -> [StoredRecord] {
+        func records(zone: String, names: [String]) throws -> [StoredRecord] {
             guard let zoneID = zoneIDs[zone] else { return [] }
-            return try await pool.read { db in
-                try SQLiteStorage.fetchRecords(db, zoneID: zoneID, names: names).values.filter { !$0.deleted }
-            }
+            return try SQLiteStorage.fetchRecords(db, zoneID: zoneID, names: names).values.filter { !$0.deleted }
         }
     }
 

@@ -113,7 +113,7 @@ struct AdminEndpoints: Sendable {
                     "the production schema changes only by deploying development's: import into development, then "
                         + "POST deploy-schema")
             }
-            let body = try await request.body.collect(upTo: 4 << 20)
+            let body = try await request.collectBody(limit: 4 << 20, limitName: "the limit of a schema")
             let text = String(buffer: body)
             let schema = request.headers[.contentType]?.hasPrefix("application/json") == true
                 ? try Schema(jsonBytes: Array(text.utf8)) : try SchemaAdministration.parse(text)

@@ -121,7 +121,8 @@ extension DatabaseEndpoints {
         let user = try target.requireUser()
         let assets = try requireAssets()
         let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxRequestBodyBytes)
-        _ = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
+        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
+        if target.scope == .shared { throw noSharedZone(zoneName) }
         try checkCount(body.tokens.count, field: "tokens", limit: limits.maxOperationsPerRequest)
         let validator = RecordValidator(limits: limits)
         for (index, token) in body.tokens.enumerated() {
@@ -130,9 +131,7 @@ extension DatabaseEndpoints {
             }
         }
         let ticket = assets.uploadTicket(container: target.container, user: user)
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        let url = target.baseURL + "/assets/1/upload?ticket=" + (ticket.addingPercentEncoding(withAllowedCharacters: allowed) ?? ticket)
+        let url = target.baseURL + "/assets/1/upload?ticket=" + DatabaseRequest.queryEncoded(ticket)
         return await listResponse("tokens") { writer in
             for token in body.tokens {
                 writer.beginObject()

@@ -189,7 +189,7 @@ struct DatabaseEndpoints: Sendable {
                     let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                        assetURL: assetURL(record.name))
+                        assetURL: assetURL)
                 case .failure(let failure):
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
@@ -234,7 +234,7 @@ struct DatabaseEndpoints: Sendable {
                 } else if let record {
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
-                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL(record.name))
+                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL)
                 } else {
                     ErrorDictionary(
                         serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
@@ -274,7 +274,7 @@ struct DatabaseEndpoints: Sendable {
         for record in page.records {
             record.write(
                 to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys,
-                numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL(record.name))
+                numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL)
         }
         writer.endArray()
         writer.field("syncToken", tokens.token(for: page.position, kind: .zone))

@@ -63,22 +63,26 @@ struct DatabaseRequest: Sendable {
         return "/database/1/\(encoded)/\(environment.rawValue)/\(scope.rawValue)"
     }
 
-    /// The `downloadURL`s of the assets of records in `zone`. The URL names the record and field, so
-    /// a download is authorized like a lookup of the record; the client adds its tokens as on every
-    /// request.
-    func assetURL(zone: String) -> (_ recordName: String) -> (_ field: String, _ checksum: String) -> String {
+    /// The `downloadURL`s of the assets of records in `zone`, from a record's name, a field's name
+    /// and the asset's checksum. The URL names the record and field, so a download is authorized like
+    /// a lookup of the record; the client adds its tokens as on every request.
+    func assetURL(zone: String) -> @Sendable (_ recordName: String, _ field: String, _ checksum: String) -> String {
         let prefix = baseURL + databasePath + "/assets/download/"
-        let zoneQuery = "zoneName=" + Self.queryEncoded(zone)
-        return { recordName in
-            let recordQuery = zoneQuery + "&recordName=" + Self.queryEncoded(recordName)
-            return { field, checksum in prefix + checksum + "?" + recordQuery + "&fieldName=" + field }
+        let zoneQuery = "?zoneName=" + Self.queryEncoded(zone) + "&recordName="
+        return { recordName, field, checksum in
+            prefix + checksum + zoneQuery + Self.queryEncoded(recordName) + "&fieldName=" + field
         }
     }
 
-    private static func queryEncoded(_ text: String) -> String {
+    /// Characters left as they are in a query value.
+    private static let unreservedCharacters: CharacterSet = {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+        return allowed
+    }()
+
+    static func queryEncoded(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreservedCharacters) ?? text
     }
 
     /// The wire ID of a zone of this database.

@@ -76,15 +76,18 @@ extension Response {
 }
 
 extension Request {
+    /// The whole body; `LIMIT_EXCEEDED` naming `limitName` when it is over `limit` bytes.
+    func collectBody(limit: Int, limitName: String = "the server's maxRequestBodyBytes") async throws -> ByteBuffer {
+        do {
+            return try await body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw StratusError(.limitExceeded, "the request body is larger than \(limit) bytes, \(limitName)")
+        }
+    }
+
     /// Decodes the JSON body, refusing bodies over `limit` bytes.
     func decodeJSON<T: JSONDecodable>(_ type: T.Type, limit: Int) async throws -> T {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await body.collect(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            throw StratusError(
-                .limitExceeded, "the request body is larger than \(limit) bytes, the server's maxRequestBodyBytes")
-        }
+        let buffer = try await collectBody(limit: limit)
         guard buffer.readableBytes > 0 else {
             throw StratusError.badRequest("the request body is empty; expected a JSON object")
         }

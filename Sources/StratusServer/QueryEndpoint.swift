@@ -227,11 +227,15 @@ extension DatabaseEndpoints {
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
+        var assetURLs: [String: @Sendable (String, String, String) -> String] = [:]
         for item in page.items {
-            if zoneIDs[item.zone] == nil { zoneIDs[item.zone] = try target.wireZoneID(item.zone).jsonBytes }
+            if zoneIDs[item.zone] == nil {
+                zoneIDs[item.zone] = try target.wireZoneID(item.zone).jsonBytes
+                assetURLs[item.zone] = target.assetURL(zone: item.zone)
+            }
             item.record.write(
                 to: &writer, zoneIDJSON: zoneIDs[item.zone]!, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                assetURL: target.assetURL(zone: item.zone)(item.record.name))
+                assetURL: assetURLs[item.zone])
         }
         writer.endArray()
         if let cursor = page.cursor {

@@ -38,7 +38,7 @@ public struct SchemaAdministration: Sendable {
     public static func parse(_ text: String) throws -> Schema {
         do {
             return try Schema(parsing: text)
-        } catch let error as SchemaSyntaxError {
+        } catch {
             throw StratusError.badRequest("schema: \(error.description)")
         }
     }

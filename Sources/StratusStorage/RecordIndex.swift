@@ -35,7 +35,9 @@ public struct IndexEntry: Hashable, Sendable {
     /// The entries of a record under the index options of its type's fields. Fields without
     /// QUERYABLE, SORTABLE or SEARCHABLE get none, and a tombstone has none.
     public static func entries(of record: StoredRecord, indexes: [String: FieldSchema]) -> [IndexEntry] {
-        guard !record.deleted, !indexes.isEmpty, let fields = try? record.queryFields() else { return [] }
+        guard !record.deleted, indexes.values.contains(where: { !$0.indexes.isEmpty }),
+            let fields = try? record.queryFields()
+        else { return [] }
         var entries: [IndexEntry] = []
         for (name, value) in fields {
             guard let options = indexes[name]?.indexes, !options.isEmpty else { continue }

@@ -83,6 +83,7 @@ public enum RecordWritePlanner {
     public static func tombstone(of record: StoredRecord, context: WriteContext) -> StoredRecord {
         var tombstone = record
         tombstone.fieldsJSON = []
+        tombstone.decodedFields = nil
         tombstone.deleted = true
         tombstone.modified = context.stamp
         tombstone.changeTag = ""
@@ -94,11 +95,7 @@ public enum RecordWritePlanner {
     /// deletes the record) and `VALIDATE` (the target must exist while the record points at it).
     /// References with action `NONE` are not tracked.
     public static func enforcedReferences(of record: StoredRecord) -> [ReferenceLink] {
-        // Most records hold no reference: skip decoding them.
-        guard !record.deleted, record.fieldsJSON.contains(tag: #""type":"REFERENCE"#), let fields = try? record.decodeFields()
-        else {
-            return []
-        }
+        guard let fields = fields(of: record, holding: #""type":"REFERENCE"#) else { return [] }
         var links = Set<ReferenceLink>()
         for value in fields.values {
             for reference in value.references where reference.action != .none {
@@ -108,10 +105,18 @@ public enum RecordWritePlanner {
         return links.sorted { ($0.target, $0.action.rawValue) < ($1.target, $1.action.rawValue) }
     }
 
+    /// The fields of a live record that may hold a value with the type tag `tag`; `nil` when its JSON
+    /// has no such tag, so that the many records without one are not decoded.
+    private static func fields(of record: StoredRecord, holding tag: String) -> [String: FieldValue]? {
+        guard !record.deleted else { return nil }
+        if let fields = record.decodedFields { return fields }
+        guard record.fieldsJSON.contains(tag: tag) else { return nil }
+        return try? record.decodeFields()
+    }
+
     /// The checksums of the assets a stored record holds.
     public static func assetChecksums(of record: StoredRecord) -> Set<String> {
-        guard !record.deleted, record.fieldsJSON.contains(tag: #""type":"ASSETID"#), let fields = try? record.decodeFields()
-        else { return [] }
+        guard let fields = fields(of: record, holding: #""type":"ASSETID"#) else { return [] }
         var checksums = Set<String>()
         for value in fields.values {
             for case .asset(let asset) in value.elements {
@@ -181,10 +186,11 @@ public enum RecordWritePlanner {
                     "record '\(write.recordName)' is \(writer.bytes.count) bytes without assets; the limit is "
                         + "\(limits.maxRecordSizeBytes) bytes"))
         }
-        return .success(
-            StoredRecord(
-                name: write.recordName, recordType: recordType, changeTag: "", fieldsJSON: writer.bytes,
-                created: created, modified: context.stamp, deleted: false, sequence: 0))
+        var record = StoredRecord(
+            name: write.recordName, recordType: recordType, changeTag: "", fieldsJSON: writer.bytes,
+            created: created, modified: context.stamp, deleted: false, sequence: 0)
+        record.decodedFields = fields
+        return .success(record)
     }
 }
 

@@ -19,6 +19,9 @@ public struct StoredRecord: Hashable, Sendable {
     public var deleted: Bool
     /// The position of the record's last change in its zone's change order.
     public var sequence: Int64
+    /// The fields as values, when they are at hand (a record just planned from a write): saves
+    /// decoding `fieldsJSON` again for indexing. Not part of the record's identity.
+    var decodedFields: [String: FieldValue]?
 
     /// Creates a stored record.
     public init(
@@ -37,8 +40,21 @@ public struct StoredRecord: Hashable, Sendable {
 
     /// Decodes the fields.
     public func decodeFields() throws -> [String: FieldValue] {
+        if let decodedFields { return decodedFields }
         guard !fieldsJSON.isEmpty else { return [:] }
         return try [String: FieldValue](jsonBytes: fieldsJSON)
+    }
+
+    public static func == (lhs: StoredRecord, rhs: StoredRecord) -> Bool {
+        lhs.name == rhs.name && lhs.recordType == rhs.recordType && lhs.changeTag == rhs.changeTag
+            && lhs.fieldsJSON == rhs.fieldsJSON && lhs.created == rhs.created && lhs.modified == rhs.modified
+            && lhs.deleted == rhs.deleted && lhs.sequence == rhs.sequence
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(changeTag)
+        hasher.combine(sequence)
     }
 
     /// The fields a query sees: the record's own, plus CloudKit's system fields `___recordID`,
@@ -56,10 +72,12 @@ public struct StoredRecord: Hashable, Sendable {
     /// Writes the record as a Record Dictionary. With no `desiredKeys`, numbers as numbers and no
     /// asset in the record, the stored JSON is copied as is, without being decoded. `zoneIDJSON` is
     /// the zone's ID as JSON (`ZoneID.jsonBytes`), encoded once for all the records of a response.
-    /// `assetURL` gives each asset's `downloadURL` from its field's name and its checksum.
+    /// `assetURL` gives each asset's `downloadURL` from the record's name, the field's name and the
+    /// asset's checksum.
     public func write(
         to writer: inout JSONWriter, zoneIDJSON: [UInt8], desiredKeys: Set<String>? = nil,
-        numbersAsStrings: Bool = false, assetURL: ((_ field: String, _ checksum: String) -> String)? = nil
+        numbersAsStrings: Bool = false,
+        assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil
     ) {
         let rewritesAssets = assetURL != nil && fieldsJSON.contains(tag: #""type":"ASSETID"#)
         RecordDictionary.writeObject(
@@ -78,7 +96,7 @@ public struct StoredRecord: Hashable, Sendable {
                         for (field, value) in fields where value.type == .asset || value.type == .assetList {
                             fields[field] = value.mappingAssets { asset in
                                 var asset = asset
-                                asset.downloadURL = asset.fileChecksum.map { assetURL(field, $0) }
+                                asset.downloadURL = asset.fileChecksum.map { assetURL(name, field, $0) }
                                 return asset
                             }
                         }

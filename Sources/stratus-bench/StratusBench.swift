@@ -38,6 +38,21 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Commit durability of both Stratus and the baseline: full or normal.")
     var durability: SQLiteStorage.Durability = .full
 
+    @Option(help: """
+        Environment of the write and feed workloads: 'development' (every field gets CloudKit's automatic \
+        indexes on first save) or 'production' (a deployed schema indexing only 'count').
+        """)
+    var environment: ContainerEnvironment = .development
+
+    @Option(help: "Records in the zone the query workload reads (0 skips it).")
+    var queryRecords = 1_000_000
+
+    @Option(help: "Queries of each kind timed per round.")
+    var queries = 500
+
+    @Option(help: "Size of the asset the transfer workload uploads and downloads, in MiB (0 skips it).")
+    var assetMegabytes = 50
+
     @Option(help: "Write the results as JSON to this file.")
     var output: String?
 
@@ -61,7 +76,31 @@ struct StratusBench: AsyncParsableCommand {
             try await measureRaw(into: &result, fields: fieldsJSON, round: round)
             rounds.append(result)
         }
-        try report(rounds)
+        var queryRounds: [QueryBench.Round] = []
+        var seedRate = 0.0
+        if queryRecords > 0 {
+            let bench = try await BenchServer.start(durability: durability)
+            progress("queries: seeding \(queryRecords) records through storage")
+            let (queryBench, seedSeconds) = try await QueryBench.prepare(
+                bench, records: queryRecords, queries: queries, progress: progress)
+            seedRate = Double(queryRecords) / seedSeconds
+            for round in 1...repeats {
+                progress("round \(round): \(queries) EQUALS and \(queries) range queries, Stratus then raw SQL")
+                queryRounds.append(try await queryBench.measureRound())
+            }
+            try await bench.stop()
+        }
+        var assetRounds: [AssetBench.Round] = []
+        if assetMegabytes > 0 {
+            let bench = try await BenchServer.start(durability: durability)
+            let assetBench = try AssetBench.prepare(bench, megabytes: assetMegabytes)
+            for round in 1...repeats {
+                progress("round \(round): \(assetMegabytes) MiB asset upload, download and disk copy")
+                assetRounds.append(try await assetBench.measureRound(round))
+            }
+            try await bench.stop()
+        }
+        try report(rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -90,7 +129,11 @@ struct StratusBench: AsyncParsableCommand {
         let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
-            let base = "\(server.baseURL)/database/1/\(credentials.container)/development/private"
+            if environment == .production {
+                let schema = try Schema(parsing: QueryBench.schema)
+                _ = try await storage.updateSchema(container: credentials.container, environment: .production) { _ in schema }
+            }
+            let base = "\(server.baseURL)/database/1/\(credentials.container)/\(environment.rawValue)/private"
             let session = try await Self.post(
                 http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
                 Array(#"{"username":"bench","password":"benchmark password"}"#.utf8))
@@ -192,16 +235,23 @@ struct StratusBench: AsyncParsableCommand {
 
     // MARK: Report
 
-    private func report(_ rounds: [Round]) throws {
-        func row(_ name: String, _ unit: String, _ stratus: KeyPath<Round, Double>, _ raw: KeyPath<Round, Double>) -> String {
+    private func report(
+        _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round]
+    ) throws {
+        func f(_ value: Double) -> String {
+            value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
+        }
+        func compare<R>(_ rounds: [R], _ name: String, _ unit: String, _ stratus: KeyPath<R, Double>, _ raw: KeyPath<R, Double>)
+            -> String
+        {
             let s = Statistics(rounds.map { $0[keyPath: stratus] })
             let r = Statistics(rounds.map { $0[keyPath: raw] })
             let ratio = Statistics(rounds.map { $0[keyPath: stratus] / $0[keyPath: raw] })
-            func f(_ value: Double) -> String {
-                value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
-            }
             return "| \(name) | \(unit) | \(f(s.median)) (\(f(s.min))–\(f(s.max))) | \(f(r.median)) (\(f(r.min))–\(f(r.max))) | "
                 + String(format: "%.2f (%.2f–%.2f)", ratio.median, ratio.min, ratio.max) + " |"
+        }
+        func row(_ name: String, _ unit: String, _ stratus: KeyPath<Round, Double>, _ raw: KeyPath<Round, Double>) -> String {
+            compare(rounds, name, unit, stratus, raw)
         }
         let lines = [
             "| workload | unit | Stratus median (min–max) | raw GRDB median (min–max) | Stratus / raw, per round |",
@@ -211,22 +261,53 @@ struct StratusBench: AsyncParsableCommand {
             row("single-record save, p99", "ms", \.stratusSaveP99, \.rawSaveP99),
             row("change feed read, \(batch)/page", "records/s", \.stratusFeedRead, \.rawFeedRead),
         ]
-        print("\(repeats) rounds, \(records) records, durability \(durability.rawValue)\n")
+        print("\(repeats) rounds, \(records) records, durability \(durability.rawValue), \(environment.rawValue) environment\n")
         print(lines.joined(separator: "\n"))
+        if !queryRounds.isEmpty {
+            print("\nQueries over \(queryRecords) records in one zone (indexed INT64 field), \(queries) of each kind per round; "
+                  + "seeding through storage ran at \(Int(seedRate)) records/s\n")
+            print([
+                "| workload | unit | Stratus over HTTP median (min–max) | same SQL on the same file median (min–max) | Stratus / raw, per round |",
+                "|---|---|---|---|---|",
+                compare(queryRounds, "EQUALS, 1 result, p50", "ms", \.stratusEqualsP50, \.rawEqualsP50),
+                compare(queryRounds, "EQUALS, 1 result, p99", "ms", \.stratusEqualsP99, \.rawEqualsP99),
+                compare(queryRounds, "range + sort, 100 results, p50", "ms", \.stratusRangeP50, \.rawRangeP50),
+                compare(queryRounds, "range + sort, 100 results, p99", "ms", \.stratusRangeP99, \.rawRangeP99),
+            ].joined(separator: "\n"))
+        }
+        if !assetRounds.isEmpty {
+            print("\nOne \(assetMegabytes) MiB asset per round\n")
+            print([
+                "| workload | unit | Stratus over HTTP median (min–max) | disk copy median (min–max) | Stratus / copy, per round |",
+                "|---|---|---|---|---|",
+                compare(assetRounds, "upload", "MiB/s", \.uploadMBps, \.diskCopyMBps),
+                compare(assetRounds, "download", "MiB/s", \.downloadMBps, \.diskCopyMBps),
+            ].joined(separator: "\n"))
+            let up = Statistics(assetRounds.map(\.uploadPeakMB))
+            let down = Statistics(assetRounds.map(\.downloadPeakMB))
+            print("\nPeak resident memory growth of the whole process (server and client) during one transfer: "
+                  + "upload \(f(up.median)) MiB (\(f(up.min))–\(f(up.max))), download \(f(down.median)) MiB "
+                  + "(\(f(down.min))–\(f(down.max)))")
+        }
         if let output {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             struct Document: Encodable {
-                let records: Int, batch: Int, clients: Int, saves: Int, durability: String, rounds: [Round]
+                let records: Int, batch: Int, clients: Int, saves: Int, durability: String, environment: String
+                let rounds: [Round]
+                let queryRecords: Int, querySeedRecordsPerSecond: Double, queryRounds: [QueryBench.Round]
+                let assetMegabytes: Int, assetRounds: [AssetBench.Round]
             }
             try encoder.encode(Document(
                 records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
-                rounds: rounds)).write(to: URL(fileURLWithPath: output))
+                environment: environment.rawValue, rounds: rounds, queryRecords: queryRecords, querySeedRecordsPerSecond: seedRate, queryRounds: queryRounds,
+                assetMegabytes: assetMegabytes, assetRounds: assetRounds)).write(to: URL(fileURLWithPath: output))
         }
     }
 }
 
 extension SQLiteStorage.Durability: ExpressibleByArgument {}
+extension ContainerEnvironment: ExpressibleByArgument {}
 
 /// What the benchmark client reads from a `records/changes` page without parsing every record
 /// (a plain byte scan, so the client's own work stays small beside the server's).
