@@ -34,12 +34,13 @@ public struct RecordQuery: Hashable, Sendable {
 }
 
 extension RecordQuery {
-    /// The query fields of a record in the result: it matches every filter and, when the query
-    /// is restricted to a creator, was created by them.
-    func admit(_ record: StoredRecord) -> [String: FieldValue]? {
-        if let createdBy, record.created.userRecordName != createdBy { return nil }
-        guard let fields = try? record.queryFields(), filters.allSatisfy({ $0.matches(fields) }) else { return nil }
-        return fields
+    /// Whether a record belongs in the result: it matches every filter and, when the query is
+    /// restricted to a creator, was created by them. Without filters the record is not decoded.
+    func admit(_ record: StoredRecord) -> Bool {
+        if let createdBy, record.created.userRecordName != createdBy { return false }
+        guard !filters.isEmpty else { return true }
+        guard let fields = try? record.queryFields() else { return false }
+        return filters.allSatisfy { $0.matches(fields) }
     }
 }
 
@@ -223,6 +224,9 @@ public enum QueryExecutor {
         _ query: RecordQuery, _ plan: ScanPlan, zone: String, reader: some QueryIndexReader
     ) throws -> QueryPage {
         var after = query.after.flatMap { cursor in cursor.keys.first.map { ($0, cursor.name) } }
+        // The index range already holds the driving field's equality, range and prefix filters.
+        var residual = query
+        residual.filters.removeAll { $0.fieldName == plan.field && ScalarRange.of($0) != nil }
         var items: [QueryPage.Item] = []
         var keys: [QueryScalar] = []
         var seen = Set<String>()
@@ -236,7 +240,7 @@ public enum QueryExecutor {
             let records = try reader.records(zone: zone, names: entries.map(\.name))
             let byName = Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
             for entry in entries where items.count <= query.limit && seen.insert(entry.name).inserted {
-                guard let record = byName[entry.name], query.admit(record) != nil else { continue }
+                guard let record = byName[entry.name], residual.admit(record) else { continue }
                 items.append(QueryPage.Item(zone: zone, record: record))
                 keys.append(entry.value)
             }
@@ -306,7 +310,10 @@ public enum QueryExecutor {
             let names = names.map(\.name)
             for start in stride(from: 0, to: names.count, by: 500) {
                 for record in try reader.records(zone: zone, names: Array(names[start..<min(start + 500, names.count)])) {
-                    guard let fields = query.admit(record) else { continue }
+                    if let createdBy = query.createdBy, record.created.userRecordName != createdBy { continue }
+                    guard let fields = try? record.queryFields(), query.filters.allSatisfy({ $0.matches(fields) }) else {
+                        continue
+                    }
                     let keys = query.sorts.compactMap { $0.sortKey(fields) }
                     guard keys.count == query.sorts.count else { continue }
                     rows.append((keys, QueryPage.Item(zone: zone, record: record)))
