@@ -39,6 +39,10 @@ public enum StorageConformance {
         Check(name: "record size and field count limits", run: recordLimits),
         Check(name: "databases of different owners are separate", run: isolation),
         Check(name: "reference actions: VALIDATE guards, DELETE_SELF cascades", run: referenceActions),
+        Check(name: "schema: development grows it, production enforces it, updates are atomic", run: schemas),
+        Check(name: "queries read the index in order, page by cursor, and follow index changes", run: queries),
+        Check(name: "assets: uploaded or held ones only, collected when no record holds them", run: assets),
+        Check(name: "deleting an environment's data leaves the other environment alone", run: environmentData),
     ]
 
     static let alice = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_alice")
@@ -438,5 +442,119 @@ public enum StorageConformance {
         #expect(try await storage.lookupRecords(names: ["secret"], zone: "Z", in: bob) == [nil])
         let production = DatabaseLocator(container: "c", environment: .production, scope: .private, owner: "_alice")
         #expect(try await storage.zone(named: "Z", in: production) == nil, "environments are separate")
+    }
+
+    static let production = DatabaseLocator(container: "c", environment: .production, scope: .private, owner: "_alice")
+
+    static func schemas(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        try await write(storage, [create("n", ["title": .string("a"), "stars": .int64(3)])])
+        let grown = try await storage.schema(container: "c", environment: .development)
+        #expect(grown.recordTypes["Note"]?.fields["title"] == FieldSchema(type: .string, indexes: .automatic(for: .string)))
+        #expect(grown.recordTypes["Note"]?.fields["stars"]?.type == .int64)
+        #expect(code(try await write(storage, [create("m", ["stars": .string("many")])])[0]) == .badRequest,
+                "a field keeps its type")
+        let failed = try await write(storage, [create("x", ["color": .string("red")]), create("n")])
+        #expect(failed.map(code) == [.atomicError, .exists])
+        #expect(try await storage.schema(container: "c", environment: .development).recordTypes["Note"]?.fields["color"]
+                    == nil, "a rolled-back batch adds no field")
+
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) {
+            _ = try await storage.updateSchema(container: "c", environment: .production) { _ in throw Refused() }
+        }
+        #expect(try await storage.schema(container: "c", environment: .production) == Schema())
+        let deployed = try await storage.updateSchema(container: "c", environment: .production) { _ in grown }
+        #expect(deployed == grown)
+        _ = try await storage.createZone(named: "Z", in: production, timestamp: 1)
+        let context = WriteContext(userRecordName: "_alice", timestamp: 2)
+        let results = try await storage.modifyRecords(
+            [create("p", ["title": .string("ok")]), create("q", ["color": .string("red")]),
+             create("r", type: "Photo")],
+            zone: "Z", in: production, atomic: false, context: context)
+        #expect(results.map(code) == [nil, .badRequest, .badRequest], "production takes only what its schema defines")
+    }
+
+    static func queryNames(
+        _ storage: any StratusStorage, _ query: RecordQuery, zones: [String]? = ["Z"]
+    ) async throws -> [String] {
+        var query = query
+        var names: [String] = []
+        while true {
+            let page = try await storage.queryRecords(query, zones: zones, in: alice)
+            names += page.items.map(\.record.name)
+            guard let cursor = page.cursor else { return names }
+            query.after = cursor
+        }
+    }
+
+    static func queries(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        try await write(storage, (0..<30).map { create("n\($0)", ["rank": .int64(Int64($0 % 10)), "tag": .string("t\($0 % 3)")]) })
+        var fields = try await storage.schema(container: "c", environment: .development).recordTypes["Note"]!.fields
+        let rank = QuerySort(fieldName: "rank", ascending: false)
+        let sorted = try await queryNames(storage, RecordQuery(recordType: "Note", sorts: [rank], fields: fields, limit: 7))
+        #expect(sorted.count == 30 && Set(sorted).count == 30)
+        #expect(sorted.prefix(3) == ["n9", "n29", "n19"], "descending rank, ties by name bytes descending")
+        let filter = QueryFilter(comparator: .equals, fieldName: "tag", fieldValue: .string("t1"))
+        let tagged = try await queryNames(storage, RecordQuery(recordType: "Note", filters: [filter], fields: fields, limit: 4))
+        #expect(tagged.sorted() == (0..<30).filter { $0 % 3 == 1 }.map { "n\($0)" }.sorted())
+
+        // Updates and deletions move a record's index entries.
+        try await write(storage, [RecordWrite(operationType: .forceUpdate, recordName: "n1", fields: ["tag": .string("t0")]),
+                                  RecordWrite(operationType: .forceDelete, recordName: "n4")])
+        let retagged = try await queryNames(storage, RecordQuery(recordType: "Note", filters: [filter], fields: fields, limit: 50))
+        #expect(!retagged.contains("n1") && !retagged.contains("n4") && retagged.count == 8)
+
+        // An index added later covers the records already saved.
+        let unindexed = try await storage.updateSchema(container: "c", environment: .development) { schema in
+            var schema = schema
+            schema.recordTypes["Note"]?.fields["tag"]?.indexes = []
+            return schema
+        }
+        fields = unindexed.recordTypes["Note"]!.fields
+        try await write(storage, [create("late", ["tag": .string("t1")])])
+        #expect(try await queryNames(storage, RecordQuery(recordType: "Note", filters: [filter], fields: fields, limit: 50))
+                    .count == 9, "without an index the type's records are checked one by one")
+        let reindexed = try await storage.updateSchema(container: "c", environment: .development) { schema in
+            var schema = schema
+            schema.recordTypes["Note"]?.fields["tag"]?.indexes = [.queryable]
+            return schema
+        }
+        fields = reindexed.recordTypes["Note"]!.fields
+        #expect(try await queryNames(storage, RecordQuery(recordType: "Note", filters: [filter], fields: fields, limit: 2))
+                    .count == 9, "the new index holds the records saved before it")
+        await expectError(.zoneNotFound) { _ = try await queryNames(storage, RecordQuery(recordType: "Note", limit: 5), zones: ["nope"]) }
+    }
+
+    static func assets(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let checksum = String(repeating: "a", count: 64)
+        let asset = FieldValue.asset(AssetValue(fileChecksum: checksum, size: 3))
+        var unregistered = create("f", ["file": asset])
+        unregistered.uploadedAssets = [checksum]
+        #expect(code(try await write(storage, [unregistered])[0]) == .badRequest, "an asset must be stored first")
+        try await storage.registerAsset(checksum: checksum, size: 3, timestamp: 10)
+        #expect(try await write(storage, [unregistered]).map(code) == [nil])
+        #expect(code(try await write(storage, [create("g", ["file": asset])])[0]) == .badRequest,
+                "without an upload, a record may hold only assets it already holds")
+        #expect(try await write(storage, [RecordWrite(operationType: .forceUpdate, recordName: "f",
+                                                      fields: ["file": asset, "title": .string("kept")])]).map(code) == [nil])
+        #expect(try await storage.collectAssets(registeredBefore: 1_000) == [], "a held asset stays")
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "f")])
+        #expect(try await storage.collectAssets(registeredBefore: 5) == [], "registered after the cutoff")
+        #expect(try await storage.collectAssets(registeredBefore: 1_000) == [checksum])
+        #expect(try await storage.collectAssets(registeredBefore: 1_000) == [])
+    }
+
+    static func environmentData(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        _ = try await storage.createZone(named: "Z", in: production, timestamp: 1)
+        try await write(storage, [create("dev")])
+        try await storage.deleteData(container: "c", environment: .development)
+        #expect(try await storage.zone(named: "Z", in: alice) == nil)
+        #expect(try await storage.zone(named: "Z", in: production) != nil)
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 2)
+        #expect(try await storage.lookupRecords(names: ["dev"], zone: "Z", in: alice) == [nil])
     }
 }
