@@ -519,14 +519,21 @@ public final class SQLiteStorage: StratusStorage {
             sequence += 1
             written[index].sequence = sequence
             written[index].changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
+            let previous = current[written[index].name]
             try upsert(db, zoneID: zoneID, written[index])
-            try updateIndexEntries(
-                db, zoneID: zoneID, from: current[written[index].name], to: written[index], schema: schema)
+            try updateIndexEntries(db, zoneID: zoneID, from: previous, to: written[index], schema: schema)
             current[written[index].name] = written[index]
-            try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
-                .execute(arguments: [zoneID, written[index].name])
-            try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
-                .execute(arguments: [zoneID, written[index].name])
+            // A record's reference and asset rows exist only if its previous version held some.
+            if let previous {
+                if !RecordWritePlanner.enforcedReferences(of: previous).isEmpty {
+                    try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
+                        .execute(arguments: [zoneID, written[index].name])
+                }
+                if !RecordWritePlanner.assetChecksums(of: previous).isEmpty {
+                    try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
+                        .execute(arguments: [zoneID, written[index].name])
+                }
+            }
         }
         for checksum in assets {
             try db.cachedStatement(sql: "INSERT INTO record_assets (zone_id, name, checksum) VALUES (?, ?, ?)")

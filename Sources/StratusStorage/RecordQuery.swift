@@ -40,7 +40,16 @@ extension RecordQuery {
         if let createdBy, record.created.userRecordName != createdBy { return false }
         guard !filters.isEmpty else { return true }
         guard let fields = try? record.queryFields() else { return false }
-        return filters.allSatisfy { $0.matches(fields) }
+        return matches(fields)
+    }
+
+    /// Whether fields match every filter. A search of `___all` reads the SEARCHABLE fields, the
+    /// ones whose tokens the index holds, so a query finds the same records whichever plan runs it.
+    func matches(_ fields: [String: FieldValue]) -> Bool {
+        filters.allSatisfy { filter in
+            guard filter.fieldName == QueryFilter.allSearchableFields else { return filter.matches(fields) }
+            return filter.matches(fields.filter { self.fields[$0.key]?.indexes.contains(.searchable) == true })
+        }
     }
 }
 
@@ -311,9 +320,7 @@ public enum QueryExecutor {
             for start in stride(from: 0, to: names.count, by: 500) {
                 for record in try reader.records(zone: zone, names: Array(names[start..<min(start + 500, names.count)])) {
                     if let createdBy = query.createdBy, record.created.userRecordName != createdBy { continue }
-                    guard let fields = try? record.queryFields(), query.filters.allSatisfy({ $0.matches(fields) }) else {
-                        continue
-                    }
+                    guard let fields = try? record.queryFields(), query.matches(fields) else { continue }
                     let keys = query.sorts.compactMap { $0.sortKey(fields) }
                     guard keys.count == query.sorts.count else { continue }
                     rows.append((keys, QueryPage.Item(zone: zone, record: record)))
