@@ -9,54 +9,6 @@ import StratusServer
 import StratusSQLite
 import StratusStorage
 
-/// A Stratus server over a fresh data directory with one signed-up user, for the query and asset
-/// workloads.
-struct BenchServer {
-    let directory: URL
-    let storage: SQLiteStorage
-    let server: EmbeddedServer
-    let http: HTTPClient
-    let credentials: ServerCredentials
-    let userRecordName: String
-    /// `?ckAPIToken=…&ckWebAuthToken=…`.
-    let tokens: String
-
-    var databaseURL: String { "\(server.baseURL)/database/1/\(credentials.container)/development/private" }
-    var locator: DatabaseLocator {
-        DatabaseLocator(container: credentials.container, environment: .development, scope: .private, owner: userRecordName)
-    }
-
-    static func start(durability: SQLiteStorage.Durability) async throws -> BenchServer {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-bench-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let storage = try SQLiteStorage(
-            path: directory.appendingPathComponent("stratus.sqlite").path, configuration: .init(durability: durability))
-        let configuration = ServerConfiguration(
-            port: 0, passwordHashCost: 4, assetsDirectory: directory.appendingPathComponent("assets").path)
-        let credentials = try await ServerBootstrap.prepare(
-            storage: storage, configuration: configuration,
-            credentialsFile: directory.appendingPathComponent("credentials.json"))!
-        var logger = Logger(label: "stratus-bench")
-        logger.logLevel = .error
-        let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
-        let session = try JSONValue.parse(Array(try await StratusBench.post(
-            http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
-            Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
-        let token: String = try session.decode("ckWebAuthToken")
-        return BenchServer(
-            directory: directory, storage: storage, server: server, http: http, credentials: credentials,
-            userRecordName: try session.decode("userRecordName"),
-            tokens: "?ckAPIToken=\(credentials.apiToken)&ckWebAuthToken=\(token)")
-    }
-
-    func stop() async throws {
-        try await http.shutdown()
-        try await server.stop()
-        try? FileManager.default.removeItem(at: directory)
-    }
-}
-
 /// Resident memory of this process, from `/proc/self/status` (Linux; 0 elsewhere).
 enum ProcessMemory {
     /// `VmRSS` or `VmHWM` in bytes.
@@ -147,7 +99,7 @@ struct QueryBench {
         var round = Round()
         var generator = SystemRandomNumberGenerator()
         let targets = (0..<queries).map { _ in Int.random(in: 0..<records, using: &generator) }
-        let url = "\(bench.databaseURL)/records/query\(bench.tokens)"
+        let url = "\(bench.databaseURL())/records/query\(bench.tokens)"
 
         var equals: [Double] = []
         var range: [Double] = []
@@ -243,7 +195,7 @@ struct AssetBench {
         let megabytes = Double(size) / 1_048_576
 
         let tokens = try JSONValue.parse(Array(try await StratusBench.post(
-            bench.http, "\(bench.databaseURL)/assets/upload\(bench.tokens)",
+            bench.http, "\(bench.databaseURL())/assets/upload\(bench.tokens)",
             Array(#"{"tokens":[{"recordType":"Note","fieldName":"file"}]}"#.utf8)).readableBytesView)).object()
         guard case .array(let items)? = tokens["tokens"], let first = items.first else {
             throw BenchError("assets/upload returned no token")
@@ -268,7 +220,7 @@ struct AssetBench {
 
         let save = #"{"operations":[{"operationType":"forceReplace","record":{"recordName":"asset\#(round)","recordType":"File","fields":{"file":{"value":"#
             + String(decoding: singleFile, as: UTF8.self) + #","type":"ASSETID"}}}}]}"#
-        let saved = try await StratusBench.post(bench.http, "\(bench.databaseURL)/records/modify\(bench.tokens)", Array(save.utf8))
+        let saved = try await StratusBench.post(bench.http, "\(bench.databaseURL())/records/modify\(bench.tokens)", Array(save.utf8))
         guard let start = occurrences(of: #""downloadURL":""#, in: Array(saved.readableBytesView)).first else {
             throw BenchError("the saved record has no downloadURL: \(String(buffer: saved).prefix(300))")
         }

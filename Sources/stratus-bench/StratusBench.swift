@@ -116,30 +116,16 @@ struct StratusBench: AsyncParsableCommand {
     // MARK: Stratus over HTTP
 
     private func measureStratus(into result: inout Round, round: Int) async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let storage = try SQLiteStorage(
-            path: directory.appendingPathComponent("stratus.sqlite").path, configuration: .init(durability: durability))
-        let configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
-        let credentials = try await ServerBootstrap.prepare(
-            storage: storage, configuration: configuration,
-            credentialsFile: directory.appendingPathComponent("credentials.json"))!
-        var logger = Logger(label: "stratus-bench")
-        logger.logLevel = .error
-        let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let bench = try await BenchServer.start(durability: durability)
         do {
             if environment == .production {
                 let schema = try Schema(parsing: QueryBench.schema)
-                _ = try await storage.updateSchema(container: credentials.container, environment: .production) { _ in schema }
+                _ = try await bench.storage.updateSchema(
+                    container: bench.credentials.container, environment: .production) { _ in schema }
             }
-            let base = "\(server.baseURL)/database/1/\(credentials.container)/\(environment.rawValue)/private"
-            let session = try await Self.post(
-                http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
-                Array(#"{"username":"bench","password":"benchmark password"}"#.utf8))
-            let webAuthToken: String = try JSONValue.parse(Array(session.readableBytesView)).object()
-                .decode("ckWebAuthToken")
-            let query = "?ckAPIToken=\(credentials.apiToken)&ckWebAuthToken=\(webAuthToken)"
+            let http = bench.http
+            let base = bench.databaseURL(environment)
+            let query = bench.tokens
             _ = try await Self.post(
                 http, "\(base)/zones/modify\(query)",
                 Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Bench"}}}]}"#.utf8))
@@ -193,12 +179,10 @@ struct StratusBench: AsyncParsableCommand {
             guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
             result.stratusFeedRead = Double(read) / readSeconds
         } catch {
-            try? await http.shutdown()
-            try? await server.stop()
+            try? await bench.stop()
             throw error
         }
-        try await http.shutdown()
-        try await server.stop()
+        try await bench.stop()
     }
 
     static func post(_ http: HTTPClient, _ url: String, _ body: [UInt8]) async throws -> ByteBuffer {
