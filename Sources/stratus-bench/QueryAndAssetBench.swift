@@ -131,13 +131,13 @@ struct QueryBench {
         range = []
         for target in targets {
             equals.append(try await measure {
-                let rows = try await raw.read { db in
+                let rows = try raw.read { db in
                     try Row.fetchAll(db.cachedStatement(sql: join + " AND i.value = ?"), arguments: [zoneID, target])
                 }
                 guard rows.count == 1 else { throw BenchError("the raw EQUALS query did not find its record") }
             })
             range.append(try await measure {
-                _ = try await raw.read { db in
+                _ = try raw.read { db in
                     try Row.fetchAll(
                         db.cachedStatement(sql: join + " AND i.value >= ? ORDER BY i.value, i.name LIMIT 100"),
                         arguments: [zoneID, target])
@@ -166,7 +166,7 @@ struct AssetBench {
 
     static func prepare(_ bench: BenchServer, megabytes: Int) throws -> AssetBench {
         let source = bench.directory.appendingPathComponent("source.bin")
-        FileManager.default.createFile(atPath: source.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: source.path, contents: nil)
         let handle = try FileHandle(forWritingTo: source)
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<megabytes {
@@ -242,7 +242,7 @@ struct AssetBench {
 
         let copy = bench.directory.appendingPathComponent("copy-\(round).bin")
         let copySeconds = try await measure {
-            FileManager.default.createFile(atPath: copy.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: copy.path, contents: nil)
             let output = try FileHandle(forWritingTo: copy)
             for try await chunk in try chunks() { try output.write(contentsOf: Data(chunk.readableBytesView)) }
             try output.close()

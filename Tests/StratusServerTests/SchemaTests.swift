@@ -59,7 +59,7 @@ struct SchemaTests {
         let wrongType = try await server.modify(
             [operation("create", "n2", fields: ["stars": ["value": "four"]])], user: user)
         #expect(wrongType.records.first?["serverErrorCode"] as? String == "BAD_REQUEST")
-        #expect((wrongType.records.first?["reason"] as? String ?? "").contains("'stars'"), "\(wrongType.text)")
+        #expect(wrongType.firstReason.contains("'stars'"), "\(wrongType.text)")
 
         // Export → import is a round trip.
         let imported = try await Self.admin(server, .PUT, "environments/development/schema", text: exported.text)
@@ -72,7 +72,7 @@ struct SchemaTests {
         // Production knows nothing until a deploy.
         let beforeDeploy = try await server.modify(
             [operation("create", "p1", fields: ["title": ["value": "x"]])], user: user, environment: "production")
-        #expect((beforeDeploy.records.first?["reason"] as? String ?? "").contains("not in the production schema"))
+        #expect(beforeDeploy.firstReason.contains("not in the production schema"))
         let deployed = try await Self.admin(server, .POST, "deploy-schema")
         #expect(deployed.status == 200 && deployed.text.contains("RECORD TYPE Secret"), "\(deployed.text)")
         #expect(try await Self.admin(server, .GET, "environments/production/schema").text == deployed.text)
@@ -85,13 +85,13 @@ struct SchemaTests {
             [operation("create", "p2", fields: ["title": ["value": "x"], "color": ["value": "red"]])], user: user,
             environment: "production")
         #expect(unknownField.records.first?["serverErrorCode"] as? String == "BAD_REQUEST")
-        #expect((unknownField.records.first?["reason"] as? String ?? "").contains("field 'color'"), "\(unknownField.text)")
+        #expect(unknownField.firstReason.contains("field 'color'"), "\(unknownField.text)")
         let unknownType = try await server.modify(
             [operation("create", "p3", recordType: "Photo", fields: [:])], user: user, environment: "production")
-        #expect((unknownType.records.first?["reason"] as? String ?? "").contains("record type 'Photo'"))
+        #expect(unknownType.firstReason.contains("record type 'Photo'"))
         let wrongProductionType = try await server.modify(
             [operation("create", "p4", fields: ["modified": ["value": "yesterday"]])], user: user, environment: "production")
-        #expect((wrongProductionType.records.first?["reason"] as? String ?? "").contains("TIMESTAMP"))
+        #expect(wrongProductionType.firstReason.contains("TIMESTAMP"))
 
         // Production queries need the index their comparator reads.
         func query(_ filter: [String: Any]) async throws -> TestServer.Reply {

@@ -76,6 +76,8 @@ final class TestServer: Sendable {
         var reason: String { body["reason"] as? String ?? "" }
         var code: String? { body["serverErrorCode"] as? String }
         var records: [[String: Any]] { body["records"] as? [[String: Any]] ?? [] }
+        /// The reason of the first record's error, or "".
+        var firstReason: String { records.first?["reason"] as? String ?? "" }
         var zones: [[String: Any]] { body["zones"] as? [[String: Any]] ?? [] }
         var syncToken: String? { body["syncToken"] as? String }
         var moreComing: Bool? { body["moreComing"] as? Bool }
