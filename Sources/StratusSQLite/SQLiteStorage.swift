@@ -548,9 +548,9 @@ public final class SQLiteStorage: StratusStorage {
     }
 
     /// The query index entries of a record under the schema.
-    private static func indexEntries(of record: StoredRecord?, schema: Schema) -> Set<IndexEntry> {
+    private static func indexEntries(of record: StoredRecord?, schema: Schema) -> [IndexEntry] {
         guard let record, let type = schema.recordTypes[record.recordType] else { return [] }
-        return Set(IndexEntry.entries(of: record, indexes: type.fields))
+        return IndexEntry.entries(of: record, indexes: type.fields)
     }
 
     /// Moves a record's query index entries from its previous version to its new one, touching only
@@ -558,22 +558,27 @@ public final class SQLiteStorage: StratusStorage {
     private static func updateIndexEntries(
         _ db: Database, zoneID: Int64, from previous: StoredRecord?, to record: StoredRecord, schema: Schema
     ) throws {
-        let old = indexEntries(of: previous, schema: schema)
         let new = indexEntries(of: record, schema: schema)
-        if let previous, !old.isEmpty {
-            let delete = try db.cachedStatement(
-                sql: """
-                    DELETE FROM record_index
-                    WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
-                    """)
-            for entry in old.subtracting(new) {
-                try delete.execute(arguments: [
-                    zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
-                    previous.name,
-                ])
-            }
+        // A new record (or one that had no entries) only inserts: no sets to compare.
+        let old = indexEntries(of: previous, schema: schema)
+        guard let previous, !old.isEmpty else {
+            try insertIndexEntries(db, zoneID: zoneID, record, new)
+            return
         }
-        try insertIndexEntries(db, zoneID: zoneID, record, new.subtracting(old))
+        let oldSet = Set(old)
+        let newSet = Set(new)
+        let delete = try db.cachedStatement(
+            sql: """
+                DELETE FROM record_index
+                WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
+                """)
+        for entry in oldSet.subtracting(newSet) {
+            try delete.execute(arguments: [
+                zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
+                previous.name,
+            ])
+        }
+        try insertIndexEntries(db, zoneID: zoneID, record, newSet.subtracting(oldSet))
     }
 
     /// Inserts query index entries of a record.

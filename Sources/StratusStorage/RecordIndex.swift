@@ -52,14 +52,21 @@ public struct IndexEntry: Hashable, Sendable {
                         IndexEntry(field: name, kind: .location, value: .real(location.latitude),
                                    longitude: location.longitude))
                 }
-                for scalar in Set(value.queryScalars) {
+                // A list may repeat an element; a scalar has one value, which needs no set.
+                let scalars = value.queryScalars
+                for scalar in scalars.count > 1 ? Array(Set(scalars)) : scalars {
                     entries.append(IndexEntry(field: name, kind: .value, value: scalar))
                 }
             }
             if options.contains(.searchable) {
-                var tokens = Set<String>()
-                for case .text(let text) in value.queryScalars where value.type == .string || value.type == .stringList {
-                    tokens.formUnion(TextTokenizer.tokens(text))
+                let tokens: [String]
+                switch value {
+                case .string(let text): tokens = TextTokenizer.tokens(text)
+                case .list(.string, _):
+                    var unique = Set<String>()
+                    for case .text(let text) in value.queryScalars { unique.formUnion(TextTokenizer.tokens(text)) }
+                    tokens = Array(unique)
+                default: tokens = []
                 }
                 for token in tokens {
                     entries.append(IndexEntry(field: name, kind: .token, value: .text(token)))
