@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "StratusStorage", targets: ["StratusStorage"]),
         .library(name: "StratusSQLite", targets: ["StratusSQLite"]),
         .library(name: "StratusServer", targets: ["StratusServer"]),
+        .library(name: "Stratus", targets: ["Stratus"]),
         .executable(name: "stratus", targets: ["stratus"]),
         .executable(name: "stratus-bench", targets: ["stratus-bench"]),
     ],
@@ -66,6 +67,31 @@ let package = Package(
             resources: [.copy("Resources/openapi.json")],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "Stratus",
+            dependencies: [
+                "StratusModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StratusTestSupport",
+            dependencies: [
+                "StratusServer", "StratusSQLite", "StratusModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "stratus",
             dependencies: [
@@ -98,13 +124,21 @@ let package = Package(
         .testTarget(
             name: "StratusServerTests",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel",
+                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel", "StratusTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StratusTests",
+            dependencies: [
+                "Stratus", "StratusTestSupport", "StratusServer", "StratusModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -177,3 +177,8 @@ extension Array: JSONDecodable where Element: JSONDecodable {
         }
     }
 }
+
+extension JSONValue: JSONDecodable {
+    /// The value itself, for answers read without a type.
+    public init(json: JSONValue) { self = json }
+}

@@ -211,3 +211,11 @@ extension JSONWritable {
 extension String: JSONWritable {
     public func write(to writer: inout JSONWriter) { writer.string(self) }
 }
+
+extension Array: JSONWritable where Element: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginArray()
+        for element in self { element.write(to: &writer) }
+        writer.endArray()
+    }
+}

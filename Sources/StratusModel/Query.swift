@@ -366,3 +366,51 @@ public struct QueryRecordsRequest: Hashable, Sendable, JSONDecodable {
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
 }
+
+extension QueryFilter: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("comparator", comparator.rawValue)
+        writer.field("fieldName", fieldName)
+        writer.field("fieldValue", fieldValue)
+        if let distance {
+            writer.key("distance")
+            writer.double(distance)
+        }
+        writer.endObject()
+    }
+}
+
+extension QuerySort: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("fieldName", fieldName)
+        writer.field("ascending", ascending)
+        writer.field("relativeLocation", relativeLocation.map(FieldValue.location))
+        writer.endObject()
+    }
+}
+
+extension Query: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("recordType", recordType)
+        writer.field("filterBy", array: filterBy)
+        writer.field("sortBy", array: sortBy)
+        writer.endObject()
+    }
+}
+
+extension QueryRecordsRequest: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("zoneID", zoneID)
+        writer.field("resultsLimit", resultsLimit.map(Int64.init))
+        writer.field("query", query)
+        writer.field("continuationMarker", continuationMarker)
+        writer.field("desiredKeys", desiredKeys)
+        writer.field("zoneWide", zoneWide)
+        writer.field("numbersAsStrings", numbersAsStrings)
+        writer.endObject()
+    }
+}

@@ -48,7 +48,11 @@ public struct RecordDictionary: Hashable, Sendable {
             created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes,
             writeFields: deleted == true || desiredKeys?.isEmpty == true
                 ? nil
-                : { Self.writeFields(fields, to: &$0, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings) }
+                : {
+                    Self.writeFields(
+                        fields, to: &$0, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
+                        removedFieldNames: removedFieldNames)
+                }
         )
     }
 
@@ -87,15 +91,24 @@ public struct RecordDictionary: Hashable, Sendable {
     }
 
     /// Writes a fields dictionary (`{"name": {"value": …, "type": …}, …}`) with keys sorted, so that
-    /// the same fields always give the same bytes.
+    /// the same fields always give the same bytes. `removedFieldNames` are written as
+    /// `{"value": null}`, the request form that removes a field.
     public static func writeFields(
         _ fields: [String: FieldValue], to writer: inout JSONWriter, desiredKeys: Set<String>? = nil,
-        numbersAsStrings: Bool = false
+        numbersAsStrings: Bool = false, removedFieldNames: Set<String> = []
     ) {
         writer.beginObject()
-        for name in fields.keys.sorted() where desiredKeys?.contains(name) ?? true {
+        let names = removedFieldNames.isEmpty ? fields.keys.sorted() : Set(fields.keys).union(removedFieldNames).sorted()
+        for name in names where desiredKeys?.contains(name) ?? true {
             writer.key(name)
-            fields[name]!.write(to: &writer, numbersAsStrings: numbersAsStrings)
+            if let value = fields[name] {
+                value.write(to: &writer, numbersAsStrings: numbersAsStrings)
+            } else {
+                writer.beginObject()
+                writer.key("value")
+                writer.null()
+                writer.endObject()
+            }
         }
         writer.endObject()
     }

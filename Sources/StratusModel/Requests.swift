@@ -22,7 +22,7 @@ public enum RecordOperationType: String, Sendable, Hashable, CaseIterable {
 }
 
 /// One operation of a `records/modify` request.
-public struct RecordOperation: Hashable, Sendable, JSONDecodable {
+public struct RecordOperation: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// What to do.
     public var operationType: RecordOperationType
     /// The record to write, or the name and tag of the record to delete.
@@ -43,10 +43,18 @@ public struct RecordOperation: Hashable, Sendable, JSONDecodable {
         record = try object.decode("record")
         desiredKeys = try object.decodeIfPresent("desiredKeys")
     }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("operationType", operationType.rawValue)
+        writer.field("record", record)
+        writer.field("desiredKeys", desiredKeys)
+        writer.endObject()
+    }
 }
 
 /// The body of `records/modify`.
-public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable {
+public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The operations, applied in order.
     public var operations: [RecordOperation]
     /// The zone of every record; the default zone when absent.
@@ -58,6 +66,18 @@ public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable {
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
 
+    /// Creates a request.
+    public init(
+        operations: [RecordOperation], zoneID: ZoneID? = nil, atomic: Bool? = nil, desiredKeys: [String]? = nil,
+        numbersAsStrings: Bool? = nil
+    ) {
+        self.operations = operations
+        self.zoneID = zoneID
+        self.atomic = atomic
+        self.desiredKeys = desiredKeys
+        self.numbersAsStrings = numbersAsStrings
+    }
+
     public init(json: JSONValue) throws {
         let object = try json.object()
         operations = try object.decode("operations")
@@ -66,21 +86,44 @@ public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable {
         desiredKeys = try object.decodeIfPresent("desiredKeys")
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("operations", array: operations)
+        writer.field("zoneID", zoneID)
+        writer.field("atomic", atomic)
+        writer.field("desiredKeys", desiredKeys)
+        writer.field("numbersAsStrings", numbersAsStrings)
+        writer.endObject()
+    }
 }
 
 /// The body of `records/lookup`.
-public struct LookupRecordsRequest: Hashable, Sendable, JSONDecodable {
+public struct LookupRecordsRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// One record to look up.
-    public struct Item: Hashable, Sendable, JSONDecodable {
+    public struct Item: Hashable, Sendable, JSONDecodable, JSONWritable {
         /// The record's name.
         public var recordName: String
         /// Fields to return for this record, overriding the request's `desiredKeys`.
         public var desiredKeys: [String]?
 
+        /// Creates an item.
+        public init(recordName: String, desiredKeys: [String]? = nil) {
+            self.recordName = recordName
+            self.desiredKeys = desiredKeys
+        }
+
         public init(json: JSONValue) throws {
             let object = try json.object()
             recordName = try object.decode("recordName")
             desiredKeys = try object.decodeIfPresent("desiredKeys")
+        }
+
+        public func write(to writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.field("recordName", recordName)
+            writer.field("desiredKeys", desiredKeys)
+            writer.endObject()
         }
     }
     /// The records to look up.
@@ -92,6 +135,14 @@ public struct LookupRecordsRequest: Hashable, Sendable, JSONDecodable {
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
 
+    /// Creates a request.
+    public init(records: [Item], zoneID: ZoneID? = nil, desiredKeys: [String]? = nil, numbersAsStrings: Bool? = nil) {
+        self.records = records
+        self.zoneID = zoneID
+        self.desiredKeys = desiredKeys
+        self.numbersAsStrings = numbersAsStrings
+    }
+
     public init(json: JSONValue) throws {
         let object = try json.object()
         records = try object.decode("records")
@@ -99,10 +150,19 @@ public struct LookupRecordsRequest: Hashable, Sendable, JSONDecodable {
         desiredKeys = try object.decodeIfPresent("desiredKeys")
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("records", array: records)
+        writer.field("zoneID", zoneID)
+        writer.field("desiredKeys", desiredKeys)
+        writer.field("numbersAsStrings", numbersAsStrings)
+        writer.endObject()
+    }
 }
 
 /// The body of `records/changes`, and one zone of `changes/zone`.
-public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable {
+public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The zone to read.
     public var zoneID: ZoneID?
     /// Where the previous read ended; absent means from the beginning.
@@ -116,6 +176,19 @@ public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable {
     /// Whether to write INT64 and DOUBLE values as strings.
     public var numbersAsStrings: Bool?
 
+    /// Creates a request.
+    public init(
+        zoneID: ZoneID?, syncToken: String? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
+        recordTypes: [String]? = nil, numbersAsStrings: Bool? = nil
+    ) {
+        self.zoneID = zoneID
+        self.syncToken = syncToken
+        self.resultsLimit = resultsLimit
+        self.desiredKeys = desiredKeys
+        self.recordTypes = recordTypes
+        self.numbersAsStrings = numbersAsStrings
+    }
+
     public init(json: JSONValue) throws {
         let object = try json.object()
         zoneID = try object.decodeIfPresent("zoneID")
@@ -124,6 +197,17 @@ public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable {
         desiredKeys = try object.decodeIfPresent("desiredKeys")
         recordTypes = try object.decodeIfPresent("recordTypes")
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("zoneID", zoneID)
+        writer.field("syncToken", syncToken)
+        writer.field("resultsLimit", resultsLimit.map(Int64.init))
+        writer.field("desiredKeys", desiredKeys)
+        writer.field("recordTypes", recordTypes)
+        writer.field("numbersAsStrings", numbersAsStrings)
+        writer.endObject()
     }
 }
 
@@ -151,7 +235,7 @@ public struct ZoneChangesRequest: Hashable, Sendable, JSONDecodable {
 }
 
 /// The body of `changes/database` and `zones/changes`.
-public struct DatabaseChangesRequest: Hashable, Sendable, JSONDecodable {
+public struct DatabaseChangesRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Where the previous read ended; absent means from the beginning.
     public var syncToken: String?
     /// The most zones to return.
@@ -169,16 +253,32 @@ public struct DatabaseChangesRequest: Hashable, Sendable, JSONDecodable {
         syncToken = try object.decodeIfPresent("syncToken") ?? object.decodeIfPresent("metaSyncToken")
         resultsLimit = try object.decodeIfPresent("resultsLimit")
     }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("syncToken", syncToken)
+        writer.field("resultsLimit", resultsLimit.map(Int64.init))
+        writer.endObject()
+    }
 }
 
 /// The body of `zones/lookup`.
-public struct LookupZonesRequest: Hashable, Sendable, JSONDecodable {
+public struct LookupZonesRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The zones to look up.
     public var zones: [ZoneID]
+
+    /// Creates a request.
+    public init(zones: [ZoneID]) { self.zones = zones }
 
     public init(json: JSONValue) throws {
         let object = try json.object()
         zones = try object.decode("zones")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("zones", array: zones)
+        writer.endObject()
     }
 }
 
@@ -189,35 +289,137 @@ public enum ZoneOperationType: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The body of `zones/modify`.
-public struct ModifyZonesRequest: Hashable, Sendable, JSONDecodable {
+public struct ModifyZonesRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// One zone operation.
-    public struct Operation: Hashable, Sendable, JSONDecodable {
-        /// A zone to create or delete.
-        public struct Zone: Hashable, Sendable, JSONDecodable {
-            /// Its ID.
-            public var zoneID: ZoneID
-
-            public init(json: JSONValue) throws {
-                let object = try json.object()
-                zoneID = try object.decode("zoneID")
-            }
-        }
+    public struct Operation: Hashable, Sendable, JSONDecodable, JSONWritable {
         /// Create or delete.
         public var operationType: ZoneOperationType
-        /// The zone.
-        public var zone: Zone
+        /// The zone's ID; on the wire it is nested as `zone.zoneID`.
+        public var zoneID: ZoneID
+
+        /// Creates an operation.
+        public init(operationType: ZoneOperationType, zoneID: ZoneID) {
+            self.operationType = operationType
+            self.zoneID = zoneID
+        }
 
         public init(json: JSONValue) throws {
             let object = try json.object()
             operationType = try object.decode("operationType")
-            zone = try object.decode("zone")
+            guard let zone = object["zone"] else { throw JSONDecodingError(.missing, "", at: [.key("zone")]) }
+            zoneID = try withJSONPath(.key("zone")) { try zone.object().decode("zoneID") }
+        }
+
+        public func write(to writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.field("operationType", operationType.rawValue)
+            writer.key("zone")
+            writer.beginObject()
+            writer.field("zoneID", zoneID)
+            writer.endObject()
+            writer.endObject()
         }
     }
     /// The operations, applied in order.
     public var operations: [Operation]
 
+    /// Creates a request.
+    public init(operations: [Operation]) { self.operations = operations }
+
     public init(json: JSONValue) throws {
         let object = try json.object()
         operations = try object.decode("operations")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("operations", array: operations)
+        writer.endObject()
+    }
+}
+
+/// The body of `assets/upload`: one upload URL per asset field to fill.
+public struct UploadAssetsRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
+    /// The field an asset is uploaded for.
+    public struct Token: Hashable, Sendable, JSONDecodable, JSONWritable {
+        /// The record that will hold the asset; a new UUID when absent.
+        public var recordName: String?
+        /// The record's type (accepted and ignored, as the receipt is not tied to it).
+        public var recordType: String?
+        /// The asset field.
+        public var fieldName: String
+
+        /// Creates a token request.
+        public init(recordName: String? = nil, recordType: String? = nil, fieldName: String) {
+            self.recordName = recordName
+            self.recordType = recordType
+            self.fieldName = fieldName
+        }
+
+        public init(json: JSONValue) throws {
+            let object = try json.object()
+            recordName = try object.decodeIfPresent("recordName")
+            recordType = try object.decodeIfPresent("recordType")
+            fieldName = try object.decode("fieldName")
+        }
+
+        public func write(to writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.field("recordName", recordName)
+            writer.field("recordType", recordType)
+            writer.field("fieldName", fieldName)
+            writer.endObject()
+        }
+    }
+
+    /// The zone of the records; the default zone when absent.
+    public var zoneID: ZoneID?
+    /// The fields to upload for.
+    public var tokens: [Token]
+
+    /// Creates a request.
+    public init(zoneID: ZoneID? = nil, tokens: [Token]) {
+        self.zoneID = zoneID
+        self.tokens = tokens
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneID = try object.decodeIfPresent("zoneID")
+        tokens = try object.decode("tokens")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("zoneID", zoneID)
+        writer.field("tokens", array: tokens)
+        writer.endObject()
+    }
+}
+
+/// The body of the sign-up and sign-in endpoints.
+public struct PasswordCredentials: Hashable, Sendable, JSONDecodable, JSONWritable {
+    /// The account's username.
+    public var username: String
+    /// The account's password.
+    public var password: String
+
+    /// Creates credentials.
+    public init(username: String, password: String) {
+        self.username = username
+        self.password = password
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        username = try object.decode("username")
+        password = try object.decode("password")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("username", username)
+        writer.field("password", password)
+        writer.endObject()
     }
 }

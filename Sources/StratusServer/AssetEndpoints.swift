@@ -5,31 +5,6 @@ import NIOCore
 import StratusModel
 import StratusStorage
 
-/// The body of `assets/upload`.
-struct UploadAssetsRequest: JSONDecodable {
-    struct Token: JSONDecodable {
-        var recordName: String?
-        var recordType: String?
-        var fieldName: String
-
-        init(json: JSONValue) throws {
-            let object = try json.object()
-            recordName = try object.decodeIfPresent("recordName")
-            recordType = try object.decodeIfPresent("recordType")
-            fieldName = try object.decode("fieldName")
-        }
-    }
-
-    var zoneID: ZoneID?
-    var tokens: [Token]
-
-    init(json: JSONValue) throws {
-        let object = try json.object()
-        zoneID = try object.decodeIfPresent("zoneID")
-        tokens = try object.decode("tokens")
-    }
-}
-
 /// The body of `assets/rereference`.
 struct RereferenceAssetsRequest: JSONDecodable {
     struct Item: JSONDecodable {
@@ -134,11 +109,9 @@ extension DatabaseEndpoints {
         let url = target.baseURL + "/assets/1/upload?ticket=" + DatabaseRequest.queryEncoded(ticket)
         return await listResponse("tokens") { writer in
             for token in body.tokens {
-                writer.beginObject()
-                writer.field("recordName", token.recordName ?? UUID().uuidString)
-                writer.field("fieldName", token.fieldName)
-                writer.field("url", url)
-                writer.endObject()
+                UploadAssetsResponse.Token(
+                    recordName: token.recordName ?? UUID().uuidString, fieldName: token.fieldName, url: url
+                ).write(to: &writer)
             }
         }
     }
@@ -155,13 +128,11 @@ extension DatabaseEndpoints {
             throw StratusError(.limitExceeded, "the asset is \(length) bytes; the limit is \(limit) bytes per asset")
         }
         let (checksum, size) = try await assets.receive(request.body, limit: limit)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("singleFile")
-        AssetValue(fileChecksum: checksum, size: size, receipt: assets.receipt(checksum: checksum, size: size, container: container))
-            .write(to: &writer)
-        writer.endObject()
-        return .json(writer)
+        return .json(
+            AssetUploadResponse(
+                singleFile: AssetValue(
+                    fileChecksum: checksum, size: size,
+                    receipt: assets.receipt(checksum: checksum, size: size, container: container))))
     }
 
     /// `assets/rereference`: fresh receipts for assets that records the caller can read already hold,

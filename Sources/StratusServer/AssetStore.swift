@@ -134,7 +134,7 @@ final class AssetStore: Sendable {
             try? FileManager.default.removeItem(atPath: temporary)
             throw error
         }
-        let checksum = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let checksum = AssetValue.checksum(digest: hasher.finalize())
         let final = path(of: checksum)
         recentlyStored.withLock { $0[checksum] = Self.now() }
         try FileManager.default.createDirectory(

@@ -2,18 +2,6 @@ import Foundation
 import Hummingbird
 import StratusModel
 
-/// The body of the sign-up and sign-in endpoints.
-struct PasswordCredentials: JSONDecodable {
-    var username: String
-    var password: String
-
-    init(json: JSONValue) throws {
-        let object = try json.object()
-        username = try object.decode("username")
-        password = try object.decode("password")
-    }
-}
-
 /// User accounts: `/auth/1/{container}/signup`, `/signin`, `/signout`, and the sign-in page that
 /// `AUTHENTICATION_REQUIRED` answers redirect to.
 struct AuthEndpoints: Sendable {
@@ -57,13 +45,10 @@ struct AuthEndpoints: Sendable {
     }
 
     private static func sessionResponse(_ session: IssuedSession) -> Response {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.field("ckWebAuthToken", session.webAuthToken)
-        writer.field("userRecordName", session.userRecordName)
-        writer.field("expires", session.expiresAt)
-        writer.endObject()
-        return .json(writer)
+        .json(
+            WebAuthSession(
+                ckWebAuthToken: session.webAuthToken, userRecordName: session.userRecordName,
+                expires: session.expiresAt))
     }
 }
 

@@ -130,7 +130,7 @@ struct DatabaseEndpoints: Sendable {
         }
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
         let names = try body.operations.enumerated().map { index, operation in
-            try target.zoneName(operation.zone.zoneID, field: "operations[\(index)].zone.zoneID", limits: limits)
+            try target.zoneName(operation.zoneID, field: "operations[\(index)].zone.zoneID", limits: limits)
         }
         return try await listResponse("zones") { writer in
             for (operation, name) in zip(body.operations, names) {
@@ -193,7 +193,8 @@ struct DatabaseEndpoints: Sendable {
                 case .failure(let failure):
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
-                        uuid: UUID().uuidString, serverRecord: try? failure.serverRecord?.dictionary(zoneID: zoneID)
+                        uuid: UUID().uuidString,
+                        serverRecord: try? failure.serverRecord?.dictionary(zoneID: zoneID, assetURL: assetURL)
                     ).write(to: &writer)
                 }
             }
@@ -355,10 +356,6 @@ struct DatabaseEndpoints: Sendable {
 
     func currentUser(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let target = try await authenticator.authenticate(request, context: context)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.field("userRecordName", try target.requireUser())
-        writer.endObject()
-        return .json(writer)
+        return .json(CurrentUserResponse(userRecordName: try target.requireUser()))
     }
 }

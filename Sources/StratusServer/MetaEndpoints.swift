@@ -19,15 +19,10 @@ struct MetaEndpoints: Sendable {
         router.get("database/1/:container/:environment/capabilities") { request, context in
             _ = try await authenticator.authenticateApp(request, context: context)
             _ = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.field("protocolVersion", Int64(1))
-            writer.field("limits", configuration.limits)
-            writer.field("tombstoneHorizonSeconds", configuration.tombstoneHorizonSeconds)
-            writer.field("sessionLifetimeSeconds", configuration.sessionLifetimeSeconds)
-            writer.field("databases", array: DatabaseScope.allCases.map(\.rawValue))
-            writer.endObject()
-            return Response.json(writer)
+            return Response.json(
+                Capabilities(
+                    limits: configuration.limits, tombstoneHorizonSeconds: configuration.tombstoneHorizonSeconds,
+                    sessionLifetimeSeconds: configuration.sessionLifetimeSeconds))
         }
         router.get("openapi.json") { _, _ in
             Response(

@@ -25,14 +25,18 @@ public struct ServerConfiguration: Sendable {
     /// How long an uploaded asset is kept while no record refers to it, in seconds (one day by
     /// default): the time a client has between uploading and saving the record.
     public var assetGraceSeconds: Int64
+    /// How many requests each caller may make; unlimited when `nil` (the default). Callers over the
+    /// limit get `429 THROTTLED` with `retryAfter`.
+    public var rateLimit: RateLimit?
 
     /// Creates a configuration.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits(),
         tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
         sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil,
-        assetsDirectory: String? = nil, assetGraceSeconds: Int64 = 24 * 3600
+        assetsDirectory: String? = nil, assetGraceSeconds: Int64 = 24 * 3600, rateLimit: RateLimit? = nil
     ) {
+        self.rateLimit = rateLimit
         self.assetsDirectory = assetsDirectory
         self.assetGraceSeconds = assetGraceSeconds
         self.host = host

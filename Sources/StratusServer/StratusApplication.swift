@@ -43,6 +43,9 @@ public enum StratusApplication {
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: ErrorMiddleware())
+        if let rateLimit = configuration.rateLimit {
+            router.add(middleware: RateLimitMiddleware(limiter: RateLimiter(limit: rateLimit)))
+        }
         let accounts = AccountService(storage: storage, configuration: configuration)
         let authenticator = Authenticator(accounts: accounts, configuration: configuration)
         DatabaseEndpoints(

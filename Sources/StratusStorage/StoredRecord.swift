@@ -92,26 +92,34 @@ public struct StoredRecord: Hashable, Sendable {
                     }
                     // The stored JSON was written by Stratus, so it decodes.
                     var fields = (try? decodeFields()) ?? [:]
-                    if rewritesAssets, let assetURL {
-                        for (field, value) in fields where value.type == .asset || value.type == .assetList {
-                            fields[field] = value.mappingAssets { asset in
-                                var asset = asset
-                                asset.downloadURL = asset.fileChecksum.map { assetURL(name, field, $0) }
-                                return asset
-                            }
-                        }
-                    }
+                    if rewritesAssets, let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
                     RecordDictionary.writeFields(
                         fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
                 }
         )
     }
 
-    /// The record as a Record Dictionary value.
-    public func dictionary(zoneID: ZoneID) throws -> RecordDictionary {
-        RecordDictionary(
-            recordName: name, recordType: recordType, recordChangeTag: changeTag,
-            fields: deleted ? [:] : try decodeFields(), created: created, modified: modified,
-            deleted: deleted ? true : nil, zoneID: zoneID)
+    /// The record as a Record Dictionary value; `assetURL` gives its assets their `downloadURL`.
+    public func dictionary(
+        zoneID: ZoneID, assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil
+    ) throws -> RecordDictionary {
+        var fields = deleted ? [:] : try decodeFields()
+        if let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
+        return RecordDictionary(
+            recordName: name, recordType: recordType, recordChangeTag: changeTag, fields: fields, created: created,
+            modified: modified, deleted: deleted ? true : nil, zoneID: zoneID)
+    }
+
+    /// Sets the `downloadURL` of every asset in `fields`.
+    private func addDownloadURLs(
+        to fields: inout [String: FieldValue], assetURL: (_ recordName: String, _ field: String, _ checksum: String) -> String
+    ) {
+        for (field, value) in fields where value.type == .asset || value.type == .assetList {
+            fields[field] = value.mappingAssets { asset in
+                var asset = asset
+                asset.downloadURL = asset.fileChecksum.map { assetURL(name, field, $0) }
+                return asset
+            }
+        }
     }
 }

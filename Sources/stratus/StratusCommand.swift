@@ -85,6 +85,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Bytes in one request body (default: enough for a full batch of maximum-size records, up to 64 MiB).")
     var maxRequestBodyBytes: Int?
 
+    @Option(help: "Requests per second each caller (signed-in user, else API token) may make; unlimited when absent.")
+    var rateLimit: Double?
+
+    @Option(help: "Requests a caller may make at once before --rate-limit applies (default: one second's worth).")
+    var rateLimitBurst: Int?
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -99,6 +105,13 @@ struct Serve: AsyncParsableCommand {
             ("--tombstone-horizon-days", tombstoneHorizonDays), ("--session-lifetime-days", sessionLifetimeDays),
         ] where value < 1 {
             throw ValidationError("\(name) must be at least 1, not \(value)")
+        }
+        if let rateLimit, !(rateLimit > 0) {
+            throw ValidationError("--rate-limit must be more than 0 requests per second, not \(rateLimit)")
+        }
+        if let rateLimitBurst {
+            guard rateLimit != nil else { throw ValidationError("--rate-limit-burst needs --rate-limit") }
+            guard rateLimitBurst >= 1 else { throw ValidationError("--rate-limit-burst must be at least 1, not \(rateLimitBurst)") }
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -123,7 +136,8 @@ struct Serve: AsyncParsableCommand {
             host: host, port: port, limits: limits, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
             sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL,
             assetsDirectory: storageOptions.directory.appendingPathComponent("assets").path,
-            assetGraceSeconds: Int64(assetGraceHours) * 3600)
+            assetGraceSeconds: Int64(assetGraceHours) * 3600,
+            rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) })
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(

@@ -1,6 +1,7 @@
 import NIOHTTP1
 import Foundation
 import StratusServer
+import StratusTestSupport
 import Testing
 
 @Suite("authentication and access")

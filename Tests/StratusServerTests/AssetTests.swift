@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import StratusModel
 @testable import StratusServer
+import StratusTestSupport
 import Testing
 
 @Suite("assets")

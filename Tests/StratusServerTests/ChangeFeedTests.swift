@@ -3,6 +3,7 @@ import Foundation
 import StratusModel
 import StratusStorage
 import StratusSQLite
+import StratusTestSupport
 import Testing
 
 @Suite("change feeds")

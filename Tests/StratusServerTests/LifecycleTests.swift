@@ -5,6 +5,7 @@ import Logging
 import StratusModel
 import StratusServer
 import StratusSQLite
+import StratusTestSupport
 import Testing
 
 @Suite("server lifecycle and documents")

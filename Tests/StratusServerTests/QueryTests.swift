@@ -1,5 +1,6 @@
 import Foundation
 import StratusServer
+import StratusTestSupport
 import Testing
 
 @Suite("records/query")

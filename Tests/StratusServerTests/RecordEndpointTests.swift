@@ -1,5 +1,6 @@
 import NIOHTTP1
 import Foundation
+import StratusTestSupport
 import Testing
 
 @Suite("records/modify and records/lookup")

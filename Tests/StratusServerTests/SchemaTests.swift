@@ -4,6 +4,7 @@ import StratusModel
 import StratusServer
 import StratusSQLite
 import StratusStorage
+import StratusTestSupport
 import Testing
 
 @Suite("schema, environments and grants")

@@ -2,6 +2,7 @@ import NIOHTTP1
 import Foundation
 import StratusModel
 import StratusServer
+import StratusTestSupport
 import Testing
 
 @Suite("bad input gets clear 4xx answers and writes nothing")

@@ -9,20 +9,20 @@ import StratusSQLite
 import Testing
 
 /// A real Stratus server on a loopback port over a real SQLite file in a temporary directory.
-final class TestServer: Sendable {
-    let directory: URL
-    let storage: SQLiteStorage
-    let credentials: ServerCredentials
-    let configuration: ServerConfiguration
+package final class TestServer: Sendable {
+    package let directory: URL
+    package let storage: SQLiteStorage
+    package let credentials: ServerCredentials
+    package let configuration: ServerConfiguration
     private let server: EmbeddedServer
 
-    var baseURL: String { server.baseURL }
+    package var baseURL: String { server.baseURL }
 
-    var container: String { credentials.container }
-    var apiToken: String { credentials.apiToken }
+    package var container: String { credentials.container }
+    package var apiToken: String { credentials.apiToken }
 
     /// Starts a server; pass `directory` to reuse the data of a stopped one.
-    static func start(
+    package static func start(
         directory: URL? = nil, configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4)
     ) async throws -> TestServer {
         let directory = directory ?? FileManager.default.temporaryDirectory
@@ -54,12 +54,12 @@ final class TestServer: Sendable {
     }
 
     /// Stops the server gracefully and waits for it.
-    func stop() async throws {
+    package func stop() async throws {
         try await server.stop()
     }
 
     /// Stops the server and removes its data.
-    func stopAndRemove() async throws {
+    package func stopAndRemove() async throws {
         try await stop()
         try? FileManager.default.removeItem(at: directory)
     }
@@ -67,23 +67,30 @@ final class TestServer: Sendable {
     // MARK: HTTP
 
     /// A response: status and parsed JSON body.
-    struct Reply: @unchecked Sendable {
-        let status: Int
-        let body: [String: Any]
-        let text: String
-        let headers: HTTPHeaders
+    package struct Reply: @unchecked Sendable {
+        package let status: Int
+        package let body: [String: Any]
+        package let text: String
+        package let headers: HTTPHeaders
 
-        var reason: String { body["reason"] as? String ?? "" }
-        var code: String? { body["serverErrorCode"] as? String }
-        var records: [[String: Any]] { body["records"] as? [[String: Any]] ?? [] }
+        package init(status: Int, body: [String: Any], text: String, headers: HTTPHeaders) {
+            self.status = status
+            self.body = body
+            self.text = text
+            self.headers = headers
+        }
+
+        package var reason: String { body["reason"] as? String ?? "" }
+        package var code: String? { body["serverErrorCode"] as? String }
+        package var records: [[String: Any]] { body["records"] as? [[String: Any]] ?? [] }
         /// The reason of the first record's error, or "".
-        var firstReason: String { records.first?["reason"] as? String ?? "" }
-        var zones: [[String: Any]] { body["zones"] as? [[String: Any]] ?? [] }
-        var syncToken: String? { body["syncToken"] as? String }
-        var moreComing: Bool? { body["moreComing"] as? Bool }
+        package var firstReason: String { records.first?["reason"] as? String ?? "" }
+        package var zones: [[String: Any]] { body["zones"] as? [[String: Any]] ?? [] }
+        package var syncToken: String? { body["syncToken"] as? String }
+        package var moreComing: Bool? { body["moreComing"] as? Bool }
     }
 
-    func request(
+    package func request(
         _ method: HTTPMethod, _ path: String, body: Any? = nil, rawBody: String? = nil,
         query: [String: String] = [:], headers: [String: String] = [:]
     ) async throws -> Reply {
@@ -105,7 +112,7 @@ final class TestServer: Sendable {
     }
 
     /// A call to `/database/1/{container}/development/{database}/{operation}` as `user`.
-    func database(
+    package func database(
         _ database: String, _ operation: String, _ body: Any? = nil, user: String? = nil,
         environment: String = "development", method: HTTPMethod? = nil, headers: [String: String] = [:]
     ) async throws -> Reply {
@@ -117,7 +124,7 @@ final class TestServer: Sendable {
     }
 
     /// Signs up a new user and returns its web auth token and record name.
-    func signUp(_ username: String) async throws -> (token: String, recordName: String) {
+    package func signUp(_ username: String) async throws -> (token: String, recordName: String) {
         let reply = try await request(
             .POST, "/auth/1/\(container)/signup", body: ["username": username, "password": "correct horse"],
             query: ["ckAPIToken": apiToken])
@@ -126,7 +133,7 @@ final class TestServer: Sendable {
     }
 
     /// Creates a custom zone in the user's private database.
-    func createZone(_ name: String, user: String) async throws {
+    package func createZone(_ name: String, user: String) async throws {
         let reply = try await database(
             "private", "zones/modify", ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": name]]]]],
             user: user)
@@ -134,7 +141,7 @@ final class TestServer: Sendable {
     }
 
     /// Runs `records/modify` with the given operations in a zone.
-    func modify(
+    package func modify(
         _ operations: [[String: Any]], zone: String? = nil, user: String?, database: String = "private",
         environment: String = "development", atomic: Bool? = nil, extra: [String: Any] = [:]
     ) async throws -> Reply {
@@ -146,7 +153,7 @@ final class TestServer: Sendable {
     }
 
     /// Reads a zone's whole change feed from `token`.
-    func readFeed(zone: String, user: String, token: String? = nil, limit: Int? = nil) async throws
+    package func readFeed(zone: String, user: String, token: String? = nil, limit: Int? = nil) async throws
         -> (records: [[String: Any]], token: String, pages: Int)
     {
         var token = token
@@ -167,7 +174,7 @@ final class TestServer: Sendable {
 }
 
 /// Builds a `records/modify` operation.
-func operation(
+package func operation(
     _ type: String, _ name: String? = nil, recordType: String? = "Note", tag: String? = nil,
     fields: [String: Any]? = nil
 ) -> [String: Any] {
