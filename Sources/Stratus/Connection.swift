@@ -55,6 +55,9 @@ final class Connection: Sendable {
         httpConfiguration.timeout = .init(
             connect: .nanoseconds(configuration.connectTimeout.nanoseconds),
             read: .nanoseconds(configuration.requestTimeout.nanoseconds))
+        // The SDK retries under its own policy; the pool's retries would hide a refused connection
+        // until the connect timeout.
+        httpConfiguration.connectionPool.retryConnectionEstablishment = false
         http = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: httpConfiguration,
             backgroundActivityLogger: configuration.logger)

@@ -1,0 +1,114 @@
+import Foundation
+import Stratus
+import StratusTestSupport
+import Testing
+
+@Suite("SDK: queries and change feeds")
+struct QueryAndChangeTests {
+    @Test("queries with predicates, sorts and cursors")
+    func queries() async throws {
+        try await withServer { server in
+            let database = try await server.signedInContainer("mei").privateCloudDatabase
+            let zone = try await database.save(RecordZone(zoneName: "Notes")).zoneID
+            let base = Date(timeIntervalSince1970: 1_767_225_600)
+            let records = (0..<25).map { index in
+                var record = Record(recordType: "Note", recordID: .init(recordName: String(format: "n%02d", index), zoneID: zone))
+                record["title"] = index.isMultiple(of: 2) ? "Groceries \(index)" : "Work \(index)"
+                record["count"] = index
+                record["modified"] = base.addingTimeInterval(Double(index))
+                record["tags"] = index.isMultiple(of: 5) ? ["five", "all"] : ["all"]
+                record["place"] = Location(latitude: 48.85 + Double(index) * 0.01, longitude: 2.35)
+                return record
+            }
+            _ = try await database.modifyRecords(saving: records, deleting: [])
+
+            func names(_ query: Query, limit: Int? = nil) async throws -> [String] {
+                var names: [String] = []
+                var page = try await database.records(matching: query, inZoneWith: zone, resultsLimit: limit)
+                while true {
+                    names += try page.matchResults.map { try $0.1.get().recordID.recordName }
+                    guard let cursor = page.queryCursor else { return names }
+                    page = try await database.records(continuingMatchFrom: cursor, resultsLimit: limit)
+                }
+            }
+            #expect(try await names(Query(recordType: "Note")).count == 25)
+            let groceries = Query(
+                recordType: "Note", predicate: .beginsWith("title", "Groceries") && .greaterThanOrEquals("count", 10),
+                sortDescriptors: [.init(key: "count", ascending: false)])
+            #expect(try await names(groceries, limit: 2) == ["n24", "n22", "n20", "n18", "n16", "n14", "n12", "n10"])
+            #expect(try await names(Query(recordType: "Note", predicate: .in("count", [1, 3, 99]))) == ["n01", "n03"])
+            #expect(try await names(Query(recordType: "Note", predicate: .listContains("tags", "five"))).count == 5)
+            #expect(try await names(Query(recordType: "Note", predicate: .containsAllTokens("work 7"))) == ["n07"])
+            #expect(
+                try await names(Query(recordType: "Note", predicate: .lessThan("modified", base.addingTimeInterval(3)))).count
+                    == 3)
+            let nearby = Query(
+                recordType: "Note", predicate: .near("place", Location(latitude: 48.85, longitude: 2.35), radius: 2_500),
+                sortDescriptors: [.distance("place", from: Location(latitude: 48.85, longitude: 2.35))])
+            #expect(try await names(nearby) == ["n00", "n01", "n02"])
+
+            let (matches, _) = try await database.records(matching: groceries, inZoneWith: zone, desiredKeys: ["count"])
+            #expect(try matches.first?.1.get().allKeys() == ["count"])
+            let wrong = await cloudError {
+                _ = try await database.records(matching: Query(recordType: "Note", predicate: .beginsWith("count", "1")), inZoneWith: zone)
+            }
+            #expect(wrong?.code == .invalidArguments)
+            #expect(wrong?.message.contains("BEGINS_WITH") == true)
+        }
+    }
+
+    @Test("zone and database change feeds page with tokens, report deletions, and expire tokens of other zones")
+    func changeFeeds() async throws {
+        try await withServer { server in
+            let phone = try await server.signedInContainer("mei", device: "phone")
+            let laptop = server.makeContainer(device: "laptop", session: phone.session)
+            let database = phone.privateCloudDatabase
+            let dbStart = try await laptop.privateCloudDatabase.databaseChanges(since: nil)
+            #expect(dbStart.modifications.isEmpty)
+
+            let zone = try await database.save(RecordZone(zoneName: "Notes")).zoneID
+            let records = (0..<7).map { Record(recordType: "Note", recordID: .init(recordName: "n\($0)", zoneID: zone)) }
+            _ = try await database.modifyRecords(saving: records, deleting: [])
+
+            let dbChanges = try await laptop.privateCloudDatabase.databaseChanges(since: dbStart.changeToken)
+            #expect(dbChanges.modifications == [zone])
+
+            var token: ServerChangeToken?
+            var seen: [Record.ID] = []
+            var pages = 0
+            while true {
+                let page = try await laptop.privateCloudDatabase.recordZoneChanges(inZoneWith: zone, since: token, resultsLimit: 3)
+                seen += page.modificationResultsByID.keys
+                token = page.changeToken
+                pages += 1
+                if !page.moreComing { break }
+            }
+            #expect(Set(seen) == Set(records.map(\.recordID)))
+            #expect(pages == 3)
+
+            _ = try await database.deleteRecord(withID: records[0].recordID)
+            var changed = try await database.record(for: records[1].recordID)
+            changed["title"] = "now with a title"
+            _ = try await database.save(changed)
+            let delta = try await laptop.privateCloudDatabase.recordZoneChanges(inZoneWith: zone, since: token)
+            #expect(delta.deletions.map(\.recordID) == [records[0].recordID])
+            #expect(delta.deletions.map(\.recordType) == ["Note"])
+            #expect(try delta.modificationResultsByID[records[1].recordID]?.get()["title"] as? String == "now with a title")
+            #expect(!delta.moreComing)
+
+            // A token from another zone (or an earlier incarnation of this one) has expired here.
+            let other = try await database.save(RecordZone(zoneName: "Other")).zoneID
+            let otherToken = try await database.recordZoneChanges(inZoneWith: other, since: nil).changeToken
+            let expired = await cloudError { _ = try await database.recordZoneChanges(inZoneWith: zone, since: otherToken) }
+            #expect(expired?.code == .changeTokenExpired)
+            let encoded = try JSONEncoder().encode(delta.changeToken)
+            #expect(try JSONDecoder().decode(ServerChangeToken.self, from: encoded) == delta.changeToken, "tokens are Codable")
+
+            try await database.deleteRecordZone(withID: other)
+            let afterDelete = try await laptop.privateCloudDatabase.databaseChanges(since: dbChanges.changeToken)
+            #expect(afterDelete.deletions.map(\.zoneID) == [other])
+            let gone = await cloudError { _ = try await database.recordZoneChanges(inZoneWith: other, since: nil) }
+            #expect(gone?.code == .zoneNotFound)
+        }
+    }
+}

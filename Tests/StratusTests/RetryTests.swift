@@ -1,0 +1,105 @@
+import Foundation
+import Stratus
+import StratusServer
+import StratusTestSupport
+import Testing
+
+@Suite("SDK: retries")
+struct RetryTests {
+    @Test("throttled requests are retried after the server's retryAfter, saves included; without retries the error carries it")
+    func throttling() async throws {
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        configuration.rateLimit = RateLimit(requestsPerSecond: 2, burst: 2)
+        try await withServer(configuration) { server in
+            let log = LogRecorder()
+            let setup = try await server.signedInContainer("mei")
+            let container = server.makeContainer(session: setup.session, logger: log.logger)
+            let database = container.privateCloudDatabase
+            let zone = try await database.save(RecordZone(zoneName: "Notes")).zoneID
+            let start = ContinuousClock.now
+            for index in 0..<6 {
+                var record = Record(recordType: "Note", recordID: .init(recordName: "n\(index)", zoneID: zone))
+                record["index"] = index
+                _ = try await database.save(record)
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed >= .seconds(1.9), "7 requests at 2 per second with a burst of 2 take at least 2.5 s; waited \(elapsed)")
+            let retries = log.messages.filter { $0 == "retrying after a transient failure" }.count
+            #expect(retries >= 2)
+            #expect(try await database.records(for: (0..<6).map { .init(recordName: "n\($0)", zoneID: zone) }).count == 6)
+
+            let impatient = server.makeContainer(session: setup.session, retryPolicy: .never)
+            let throttled = await firstError(of: 5) { _ = try await impatient.privateCloudDatabase.allRecordZones() }
+            #expect(throttled?.code == .requestRateLimited)
+            #expect(throttled?.serverErrorCode == "THROTTLED")
+            #expect((throttled?.retryAfterSeconds ?? 0) >= 1)
+            #expect(throttled?.isTransient == true)
+
+            // A retryAfter longer than the policy sits out is handed to the caller at once.
+            let brief = server.makeContainer(
+                session: setup.session, retryPolicy: RetryPolicy(maxAttempts: 10, maxRetryAfter: .milliseconds(100)))
+            let handedBack = await firstError(of: 5) { _ = try await brief.privateCloudDatabase.allRecordZones() }
+            #expect(handedBack?.code == .requestRateLimited)
+        }
+    }
+
+    @Test("a call made while the server is down succeeds once it is back; without a server it fails as networkUnavailable")
+    func serverRestart() async throws {
+        let first = try await TestServer.start()
+        let container = try await first.signedInContainer("mei")
+        let zone = try await container.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
+        _ = try await container.privateCloudDatabase.save(Record(recordType: "Note", recordID: .init(recordName: "n", zoneID: zone)))
+        let port = try #require(URL(string: first.baseURL)?.port)
+        try await first.stop()
+
+        let patient = first.makeContainer(
+            session: container.session,
+            retryPolicy: RetryPolicy(maxAttempts: 30, initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(200)))
+        async let fetched = patient.privateCloudDatabase.record(for: .init(recordName: "n", zoneID: zone))
+        try await Task.sleep(for: .milliseconds(600))
+        var configuration = first.configuration
+        configuration.port = port
+        let second = try await TestServer.start(directory: first.directory, configuration: configuration)
+        #expect(try await fetched.recordType == "Note")
+        try await second.stopAndRemove()
+
+        let down = first.makeContainer(
+            session: container.session, retryPolicy: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(10)))
+        let error = await cloudError { _ = try await down.privateCloudDatabase.allRecordZones() }
+        #expect(error?.code == .networkUnavailable)
+        #expect(error?.isTransient == true)
+    }
+
+    @Test("a lost answer is retried for reads but never for a write, which fails as serverResponseLost")
+    func lostAnswers() async throws {
+        let silent = try SilentServer()
+        let container = Container(
+            identifier: "iCloud.com.example.test", serverURL: URL(string: "http://127.0.0.1:\(silent.port)")!,
+            apiToken: "token",
+            session: Container.Session(webAuthToken: "web", userRecordName: "_u", expirationDate: .distantFuture),
+            configuration: .init(retryPolicy: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(10))))
+        let database = container.privateCloudDatabase
+
+        let read = await cloudError { _ = try await database.allRecordZones() }
+        #expect(read?.code == .networkFailure)
+        #expect(silent.requestCount == 3, "an idempotent read is retried")
+
+        let before = silent.requestCount
+        let write = await cloudError { try await container.signUp(username: "mei", password: "correct horse") }
+        #expect(write?.code == .serverResponseLost)
+        #expect(write?.message.contains("not repeated") == true)
+        #expect(silent.requestCount - before == 1, "a write whose answer was lost is sent once")
+    }
+}
+
+/// The error of the first of `attempts` calls of `body` that fails; `nil` when none does.
+private func firstError(of attempts: Int, _ body: () async throws -> Void) async -> CloudError? {
+    for _ in 0..<attempts {
+        do {
+            try await body()
+        } catch {
+            return error as? CloudError
+        }
+    }
+    return nil
+}
