@@ -140,14 +140,6 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
         default: false
         }
     }
-
-    /// A ``Code/partialFailure`` reporting `errors`, or `nil` when there are none.
-    static func partialFailure(_ errors: [ItemID: CloudError], of total: Int) -> CloudError? {
-        guard !errors.isEmpty else { return nil }
-        var error = CloudError(.partialFailure, "\(errors.count) of \(total) item(s) failed")
-        error.partialErrorsByItemID = errors
-        return error
-    }
 }
 
 extension CloudError {

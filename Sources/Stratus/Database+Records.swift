@@ -103,14 +103,15 @@ extension Database {
     ///     that did not fail themselves then fail with ``CloudError/Code/batchRequestFailed``. The
     ///     default zone is never atomic. An atomic zone batch must fit one request: when it cannot,
     ///     the call throws ``CloudError/Code/limitExceeded`` before anything is written.
-    /// - Returns: A result per saved record (the record as saved) and per deleted ID.
+    /// - Returns: A result per saved record (the record as saved) and per deleted ID; its
+    ///   ``ModifyResults/partialFailure`` sums up the failures.
     /// - Throws: Errors of the whole call, such as `notAuthenticated`, or `invalidArguments` for a
     ///   record named twice. When a request after the first fails as a whole, its items carry that
     ///   error in the results instead, since earlier requests were written.
     public func modifyRecords(
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID],
         savePolicy: RecordSavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
-    ) async throws -> (saveResults: [Record.ID: Result<Record, CloudError>], deleteResults: [Record.ID: Result<Void, CloudError>]) {
+    ) async throws -> ModifyResults<Record.ID, Record> {
         var seen = Set<Record.ID>()
         for id in recordsToSave.map(\.recordID) + recordIDsToDelete where !seen.insert(id).inserted {
             throw CloudError(.invalidArguments, "record \(id) appears more than once; save or delete each record once per call")
@@ -168,7 +169,7 @@ extension Database {
                 }
             }
         }
-        return (saveResults, deleteResults)
+        return ModifyResults(saveResults: saveResults, deleteResults: deleteResults)
     }
 
     /// The error of a failed save: a conflict becomes ``CloudError/Code/serverRecordChanged``

@@ -58,7 +58,7 @@ extension Database {
     /// `modifyRecordZones(saving:deleting:)`). Zones exist in the private database only.
     public func modifyRecordZones(
         saving zonesToSave: [RecordZone], deleting zoneIDsToDelete: [RecordZone.ID]
-    ) async throws -> (saveResults: [RecordZone.ID: Result<RecordZone, CloudError>], deleteResults: [RecordZone.ID: Result<Void, CloudError>]) {
+    ) async throws -> ModifyResults<RecordZone.ID, RecordZone> {
         let operations =
             zonesToSave.map { ModifyZonesRequest.Operation(operationType: .create, zoneID: wireZoneID($0.zoneID)) }
             + zoneIDsToDelete.map { ModifyZonesRequest.Operation(operationType: .delete, zoneID: wireZoneID($0)) }
@@ -79,7 +79,7 @@ extension Database {
                 }
             }
         }
-        return (saveResults, deleteResults)
+        return ModifyResults(saveResults: saveResults, deleteResults: deleteResults)
     }
 
     /// A zone from the server's zone dictionary.

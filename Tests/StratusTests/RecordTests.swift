@@ -208,11 +208,20 @@ struct RecordTests {
             #expect(code("taken", atomic.saveResults) == .serverRecordChanged)
             #expect(code("a", atomic.saveResults) == .batchRequestFailed)
             #expect(code("b", atomic.saveResults) == .batchRequestFailed)
+            let partial = try #require(atomic.partialFailure)
+            #expect(partial.code == .partialFailure)
+            #expect(partial.partialErrorsByItemID?.count == 3)
+            #expect(partial.partialErrorsByItemID?[.record(taken.recordID)]?.code == .serverRecordChanged)
+            #expect(partial.partialErrorsByItemID?[.record(taken.recordID)]?.serverRecord?.recordChangeTag == taken.recordChangeTag)
             #expect(try await database.records(for: [batch[0].recordID]).values.first.map { (try? $0.get()) == nil } == true)
 
             let loose = try await database.modifyRecords(saving: batch, deleting: [], atomically: false)
             #expect(code("taken", loose.saveResults) == .serverRecordChanged)
             #expect(code("a", loose.saveResults) == nil)
+            #expect(loose.partialFailure?.partialErrorsByItemID?.keys.sorted { "\($0)" < "\($1)" } == [.record(taken.recordID)])
+            let clean = try await database.modifyRecords(
+                saving: [Record(recordType: "Note", recordID: .init(recordName: "c", zoneID: zone))], deleting: [])
+            #expect(clean.partialFailure == nil)
             #expect(try await database.record(for: batch[2].recordID).recordType == "Note")
         }
     }
