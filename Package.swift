@@ -115,6 +115,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "NotesCore", dependencies: ["Stratus"], path: "Examples/Notes/NotesCore", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "notes",
+            dependencies: ["NotesCore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/Notes/notes", swiftSettings: swiftSettings),
         .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSQLiteTests",
@@ -134,6 +140,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "NotesTests",
+            dependencies: ["NotesCore", "Stratus", "StratusTestSupport", "StratusServer"],
+            path: "Examples/Notes/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusTests",
             dependencies: [

@@ -210,14 +210,14 @@ final class Connection: Sendable {
                 if reachedServer && !idempotent {
                     var lost = CloudError(
                         .serverResponseLost,
-                        "the connection failed after the request was sent (\(error)); the server may have applied "
+                        "the connection failed after the request was sent (\(Self.describe(error))); the server may have applied "
                             + "it, so it was not repeated: fetch the affected records to find out")
                     lost.retryAfterSeconds = nil
                     throw lost
                 }
                 failure = CloudError(
                     reachedServer ? .networkFailure : .networkUnavailable,
-                    "the server at \(serverURL) could not be reached: \(error)")
+                    "the server at \(serverURL) could not be reached: \(Self.describe(error))")
                 mayRepeat = true
             }
             guard failure.isTransient, mayRepeat,
@@ -243,6 +243,13 @@ final class Connection: Sendable {
         case .environment(let operation), .auth(let operation): operation
         case .url: "asset transfer"
         }
+    }
+
+    /// A transport error in a few words: `connection refused`, `read timeout`.
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
+        if let error = error as? HTTPClientError { return "\(error)".replacingOccurrences(of: "HTTPClientError.", with: "") }
+        return "\(error)"
     }
 
     /// The error an HTTP error answer stands for.

@@ -1,0 +1,111 @@
+import Foundation
+import NotesCore
+import Stratus
+import StratusServer
+import StratusTestSupport
+import Testing
+
+@Suite("notes example: two devices on one server")
+struct NotesTests {
+    /// A device of `username`'s account with its own state directory under the server's directory.
+    func account(_ server: TestServer, _ name: String, username: String = "mei") -> NotesDevice.Account {
+        NotesDevice.Account(
+            stateDirectory: server.directory.appendingPathComponent("device-\(name)"),
+            serverURL: URL(string: server.baseURL)!, containerIdentifier: server.container, apiToken: server.apiToken,
+            username: username, password: "correct horse")
+    }
+
+    @Test("an edit on one device shows on the other; an offline edit waits on disk and is pushed when the server is back")
+    func twoDevicesAndOffline() async throws {
+        let server = try await TestServer.start()
+        let phone = try await NotesDevice.signUp(account(server, "phone"))
+        let laptop = try await NotesDevice.signIn(account(server, "laptop"))
+        #expect(try await laptop.sync() == .synced)
+        #expect(await laptop.note == nil)
+
+        #expect(try await phone.edit("Buy milk") == .synced)
+        #expect(try await laptop.sync() == .synced)
+        #expect(await laptop.note?.text == "Buy milk")
+        #expect(await laptop.note?.editedOn == (await phone.id))
+
+        #expect(try await laptop.edit("Buy milk and eggs") == .synced)
+        #expect(try await phone.sync() == .synced)
+        #expect(await phone.note?.text == "Buy milk and eggs")
+
+        // The server goes away; the phone edits anyway.
+        let port = try #require(URL(string: server.baseURL)?.port)
+        try await server.stop()
+        guard case .offline = try await phone.edit("Buy bread (written offline)") else {
+            Issue.record("an edit without a server is kept offline")
+            return
+        }
+        #expect(await phone.note?.needsPush == true)
+
+        // A new process on the same state directory still has the waiting edit.
+        let phoneAgain = try NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-phone"))
+        #expect(await phoneAgain.note?.text == "Buy bread (written offline)")
+        #expect(await phoneAgain.note?.needsPush == true)
+
+        var configuration = server.configuration
+        configuration.port = port
+        let restarted = try await TestServer.start(directory: server.directory, configuration: configuration)
+        #expect(try await phoneAgain.sync() == .synced)
+        #expect(await phoneAgain.note?.needsPush == false)
+        #expect(try await laptop.sync() == .synced)
+        #expect(await laptop.note?.text == "Buy bread (written offline)")
+        try await restarted.stopAndRemove()
+    }
+
+    @Test("conflicts: the later edit wins, whichever device pushes first")
+    func latestEditWins() async throws {
+        let server = try await TestServer.start()
+        let phone = try await NotesDevice.signUp(account(server, "phone"))
+        let laptop = try await NotesDevice.signIn(account(server, "laptop"))
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        try await phone.edit("first", at: t0)
+        try await laptop.sync()
+
+        // Both edit the same version. The laptop's edit is later but reaches the server second:
+        // its save conflicts, it compares `modified`, and writes its text over the server's.
+        try await phone.edit("phone, earlier", at: t0.addingTimeInterval(10))
+        try await laptop.edit("laptop, later", at: t0.addingTimeInterval(20))
+        #expect(await laptop.note?.text == "laptop, later")
+        try await phone.sync()
+        #expect(await phone.note?.text == "laptop, later")
+
+        // Now the later edit reaches the server first; the earlier one loses when it arrives.
+        try await laptop.edit("laptop, later again", at: t0.addingTimeInterval(40))
+        #expect(await phone.note?.text == "laptop, later")
+        try await phone.edit("phone, earlier again", at: t0.addingTimeInterval(30))
+        #expect(await phone.note?.text == "laptop, later again", "the server's newer edit replaced the phone's")
+        #expect(await phone.note?.needsPush == false)
+        try await laptop.sync()
+        #expect(await laptop.note?.text == "laptop, later again")
+        try await server.stopAndRemove()
+    }
+
+    @Test("a note written by a newer app version is refused, and left as it is")
+    func newerVersionRefused() async throws {
+        let server = try await TestServer.start()
+        let newer = NotesDevice.Account(
+            stateDirectory: server.directory.appendingPathComponent("device-new"), serverURL: URL(string: server.baseURL)!,
+            containerIdentifier: server.container, apiToken: server.apiToken, username: "mei", password: "correct horse")
+        try await NotesDevice.signUp(account(server, "old"))
+        try await NotesDevice.signIn(newer)
+        let old = try NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-old"))
+        let new = try NotesDevice(stateDirectory: newer.stateDirectory, appVersion: NotesDevice.currentVersion + 1)
+        try await old.edit("written by version 1")
+        try await new.sync()
+        #expect(await new.note?.text == "written by version 1", "a newer app reads older notes")
+        try await new.edit("written by version 2")
+
+        await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) { try await old.sync() }
+        #expect(await old.note?.text == "written by version 1")
+        await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) {
+            try await old.edit("version 1 tries to overwrite")
+        }
+        try await new.sync()
+        #expect(await new.note?.text == "written by version 2", "the older app did not overwrite the newer note")
+        try await server.stopAndRemove()
+    }
+}

@@ -1,0 +1,162 @@
+import ArgumentParser
+import Foundation
+import NotesCore
+
+@main
+struct NotesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notes",
+        abstract: "The one-note app of seed 000 on Stratus: edit on one device, read on another, offline included.",
+        discussion: """
+            Each state directory (--state) is one device. Set it up once with 'signup' or 'signin', then use \
+            'edit', 'show' and 'sync'. Edits made while the server is away are kept on the device and pushed by \
+            the next 'sync', 'edit' or 'show'; when two devices changed the note, the later edit wins.
+            """,
+        subcommands: [SignUp.self, SignIn.self, Show.self, Edit.self, Sync.self])
+}
+
+/// The device's state directory, common to every command.
+struct DeviceOptions: ParsableArguments {
+    @Option(help: "The state directory of this device.")
+    var state: String = "./notes-state"
+
+    var directory: URL { URL(fileURLWithPath: state, isDirectory: true) }
+
+    func device() throws -> NotesDevice {
+        do {
+            return try NotesDevice(stateDirectory: directory)
+        } catch let failure as NotesDevice.Failure {
+            throw ValidationError(failure.description)
+        }
+    }
+}
+
+/// Where the server is and who signs in.
+struct AccountOptions: ParsableArguments {
+    @Argument(help: "The username.")
+    var username: String
+
+    @Option(help: "The password (read from standard input when absent).")
+    var password: String?
+
+    @Option(help: "A Stratus server's credentials.json, for its URL, container and API token.")
+    var credentials: String?
+
+    @Option(help: "The server's URL (instead of --credentials).")
+    var server: String?
+
+    @Option(help: "The container identifier (instead of --credentials).")
+    var container: String?
+
+    @Option(help: "An API token of the container (instead of --credentials).")
+    var apiToken: String?
+
+    func account(stateDirectory: URL) throws -> NotesDevice.Account {
+        var server = server
+        var container = container
+        var apiToken = apiToken
+        if let credentials {
+            let data = try Data(contentsOf: URL(fileURLWithPath: credentials))
+            guard let values = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                throw ValidationError("--credentials \(credentials) is not a Stratus credentials.json")
+            }
+            server = server ?? values["url"] as? String
+            container = container ?? values["container"] as? String
+            apiToken = apiToken ?? values["apiToken"] as? String
+        }
+        guard let server, let serverURL = URL(string: server), serverURL.scheme != nil else {
+            throw ValidationError("give --server URL (such as http://127.0.0.1:8080) or --credentials FILE")
+        }
+        guard let container else { throw ValidationError("give --container ID or --credentials FILE") }
+        guard let apiToken else { throw ValidationError("give --api-token TOKEN or --credentials FILE") }
+        guard let password = password ?? readLine(strippingNewline: true), !password.isEmpty else {
+            throw ValidationError("give --password, or the password on standard input")
+        }
+        return NotesDevice.Account(
+            stateDirectory: stateDirectory, serverURL: serverURL, containerIdentifier: container, apiToken: apiToken,
+            username: username, password: password)
+    }
+}
+
+struct SignUp: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signup", abstract: "Create an account and make this state directory a device of it.")
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var account: AccountOptions
+
+    func run() async throws {
+        let notes = try await NotesDevice.signUp(try account.account(stateDirectory: device.directory))
+        print("Signed up as \(account.username); this is device \(await notes.id).")
+    }
+}
+
+struct SignIn: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signin", abstract: "Sign in and make this state directory a device of the account.")
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var account: AccountOptions
+
+    func run() async throws {
+        let notes = try await NotesDevice.signIn(try account.account(stateDirectory: device.directory))
+        print("Signed in as \(account.username); this is device \(await notes.id).")
+        try await report(notes, await notes.sync())
+    }
+}
+
+struct Show: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Sync if the server is reachable, then print the note.")
+
+    @OptionGroup var device: DeviceOptions
+
+    func run() async throws {
+        let notes = try device.device()
+        try await report(notes, await notes.sync())
+    }
+}
+
+struct Edit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Replace the note's text; pushed now, or at the next sync when offline.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "The note's new text.")
+    var text: String
+
+    func run() async throws {
+        let notes = try device.device()
+        try await report(notes, await notes.edit(text))
+    }
+}
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Push a waiting edit and fetch the other devices' edits.")
+
+    @OptionGroup var device: DeviceOptions
+
+    func run() async throws {
+        let notes = try device.device()
+        try await report(notes, await notes.sync())
+    }
+}
+
+/// Prints the note and what the sync did.
+func report(_ notes: NotesDevice, _ outcome: NotesDevice.SyncOutcome) async throws {
+    guard let note = await notes.note else {
+        print("(no note yet: write one with 'notes edit TEXT')")
+        return
+    }
+    print(note.text)
+    let when = note.modified.formatted(date: .abbreviated, time: .standard)
+    let status: String
+    switch outcome {
+    case .synced:
+        status = "synced"
+    case .offline(let reason):
+        status = note.needsPush
+            ? "saved on this device only: the server is unreachable (\(reason)); it is pushed at the next sync"
+            : "offline (\(reason)): this is the last version this device fetched"
+    }
+    print("— edited \(when) on \(note.editedOn ?? "an unknown device") · \(status)")
+}
