@@ -105,7 +105,7 @@ let package = Package(
         .executableTarget(
             name: "stratus-bench",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel",
+                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel", "Stratus",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -128,28 +128,18 @@ final class Connection: Sendable {
         case .url(let url):
             return url
         }
-        var url = path + "?ckAPIToken=" + Self.queryEncoded(apiToken)
+        var url = path + "?ckAPIToken=" + apiToken.queryValueEncoded
         if let webAuthToken = token ?? session?.webAuthToken {
-            url += "&ckWebAuthToken=" + Self.queryEncoded(webAuthToken)
+            url += "&ckWebAuthToken=" + webAuthToken.queryValueEncoded
         }
         return url
     }
 
     /// Adds the container's tokens to a URL the server handed out (asset `downloadURL`s).
     func authorized(_ url: String) -> String {
-        var url = url + (url.contains("?") ? "&" : "?") + "ckAPIToken=" + Self.queryEncoded(apiToken)
-        if let webAuthToken = session?.webAuthToken { url += "&ckWebAuthToken=" + Self.queryEncoded(webAuthToken) }
+        var url = url + (url.contains("?") ? "&" : "?") + "ckAPIToken=" + apiToken.queryValueEncoded
+        if let webAuthToken = session?.webAuthToken { url += "&ckWebAuthToken=" + webAuthToken.queryValueEncoded }
         return url
-    }
-
-    private static let queryValueCharacters: CharacterSet = {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return allowed
-    }()
-
-    static func queryEncoded(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: queryValueCharacters) ?? text
     }
 
     // MARK: Sending and retrying
@@ -157,8 +147,7 @@ final class Connection: Sendable {
     /// Sends a request, retrying transient failures under the container's ``RetryPolicy``, and
     /// returns a 2xx answer or throws ``CloudError``.
     func send(
-        _ method: HTTPMethod, _ endpoint: Endpoint, token: String? = nil, body: ByteBuffer?, idempotent: Bool,
-        headers: [(String, String)] = []
+        _ method: HTTPMethod, _ endpoint: Endpoint, token: String? = nil, body: ByteBuffer?, idempotent: Bool
     ) async throws -> Reply {
         try await withRetries(idempotent: idempotent, endpoint: endpoint) {
             var request = HTTPClientRequest(url: url(endpoint, token: token))
@@ -167,7 +156,6 @@ final class Connection: Sendable {
                 request.body = .bytes(body)
                 request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
             }
-            for (name, value) in headers { request.headers.add(name: name, value: value) }
             let response = try await execute(request)
             let answer = try await response.body.collect(upTo: Self.maxResponseBytes)
             return Reply(status: Int(response.status.code), body: answer)

@@ -56,7 +56,7 @@ public struct Database: Sendable {
         return RecordZone.ID(zoneName: wire.zoneName, ownerName: isOwn ? RecordZone.ID.currentUserOwnerName : owner!)
     }
 
-    /// The IDs in `ids`, grouped by zone in the order each zone first appears.
+    /// `items` grouped by the zone `zone` gives each, in the order each zone first appears.
     static func groupedByZone<Item>(_ items: [Item], zone: (Item) -> RecordZone.ID) -> [(RecordZone.ID, [Item])] {
         var order: [RecordZone.ID] = []
         var groups: [RecordZone.ID: [Item]] = [:]

@@ -106,7 +106,7 @@ extension DatabaseEndpoints {
             }
         }
         let ticket = assets.uploadTicket(container: target.container, user: user)
-        let url = target.baseURL + "/assets/1/upload?ticket=" + DatabaseRequest.queryEncoded(ticket)
+        let url = target.baseURL + "/assets/1/upload?ticket=" + ticket.queryValueEncoded
         return await listResponse("tokens") { writer in
             for token in body.tokens {
                 UploadAssetsResponse.Token(

@@ -68,21 +68,10 @@ struct DatabaseRequest: Sendable {
     /// a lookup of the record; the client adds its tokens as on every request.
     func assetURL(zone: String) -> @Sendable (_ recordName: String, _ field: String, _ checksum: String) -> String {
         let prefix = baseURL + databasePath + "/assets/download/"
-        let zoneQuery = "?zoneName=" + Self.queryEncoded(zone) + "&recordName="
+        let zoneQuery = "?zoneName=" + zone.queryValueEncoded + "&recordName="
         return { recordName, field, checksum in
-            prefix + checksum + zoneQuery + Self.queryEncoded(recordName) + "&fieldName=" + field
+            prefix + checksum + zoneQuery + recordName.queryValueEncoded + "&fieldName=" + field
         }
-    }
-
-    /// Characters left as they are in a query value.
-    private static let unreservedCharacters: CharacterSet = {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return allowed
-    }()
-
-    static func queryEncoded(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreservedCharacters) ?? text
     }
 
     /// The wire ID of a zone of this database.

@@ -16,6 +16,8 @@ struct BenchServer {
     let http: HTTPClient
     let credentials: ServerCredentials
     let userRecordName: String
+    /// The signed-in user's `ckWebAuthToken`.
+    let webAuthToken: String
     /// `?ckAPIToken=…&ckWebAuthToken=…`.
     let tokens: String
 
@@ -47,7 +49,7 @@ struct BenchServer {
         let token: String = try session.decode("ckWebAuthToken")
         return BenchServer(
             directory: directory, storage: storage, server: server, http: http, credentials: credentials,
-            userRecordName: try session.decode("userRecordName"),
+            userRecordName: try session.decode("userRecordName"), webAuthToken: token,
             tokens: "?ckAPIToken=\(credentials.apiToken)&ckWebAuthToken=\(token)")
     }
 

@@ -20,7 +20,7 @@ struct StratusBench: AsyncParsableCommand {
         commandName: "stratus-bench",
         abstract: "Measures Stratus over loopback HTTP beside raw GRDB on the same rows, in one run.")
 
-    @Option(help: "Records written by the batched workload and read by the change-feed workload.")
+    @Option(help: "Records written by the batched workload and read by the change-feed workload (0 skips the write, save and feed workloads).")
     var records = 100_000
 
     @Option(help: "Operations per records/modify request (and rows per raw transaction).")
@@ -53,6 +53,12 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Size of the asset the transfer workload uploads and downloads, in MiB (0 skips it).")
     var assetMegabytes = 50
 
+    @Option(help: "Records saved through the client SDK, beside raw requests of the same bodies (0 skips it).")
+    var sdkRecords = 10_000
+
+    @Option(help: "Single saves and fetches timed through the SDK and as raw requests, per round.")
+    var sdkCalls = 1_000
+
     @Option(help: "Write the results as JSON to this file.")
     var output: String?
 
@@ -70,7 +76,7 @@ struct StratusBench: AsyncParsableCommand {
     func run() async throws {
         let fieldsJSON = (0..<1_000).map(Workload.fieldsJSON)
         var rounds: [Round] = []
-        for round in 1...repeats {
+        for round in 1...repeats where records > 0 {
             var result = Round()
             try await measureStratus(into: &result, round: round)
             try await measureRaw(into: &result, fields: fieldsJSON, round: round)
@@ -100,7 +106,12 @@ struct StratusBench: AsyncParsableCommand {
             }
             try await bench.stop()
         }
-        try report(rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds)
+        var sdkRounds: [SDKBench.Round] = []
+        if sdkRecords > 0 {
+            let sdkBench = SDKBench(records: sdkRecords, calls: sdkCalls, durability: durability)
+            for round in 1...repeats { sdkRounds.append(try await sdkBench.measureRound(round, progress: progress)) }
+        }
+        try report(rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -220,7 +231,8 @@ struct StratusBench: AsyncParsableCommand {
     // MARK: Report
 
     private func report(
-        _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round]
+        _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round],
+        sdk sdkRounds: [SDKBench.Round]
     ) throws {
         func f(_ value: Double) -> String {
             value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
@@ -245,8 +257,11 @@ struct StratusBench: AsyncParsableCommand {
             row("single-record save, p99", "ms", \.stratusSaveP99, \.rawSaveP99),
             row("change feed read, \(batch)/page", "records/s", \.stratusFeedRead, \.rawFeedRead),
         ]
-        print("\(repeats) rounds, \(records) records, durability \(durability.rawValue), \(environment.rawValue) environment\n")
-        print(lines.joined(separator: "\n"))
+        print("\(repeats) rounds, durability \(durability.rawValue), \(environment.rawValue) environment")
+        if !rounds.isEmpty {
+            print("\n\(records) records\n")
+            print(lines.joined(separator: "\n"))
+        }
         if !queryRounds.isEmpty {
             print("\nQueries over \(queryRecords) records in one zone (indexed INT64 field), \(queries) of each kind per round; "
                   + "seeding through storage ran at \(Int(seedRate)) records/s\n")
@@ -273,6 +288,17 @@ struct StratusBench: AsyncParsableCommand {
                   + "upload \(f(up.median)) MiB (\(f(up.min))–\(f(up.max))), download \(f(down.median)) MiB "
                   + "(\(f(down.min))–\(f(down.max)))")
         }
+        if !sdkRounds.isEmpty {
+            print("\nThe client SDK beside raw HTTP requests of the same bodies (same server, same round; "
+                  + "\(sdkRecords) records, \(sdkCalls) single calls of each kind, SDK and raw alternating)\n")
+            print([
+                "| workload | unit | SDK median (min–max) | raw HTTP median (min–max) | SDK / raw, per round |",
+                "|---|---|---|---|---|",
+                compare(sdkRounds, "\(sdkRecords)-record save, 200/request", "records/s", \.sdkBatchedSave, \.rawBatchedSave),
+                compare(sdkRounds, "single-record save, p50", "ms", \.sdkSaveP50, \.rawSaveP50),
+                compare(sdkRounds, "single-record fetch, p50", "ms", \.sdkFetchP50, \.rawFetchP50),
+            ].joined(separator: "\n"))
+        }
         if let output {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -281,11 +307,13 @@ struct StratusBench: AsyncParsableCommand {
                 let rounds: [Round]
                 let queryRecords: Int, querySeedRecordsPerSecond: Double, queryRounds: [QueryBench.Round]
                 let assetMegabytes: Int, assetRounds: [AssetBench.Round]
+                let sdkRecords: Int, sdkCalls: Int, sdkRounds: [SDKBench.Round]
             }
             try encoder.encode(Document(
                 records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
                 environment: environment.rawValue, rounds: rounds, queryRecords: queryRecords, querySeedRecordsPerSecond: seedRate, queryRounds: queryRounds,
-                assetMegabytes: assetMegabytes, assetRounds: assetRounds)).write(to: URL(fileURLWithPath: output))
+                assetMegabytes: assetMegabytes, assetRounds: assetRounds, sdkRecords: sdkRecords, sdkCalls: sdkCalls,
+                sdkRounds: sdkRounds)).write(to: URL(fileURLWithPath: output))
         }
     }
 }
