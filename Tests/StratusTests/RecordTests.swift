@@ -264,6 +264,32 @@ struct RecordTests {
         }
     }
 
+    @Test("the public database reads without signing in and lets only the creator change a record; the shared one is empty")
+    func publicAndShared() async throws {
+        try await withServer { server in
+            let mei = try await server.signedInContainer("mei")
+            var post = Record(recordType: "Post", recordID: .init(recordName: "hello"))
+            post["text"] = "Hello, everyone"
+            _ = try await mei.publicCloudDatabase.save(post)
+
+            let visitor = server.makeContainer()
+            #expect(try await visitor.publicCloudDatabase.record(for: post.recordID)["text"] as? String == "Hello, everyone")
+            let (matches, _) = try await visitor.publicCloudDatabase.records(matching: Query(recordType: "Post"))
+            #expect(matches.map(\.0) == [post.recordID])
+            let anonymousWrite = await cloudError { _ = try await visitor.publicCloudDatabase.save(Record(recordType: "Post")) }
+            #expect(anonymousWrite?.code == .notAuthenticated)
+
+            let ann = try await server.signedInContainer("ann")
+            var edit = try await ann.publicCloudDatabase.record(for: post.recordID)
+            edit["text"] = "ann was here"
+            let denied = await cloudError { _ = try await ann.publicCloudDatabase.save(edit) }
+            #expect(denied?.code == .permissionFailure, "the default grants let only the creator write")
+
+            #expect(try await mei.sharedCloudDatabase.allRecordZones().isEmpty)
+            #expect(mei.sharedCloudDatabase.databaseScope == .shared)
+        }
+    }
+
     @Test("one user cannot reach another's private records through the SDK")
     func isolation() async throws {
         try await withServer { server in
