@@ -180,7 +180,7 @@ extension Database {
                         }
                     }
                 }
-                let received = AssetValue.checksum(digest: hasher.finalize())
+                let received = hasher.finalize().hexDigits
                 guard received == checksum else {
                     throw CloudError(
                         .networkFailure, "the download of asset \(checksum) arrived damaged (checksum \(received))")

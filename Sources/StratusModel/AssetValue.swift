@@ -39,17 +39,6 @@ public struct AssetValue: Hashable, Sendable, JSONDecodable, JSONWritable {
         downloadURL = try object.decodeIfPresent("downloadURL")
     }
 
-    /// The `fileChecksum` of bytes whose SHA-256 digest is `digest`: its lowercase hex form.
-    public static func checksum(digest: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in digest {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
-
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("fileChecksum", fileChecksum)

@@ -5,6 +5,8 @@ public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
     public var recordName: String?
     /// The zone the error is about, for per-zone errors.
     public var zoneID: ZoneID?
+    /// The subscription the error is about, for per-subscription errors.
+    public var subscriptionID: String?
     /// A human-readable explanation naming the bad input and the rule it breaks.
     public var reason: String
     /// The machine-readable code.
@@ -21,8 +23,10 @@ public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Creates an error dictionary.
     public init(
         serverErrorCode: ServerErrorCode, reason: String, recordName: String? = nil, zoneID: ZoneID? = nil,
-        retryAfter: Int? = nil, uuid: String, redirectURL: String? = nil, serverRecord: RecordDictionary? = nil
+        subscriptionID: String? = nil, retryAfter: Int? = nil, uuid: String, redirectURL: String? = nil,
+        serverRecord: RecordDictionary? = nil
     ) {
+        self.subscriptionID = subscriptionID
         self.serverErrorCode = serverErrorCode
         self.reason = reason
         self.recordName = recordName
@@ -37,6 +41,7 @@ public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
         let object = try json.object()
         recordName = try object.decodeIfPresent("recordName")
         zoneID = try object.decodeIfPresent("zoneID")
+        subscriptionID = try object.decodeIfPresent("subscriptionID")
         reason = try object.decodeIfPresent("reason") ?? ""
         serverErrorCode = try object.decode("serverErrorCode")
         retryAfter = try object.decodeIfPresent("retryAfter")
@@ -49,6 +54,7 @@ public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
         writer.beginObject()
         writer.field("recordName", recordName)
         writer.field("zoneID", zoneID)
+        writer.field("subscriptionID", subscriptionID)
         writer.field("reason", reason)
         writer.field("serverErrorCode", serverErrorCode.rawValue)
         writer.field("retryAfter", retryAfter.map(Int64.init))

@@ -80,6 +80,20 @@ enum SQLiteMigrations {
                     CREATE INDEX record_assets_checksum ON record_assets (checksum);
                     """)
         }
+        migrator.registerMigration("v4: subscriptions and push tokens") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE subscriptions (
+                        container_id TEXT NOT NULL, environment TEXT NOT NULL, scope TEXT NOT NULL, owner TEXT NOT NULL,
+                        subscriber TEXT NOT NULL, subscription_id TEXT NOT NULL, definition BLOB NOT NULL,
+                        created_ms INTEGER NOT NULL,
+                        PRIMARY KEY (container_id, environment, scope, owner, subscriber, subscription_id)) WITHOUT ROWID;
+                    CREATE TABLE push_tokens (
+                        token_hash TEXT PRIMARY KEY, container_id TEXT NOT NULL, environment TEXT NOT NULL,
+                        user_record_name TEXT, device_id TEXT, created_ms INTEGER NOT NULL, used_ms INTEGER NOT NULL);
+                    CREATE INDEX push_tokens_used ON push_tokens (used_ms);
+                    """)
+        }
         return migrator
     }
 }

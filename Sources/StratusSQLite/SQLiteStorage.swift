@@ -382,10 +382,11 @@ public final class SQLiteStorage: StratusStorage {
 
     public func modifyRecords(
         _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
-    ) async throws -> [RecordWriteResult] {
+    ) async throws -> ModifyRecordsOutcome {
         try await pool.writeWithoutTransaction { db in
             var results: [RecordWriteResult] = []
             results.reserveCapacity(writes.count)
+            var changes: [RecordChange] = []
             try db.inTransaction(.immediate) {
                 let databaseID = try Self.ensureDatabase(db, database)
                 let zoneState = try Self.requireZone(db, databaseID, zone)
@@ -400,12 +401,13 @@ public final class SQLiteStorage: StratusStorage {
                     if case .success(let record) = result {
                         result = try Self.apply(
                             record, uploadedAssets: write.uploadedAssets, zoneID: zoneState.id, sequence: &sequence,
-                            context: context, schema: schema.schema, current: &current, db)
+                            context: context, schema: schema.schema, current: &current, changes: &changes, db)
                     }
                     results.append(result)
                 }
                 if atomic, results.contains(where: { (try? $0.get()) == nil }) {
                     results = RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName))
+                    changes = []
                     return .rollback
                 }
                 if schema.changed {
@@ -421,7 +423,7 @@ public final class SQLiteStorage: StratusStorage {
                 }
                 return .commit
             }
-            return results
+            return ModifyRecordsOutcome(results: results, changes: changes)
         }
     }
 
@@ -431,7 +433,8 @@ public final class SQLiteStorage: StratusStorage {
     /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
     private static func apply(
         _ planned: StoredRecord, uploadedAssets: Set<String>, zoneID: Int64, sequence: inout Int64,
-        context: WriteContext, schema: Schema, current: inout [String: StoredRecord], _ db: Database
+        context: WriteContext, schema: Schema, current: inout [String: StoredRecord], changes: inout [RecordChange],
+        _ db: Database
     ) throws -> RecordWriteResult {
         let assets = RecordWritePlanner.assetChecksums(of: planned)
         for checksum in assets.sorted() {
@@ -523,6 +526,7 @@ public final class SQLiteStorage: StratusStorage {
             try upsert(db, zoneID: zoneID, written[index])
             try updateIndexEntries(db, zoneID: zoneID, from: previous, to: written[index], schema: schema)
             current[written[index].name] = written[index]
+            changes.append(RecordChange(previous: previous, record: written[index]))
             // A record's reference and asset rows exist only if its previous version held some.
             if let previous {
                 if !RecordWritePlanner.enforcedReferences(of: previous).isEmpty {
@@ -800,6 +804,121 @@ public final class SQLiteStorage: StratusStorage {
             try db.execute(sql: "DELETE FROM zones WHERE id IN (\(zones))", arguments: arguments)
             try db.execute(
                 sql: "DELETE FROM databases WHERE container_id = ? AND environment = ?", arguments: arguments)
+            try db.execute(
+                sql: "DELETE FROM subscriptions WHERE container_id = ? AND environment = ?", arguments: arguments)
+        }
+    }
+
+    // MARK: Subscriptions
+
+    public func subscriptions(in database: DatabaseLocator, subscriber: String?) async throws -> [StoredSubscription] {
+        try await pool.read { db in
+            var sql = """
+                SELECT subscriber, definition, created_ms FROM subscriptions
+                WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?
+                """
+            var arguments: StatementArguments = [
+                database.container, database.environment.rawValue, database.scope.rawValue, database.owner,
+            ]
+            if let subscriber {
+                sql += " AND subscriber = ?"
+                arguments += [subscriber]
+            }
+            return try Row.fetchAll(db, sql: sql + " ORDER BY subscriber, subscription_id", arguments: arguments).map { row in
+                StoredSubscription(
+                    database: database, subscriber: row["subscriber"],
+                    // Definitions were written by saveSubscription, so they decode.
+                    definition: try SubscriptionDictionary(jsonBytes: [UInt8](row["definition"] as Data)),
+                    createdAt: row["created_ms"])
+            }
+        }
+    }
+
+    public func saveSubscription(_ subscription: StoredSubscription) async throws {
+        let database = subscription.database
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO subscriptions
+                        (container_id, environment, scope, owner, subscriber, subscription_id, definition, created_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (container_id, environment, scope, owner, subscriber, subscription_id)
+                    DO UPDATE SET definition = excluded.definition
+                    """,
+                arguments: [
+                    database.container, database.environment.rawValue, database.scope.rawValue, database.owner,
+                    subscription.subscriber, subscription.subscriptionID, Data(subscription.definition.jsonBytes),
+                    subscription.createdAt,
+                ])
+        }
+    }
+
+    public func deleteSubscription(id: String, subscriber: String, in database: DatabaseLocator) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM subscriptions WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?
+                    AND subscriber = ? AND subscription_id = ?
+                    """,
+                arguments: [
+                    database.container, database.environment.rawValue, database.scope.rawValue, database.owner,
+                    subscriber, id,
+                ])
+            return db.changesCount > 0
+        }
+    }
+
+    // MARK: Push tokens
+
+    public func createPushToken(hash: String, token: PushTokenInfo) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, token.container)
+            try db.execute(
+                sql: """
+                    INSERT INTO push_tokens (token_hash, container_id, environment, user_record_name, device_id, created_ms, used_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    hash, token.container, token.environment.rawValue, token.userRecordName, token.deviceID,
+                    token.createdAt, token.usedAt,
+                ])
+        }
+    }
+
+    public func pushToken(hash: String) async throws -> PushTokenInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM push_tokens WHERE token_hash = ?", arguments: [hash]).map { row in
+                PushTokenInfo(
+                    container: row["container_id"],
+                    environment: ContainerEnvironment(rawValue: row["environment"]) ?? .development,
+                    userRecordName: row["user_record_name"], deviceID: row["device_id"], createdAt: row["created_ms"],
+                    usedAt: row["used_ms"])
+            }
+        }
+    }
+
+    public func registerPushToken(
+        hash: String, userRecordName: String, deviceID: String?, timestamp: Int64
+    ) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE push_tokens SET user_record_name = ?, device_id = ?, used_ms = ? WHERE token_hash = ?",
+                arguments: [userRecordName, deviceID, timestamp, hash])
+            return db.changesCount > 0
+        }
+    }
+
+    public func markPushTokenUsed(hash: String, timestamp: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE push_tokens SET used_ms = max(used_ms, ?) WHERE token_hash = ?", arguments: [timestamp, hash])
+        }
+    }
+
+    public func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM push_tokens WHERE used_ms < ?", arguments: [timestamp])
+            return db.changesCount
         }
     }
 

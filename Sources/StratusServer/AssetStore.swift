@@ -134,7 +134,7 @@ final class AssetStore: Sendable {
             try? FileManager.default.removeItem(atPath: temporary)
             throw error
         }
-        let checksum = AssetValue.checksum(digest: hasher.finalize())
+        let checksum = hasher.finalize().hexDigits
         let final = path(of: checksum)
         recentlyStored.withLock { $0[checksum] = Self.now() }
         try FileManager.default.createDirectory(

@@ -8,6 +8,7 @@ struct AuthEndpoints: Sendable {
     let accounts: AccountService
     let authenticator: Authenticator
     let configuration: ServerConfiguration
+    let hub: PushHub
 
     func addRoutes(to router: Router<some RequestContext>) {
         let auth = router.group("auth/1/:container")
@@ -30,6 +31,7 @@ struct AuthEndpoints: Sendable {
             }
             _ = try await accounts.user(forWebAuthToken: token, container: container)
             try await accounts.signOut(webAuthToken: token)
+            hub.closeConnections(sessionHash: Secrets.hash(token))
             var writer = JSONWriter()
             writer.beginObject()
             writer.endObject()

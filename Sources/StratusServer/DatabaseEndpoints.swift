@@ -10,6 +10,7 @@ struct DatabaseEndpoints: Sendable {
     let configuration: ServerConfiguration
     let tokens: SyncTokenCodec
     let assets: AssetStore?
+    let hub: PushHub
 
     var limits: Limits { configuration.limits }
 
@@ -143,12 +144,15 @@ struct DatabaseEndpoints: Sendable {
                 case .create where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone always exists and cannot be created")
                 case .create:
+                    let existed = try await storage.zone(named: name, in: locator) != nil
                     let zone = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
+                    if !existed { hub.publish(.zone(locator, name: name, deleted: false, deviceID: target.deviceID)) }
                     try zoneDictionary(zone, in: target).write(to: &writer)
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")
                 case .delete:
                     if try await storage.deleteZone(named: name, in: locator, timestamp: Self.now()) {
+                        hub.publish(.zone(locator, name: name, deleted: true, deviceID: target.deviceID))
                         ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
                     } else {
                         fail(.zoneNotFound, "zone '\(name)' does not exist")
@@ -174,9 +178,13 @@ struct DatabaseEndpoints: Sendable {
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: Self.now(),
             enforcesGrants: target.scope == .public, limits: limits)
-        let results = try await storage.modifyRecords(
+        let outcome = try await storage.modifyRecords(
             writes, zone: zoneName, in: target.locator(),
             atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
+        let results = outcome.results
+        if !outcome.changes.isEmpty {
+            hub.publish(.records(try target.locator(), zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
+        }
 
         let zoneID = try target.wireZoneID(zoneName)
         let zoneIDJSON = zoneID.jsonBytes

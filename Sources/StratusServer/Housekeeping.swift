@@ -4,7 +4,7 @@ import ServiceLifecycle
 import StratusStorage
 
 /// Periodic upkeep, at start and then every `purgeIntervalSeconds`: removes tombstones older than
-/// the horizon, and deletes assets no record refers to.
+/// the horizon, deletes assets no record refers to, and push tokens unused for their lifetime.
 struct Housekeeping: Service {
     let storage: any StratusStorage
     let assets: AssetStore?
@@ -21,6 +21,10 @@ struct Housekeeping: Service {
                     if let collected = try await assets?.collect(), collected > 0 {
                         logger.info("deleted unreferenced assets", metadata: ["count": "\(collected)"])
                     }
+                    let now = Int64(Date().timeIntervalSince1970 * 1000)
+                    let expired = try await storage.purgePushTokens(
+                        unusedSince: now - configuration.pushTokenLifetimeSeconds * 1000)
+                    if expired > 0 { logger.info("deleted unused push tokens", metadata: ["count": "\(expired)"]) }
                 } catch {
                     logger.error("housekeeping failed", metadata: ["error": "\(error)"])
                 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import StratusModel
 
 /// Makes and hashes the server's secrets: API tokens, web auth tokens, the admin token.
 ///
@@ -19,14 +20,7 @@ enum Secrets {
 
     /// The stored form of a token.
     static func hash(_ token: String) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var hex: [UInt8] = []
-        hex.reserveCapacity(64)
-        for byte in SHA256.hash(data: Data(token.utf8)) {
-            hex.append(digits[Int(byte >> 4)])
-            hex.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: hex, as: UTF8.self)
+        SHA256.hash(data: Data(token.utf8)).hexDigits
     }
 
     /// A new user record name: `_` and 32 hex digits, the shape CloudKit uses.

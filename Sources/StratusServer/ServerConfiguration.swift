@@ -28,15 +28,32 @@ public struct ServerConfiguration: Sendable {
     /// How many requests each caller may make; unlimited when `nil` (the default). Callers over the
     /// limit get `429 THROTTLED` with `retryAfter`.
     public var rateLimit: RateLimit?
+    /// How often the server pings a push connection, in seconds (30 by default); a device that does
+    /// not answer within another period is disconnected.
+    public var pushHeartbeatSeconds: Int64
+    /// How many notifications wait for one device at most (100 by default); older ones are dropped
+    /// and the device is told it missed notifications.
+    public var pushQueueLimit: Int
+    /// How long a device that disconnected keeps its queue of notifications, in seconds (one hour by
+    /// default); a device that reconnects later is told it may have missed notifications.
+    public var pushRetentionSeconds: Int64
+    /// How long a push token may go unused before it is deleted, in seconds (90 days by default).
+    public var pushTokenLifetimeSeconds: Int64
 
     /// Creates a configuration.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits(),
         tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
         sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil,
-        assetsDirectory: String? = nil, assetGraceSeconds: Int64 = 24 * 3600, rateLimit: RateLimit? = nil
+        assetsDirectory: String? = nil, assetGraceSeconds: Int64 = 24 * 3600, rateLimit: RateLimit? = nil,
+        pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
+        pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600
     ) {
         self.rateLimit = rateLimit
+        self.pushHeartbeatSeconds = pushHeartbeatSeconds
+        self.pushQueueLimit = pushQueueLimit
+        self.pushRetentionSeconds = pushRetentionSeconds
+        self.pushTokenLifetimeSeconds = pushTokenLifetimeSeconds
         self.assetsDirectory = assetsDirectory
         self.assetGraceSeconds = assetGraceSeconds
         self.host = host

@@ -1,4 +1,5 @@
 public import Hummingbird
+import HummingbirdWebSocket
 public import Logging
 import NIOCore
 import StratusModel
@@ -14,33 +15,40 @@ public enum StratusApplication {
         let secret = try await storage.initializeSetting(
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
         let tokens = SyncTokenCodec(secret: secret)
-        let assets = configuration.assetsDirectory.map {
-            AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
-        }
-        let router = makeRouter(storage: storage, configuration: configuration, tokens: tokens, assets: assets)
+        let hub = PushHub(storage: storage, configuration: configuration, logger: logger)
+        let routers = makeRouters(storage: storage, configuration: configuration, tokens: tokens, hub: hub)
         return Application(
-            router: router,
+            router: routers.http,
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: routers.webSocket,
+                configuration: .init(
+                    ws: .init(autoPing: .enabled(timePeriod: .seconds(configuration.pushHeartbeatSeconds))))),
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),
-            services: [Housekeeping(storage: storage, assets: assets, configuration: configuration, logger: logger)],
+            services: [
+                Housekeeping(storage: storage, assets: routers.assets, configuration: configuration, logger: logger), hub,
+            ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
     }
 
-    /// The router with every endpoint; also used to check the OpenAPI document against the routes.
+    /// The router with every HTTP endpoint; also used to check the OpenAPI document against the routes.
     public static func makeRouter(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec
     ) -> Router<BasicRequestContext> {
-        makeRouter(
+        makeRouters(
             storage: storage, configuration: configuration, tokens: tokens,
-            assets: configuration.assetsDirectory.map {
-                AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
-            })
+            hub: PushHub(storage: storage, configuration: configuration, logger: Logger(label: "stratus"))
+        ).http
     }
 
-    static func makeRouter(
-        storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, assets: AssetStore?
-    ) -> Router<BasicRequestContext> {
+    /// The HTTP router, the router of WebSocket upgrades (the push channel), and the asset store.
+    static func makeRouters(
+        storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub
+    ) -> (http: Router<BasicRequestContext>, webSocket: Router<PushRequestContext>, assets: AssetStore?) {
+        let assets = configuration.assetsDirectory.map {
+            AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
+        }
         let router = Router()
         router.add(middleware: ErrorMiddleware())
         if let rateLimit = configuration.rateLimit {
@@ -49,12 +57,20 @@ public enum StratusApplication {
         let accounts = AccountService(storage: storage, configuration: configuration)
         let authenticator = Authenticator(accounts: accounts, configuration: configuration)
         DatabaseEndpoints(
-            storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets
+            storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,
+            hub: hub
         ).addRoutes(to: router)
-        AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration)
+        SubscriptionEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
+            .addRoutes(to: router)
+        let push = PushEndpoints(
+            storage: storage, accounts: accounts, authenticator: authenticator, hub: hub, configuration: configuration)
+        push.addRoutes(to: router)
+        AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
         AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
-        return router
+        let webSocketRouter = Router(context: PushRequestContext.self)
+        push.addWebSocketRoutes(to: webSocketRouter)
+        return (router, webSocketRouter, assets)
     }
 }

@@ -82,6 +82,46 @@ public struct RecordWriteFailure: Error, Hashable, Sendable {
 /// The result of one write: the record as stored (a tombstone for a delete), or why it failed.
 public typealias RecordWriteResult = Result<StoredRecord, RecordWriteFailure>
 
+/// One record a committed batch changed: its state before and after.
+public struct RecordChange: Hashable, Sendable {
+    /// The record before the batch; `nil` (or a tombstone) when the batch created it.
+    public var previous: StoredRecord?
+    /// The record after the batch; a tombstone when the batch deleted it.
+    public var record: StoredRecord
+
+    /// Creates a change.
+    public init(previous: StoredRecord?, record: StoredRecord) {
+        self.previous = previous
+        self.record = record
+    }
+
+    /// What the change did.
+    public var kind: Kind {
+        if record.deleted { return .deleted }
+        return previous == nil || previous?.deleted == true ? .created : .updated
+    }
+
+    /// What a change did to a record.
+    public enum Kind: String, Hashable, Sendable {
+        case created, updated, deleted
+    }
+}
+
+/// What a batch of writes did: a result per write, and every record the batch changed once committed.
+public struct ModifyRecordsOutcome: Sendable {
+    /// One result per write, in order.
+    public var results: [RecordWriteResult]
+    /// The records changed, in the order they were written: the successful writes and the records
+    /// deleted with them through `DELETE_SELF`. Empty when an atomic batch failed.
+    public var changes: [RecordChange]
+
+    /// Creates an outcome.
+    public init(results: [RecordWriteResult], changes: [RecordChange]) {
+        self.results = results
+        self.changes = changes
+    }
+}
+
 /// The schema that record writes are checked against, as a write transaction sees it.
 ///
 /// In development, writes extend it (just-in-time schema: an unknown record type or field is

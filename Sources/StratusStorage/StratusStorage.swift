@@ -62,9 +62,10 @@ public protocol StratusStorage: Sendable {
 
     /// Applies writes to one zone in order, in one transaction. With `atomic`, any failure leaves
     /// nothing written and turns the other results into `ATOMIC_ERROR`. Throws `ZONE_NOT_FOUND`.
+    /// The outcome lists every committed change, those of `DELETE_SELF` cascades included.
     func modifyRecords(
         _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
-    ) async throws -> [RecordWriteResult]
+    ) async throws -> ModifyRecordsOutcome
     /// Looks records up by name; `nil` for a missing or deleted record. Throws `ZONE_NOT_FOUND`.
     func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws -> [StoredRecord?]
     /// Reads a zone's changes after `position` (from the start when `nil`), at most `limit` records.
@@ -89,7 +90,8 @@ public protocol StratusStorage: Sendable {
     func updateSchema(
         container: String, environment: ContainerEnvironment, _ change: @escaping @Sendable (Schema) throws -> Schema
     ) async throws -> Schema
-    /// Deletes every database of a container's environment: zones, records and their history.
+    /// Deletes every database of a container's environment: zones, records and their history, and
+    /// the environment's subscriptions.
     func deleteData(container: String, environment: ContainerEnvironment) async throws
 
     // MARK: Queries
@@ -106,6 +108,29 @@ public protocol StratusStorage: Sendable {
     /// Forgets the assets that no record refers to and that were registered before `timestamp`,
     /// and returns their checksums so that their bytes can be deleted.
     func collectAssets(registeredBefore timestamp: Int64) async throws -> [String]
+
+    // MARK: Subscriptions
+
+    /// The subscriptions of a database, ordered by subscriber and ID; only `subscriber`'s when given.
+    func subscriptions(in database: DatabaseLocator, subscriber: String?) async throws -> [StoredSubscription]
+    /// Creates a subscription, or replaces the subscriber's subscription of the same ID in the database.
+    func saveSubscription(_ subscription: StoredSubscription) async throws
+    /// Deletes a subscriber's subscription; `false` when there is none.
+    func deleteSubscription(id: String, subscriber: String, in database: DatabaseLocator) async throws -> Bool
+
+    // MARK: Push tokens
+
+    /// Stores a new push token by its hash, not yet registered to a user.
+    func createPushToken(hash: String, token: PushTokenInfo) async throws
+    /// A push token by its hash.
+    func pushToken(hash: String) async throws -> PushTokenInfo?
+    /// Registers a push token to a user and a device (again, if it was registered before) and marks it used.
+    /// Returns `false` when there is no such token.
+    func registerPushToken(hash: String, userRecordName: String, deviceID: String?, timestamp: Int64) async throws -> Bool
+    /// Marks a push token used (a device connected with it).
+    func markPushTokenUsed(hash: String, timestamp: Int64) async throws
+    /// Deletes push tokens not used since `timestamp`; returns how many went.
+    func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int
 
     // MARK: Maintenance
 

@@ -39,10 +39,13 @@ public enum StorageConformance {
         Check(name: "record size and field count limits", run: recordLimits),
         Check(name: "databases of different owners are separate", run: isolation),
         Check(name: "reference actions: VALIDATE guards, DELETE_SELF cascades", run: referenceActions),
+        Check(name: "a batch reports every change it committed, cascades included, with the previous state", run: committedChanges),
         Check(name: "schema: development grows it, production enforces it, updates are atomic", run: schemas),
         Check(name: "queries read the index in order, page by cursor, and follow index changes", run: queries),
         Check(name: "assets: uploaded or held ones only, collected when no record holds them", run: assets),
         Check(name: "deleting an environment's data leaves the other environment alone", run: environmentData),
+        Check(name: "subscriptions: saved, replaced, listed per subscriber, deleted, gone with their environment", run: subscriptions),
+        Check(name: "push tokens: created unregistered, registered to a user, marked used, purged when unused", run: pushTokens),
     ]
 
     static let alice = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_alice")
@@ -63,7 +66,7 @@ public enum StorageConformance {
         _ storage: any StratusStorage, _ writes: [RecordWrite], zone: String = "Z", in database: DatabaseLocator = alice,
         atomic: Bool = true, context: WriteContext = context()
     ) async throws -> [RecordWriteResult] {
-        try await storage.modifyRecords(writes, zone: zone, in: database, atomic: atomic, context: context)
+        try await storage.modifyRecords(writes, zone: zone, in: database, atomic: atomic, context: context).results
     }
 
     static func code(_ result: RecordWriteResult) -> ServerErrorCode? {
@@ -433,6 +436,36 @@ public enum StorageConformance {
         #expect(many.map(code) == [nil, nil, .badRequest])
     }
 
+    static func committedChanges(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        func modify(_ writes: [RecordWrite], atomic: Bool = true) async throws -> ModifyRecordsOutcome {
+            try await storage.modifyRecords(writes, zone: "Z", in: alice, atomic: atomic, context: context())
+        }
+        let created = try await modify([create("a", ["n": .int64(1)]), create("b")])
+        #expect(created.changes.map(\.record.name) == ["a", "b"])
+        #expect(created.changes.map(\.kind) == [.created, .created])
+        #expect(created.changes.allSatisfy { $0.previous == nil })
+
+        let updated = try await modify([RecordWrite(operationType: .forceUpdate, recordName: "a", fields: ["n": .int64(2)])])
+        #expect(updated.changes.map(\.kind) == [.updated])
+        #expect(try updated.changes.first?.previous?.decodeFields()["n"] == .int64(1))
+        #expect(try updated.changes.first?.record.decodeFields()["n"] == .int64(2))
+
+        try await write(storage, [create("child", ["parent": .reference(Reference(recordName: "a", action: .deleteSelf))])])
+        let deleted = try await modify([RecordWrite(operationType: .forceDelete, recordName: "a")])
+        #expect(deleted.changes.map(\.record.name) == ["a", "child"], "the cascade is reported after the delete that caused it")
+        #expect(deleted.changes.map(\.kind) == [.deleted, .deleted])
+        #expect(try deleted.changes.first?.previous?.decodeFields()["n"] == .int64(2), "a deletion keeps the deleted fields")
+
+        let recreated = try await modify([create("a")])
+        #expect(recreated.changes.map(\.kind) == [.created], "writing over a tombstone creates")
+
+        let partial = try await modify([create("b"), create("c")], atomic: false)
+        #expect(partial.changes.map(\.record.name) == ["c"], "failed writes change nothing")
+        let rolledBack = try await modify([create("d"), create("b")])
+        #expect(rolledBack.changes.isEmpty, "a failed atomic batch commits nothing")
+    }
+
     static func isolation(_ storage: any StratusStorage) async throws {
         _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
         try await write(storage, [create("secret")])
@@ -471,7 +504,7 @@ public enum StorageConformance {
         let results = try await storage.modifyRecords(
             [create("p", ["title": .string("ok")]), create("q", ["color": .string("red")]),
              create("r", type: "Photo")],
-            zone: "Z", in: production, atomic: false, context: context)
+            zone: "Z", in: production, atomic: false, context: context).results
         #expect(results.map(code) == [nil, .badRequest, .badRequest], "production takes only what its schema defines")
     }
 
@@ -556,5 +589,67 @@ public enum StorageConformance {
         #expect(try await storage.zone(named: "Z", in: production) != nil)
         _ = try await storage.createZone(named: "Z", in: alice, timestamp: 2)
         #expect(try await storage.lookupRecords(names: ["dev"], zone: "Z", in: alice) == [nil])
+    }
+
+    static func subscriptions(_ storage: any StratusStorage) async throws {
+        let publicDatabase = DatabaseLocator(container: "c", environment: .development, scope: .public, owner: "")
+        func subscription(_ id: String, _ subscriber: String, in database: DatabaseLocator, type: String = "Note")
+            -> StoredSubscription
+        {
+            StoredSubscription(
+                database: database, subscriber: subscriber,
+                definition: SubscriptionDictionary(
+                    subscriptionID: id, subscriptionType: .query, query: Query(recordType: type), firesOn: [.create]),
+                createdAt: 1)
+        }
+        try await storage.saveSubscription(subscription("b", "_alice", in: alice))
+        try await storage.saveSubscription(subscription("a", "_alice", in: alice))
+        try await storage.saveSubscription(subscription("a", "_bob", in: bob))
+        try await storage.saveSubscription(subscription("feed", "_alice", in: publicDatabase))
+        try await storage.saveSubscription(subscription("feed", "_bob", in: publicDatabase))
+        #expect(try await storage.subscriptions(in: alice, subscriber: nil).map(\.subscriptionID) == ["a", "b"])
+        #expect(try await storage.subscriptions(in: bob, subscriber: "_bob").map(\.subscriptionID) == ["a"])
+        let feeds = try await storage.subscriptions(in: publicDatabase, subscriber: nil)
+        #expect(feeds.map(\.subscriber) == ["_alice", "_bob"], "the public database holds every subscriber's")
+        #expect(try await storage.subscriptions(in: publicDatabase, subscriber: "_bob").count == 1)
+
+        try await storage.saveSubscription(subscription("a", "_alice", in: alice, type: "Photo"))
+        let replaced = try await storage.subscriptions(in: alice, subscriber: "_alice")
+        #expect(replaced.first?.definition.query?.recordType == "Photo", "saving an existing ID replaces it")
+        #expect(replaced.count == 2)
+
+        #expect(try await storage.deleteSubscription(id: "a", subscriber: "_alice", in: alice))
+        #expect(try await !storage.deleteSubscription(id: "a", subscriber: "_alice", in: alice))
+        #expect(try await storage.subscriptions(in: bob, subscriber: nil).count == 1, "bob's 'a' is his own")
+
+        try await storage.deleteData(container: "c", environment: .development)
+        #expect(try await storage.subscriptions(in: alice, subscriber: nil).isEmpty)
+        #expect(try await storage.subscriptions(in: publicDatabase, subscriber: nil).isEmpty)
+    }
+
+    static func pushTokens(_ storage: any StratusStorage) async throws {
+        try await storage.createContainer(ContainerInfo(identifier: "c", allowsSignUp: true, createdAt: 1))
+        try await storage.createPushToken(
+            hash: "h1", token: PushTokenInfo(container: "c", environment: .development, createdAt: 10, usedAt: 10))
+        try await storage.createPushToken(
+            hash: "h2", token: PushTokenInfo(container: "c", environment: .production, createdAt: 10, usedAt: 10))
+        let fresh = try #require(try await storage.pushToken(hash: "h1"))
+        #expect(fresh.userRecordName == nil, "a new token belongs to nobody yet")
+        #expect(fresh.environment == .development)
+        #expect(try await storage.pushToken(hash: "nope") == nil)
+
+        #expect(try await storage.registerPushToken(hash: "h1", userRecordName: "_alice", deviceID: "phone", timestamp: 20))
+        #expect(try await !storage.registerPushToken(hash: "nope", userRecordName: "_alice", deviceID: nil, timestamp: 20))
+        let registered = try #require(try await storage.pushToken(hash: "h1"))
+        #expect(registered.userRecordName == "_alice")
+        #expect(registered.deviceID == "phone")
+        #expect(registered.usedAt == 20)
+
+        try await storage.markPushTokenUsed(hash: "h1", timestamp: 30)
+        try await storage.markPushTokenUsed(hash: "h1", timestamp: 25)
+        #expect(try await storage.pushToken(hash: "h1")?.usedAt == 30, "use times only move forward")
+        #expect(try await storage.purgePushTokens(unusedSince: 25) == 1)
+        #expect(try await storage.pushToken(hash: "h2") == nil)
+        #expect(try await storage.pushToken(hash: "h1") != nil)
     }
 }

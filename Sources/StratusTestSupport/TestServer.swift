@@ -143,13 +143,15 @@ package final class TestServer: Sendable {
     /// Runs `records/modify` with the given operations in a zone.
     package func modify(
         _ operations: [[String: Any]], zone: String? = nil, user: String?, database: String = "private",
-        environment: String = "development", atomic: Bool? = nil, extra: [String: Any] = [:]
+        environment: String = "development", atomic: Bool? = nil, extra: [String: Any] = [:], device: String? = nil
     ) async throws -> Reply {
         var body: [String: Any] = ["operations": operations]
         if let zone { body["zoneID"] = ["zoneName": zone] }
         if let atomic { body["atomic"] = atomic }
         body.merge(extra) { $1 }
-        return try await self.database(database, "records/modify", body, user: user, environment: environment)
+        return try await self.database(
+            database, "records/modify", body, user: user, environment: environment,
+            headers: device.map { ["X-Stratus-Device-ID": $0] } ?? [:])
     }
 
     /// Reads a zone's whole change feed from `token`.

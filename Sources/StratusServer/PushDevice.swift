@@ -1,0 +1,178 @@
+import NIOCore
+import StratusModel
+import Synchronization
+
+/// One device's push queue: the notifications waiting for it, coalesced and bounded, and the
+/// connection (WebSocket or long poll) that takes them.
+///
+/// A newer notification replaces a waiting one of the same subscription and zone (a notification
+/// only says "fetch"), so a slow or offline device holds at most one per subscription and zone.
+/// When more than `limit` are waiting the oldest is dropped and the device is told it missed
+/// notifications, so it fetches everything with its change tokens. Memory per device is bounded
+/// either way.
+final class PushDevice: Sendable {
+    /// Who the device belongs to.
+    struct Owner: Hashable, Sendable {
+        var container: String
+        var environment: ContainerEnvironment
+        var userRecordName: String
+    }
+
+    /// A notification, encoded once for every device that receives it.
+    struct Entry: Sendable {
+        /// Which waiting notification a newer one replaces: the subscription and the zone.
+        var key: String
+        /// The WebSocket message, `{"type": "notification", …}`.
+        var frame: ByteBuffer
+        /// The notification alone, for long polls.
+        var payload: PushNotificationDictionary
+    }
+
+    /// What a connection takes from the queue.
+    enum Delivery: Sendable {
+        /// Notifications, oldest first; `missed` when some were dropped before them.
+        case batch([Entry], missed: Bool)
+        /// The connection is over: another one took the device, or its session ended.
+        case closed
+    }
+
+    private struct State {
+        var order: [String] = []
+        var entries: [String: Entry] = [:]
+        var missed: Bool
+        var connection: UInt64?
+        var nextConnection: UInt64 = 1
+        var sessionHash: String?
+        var waiter: (connection: UInt64, continuation: CheckedContinuation<Delivery, Never>)?
+        var lastSeen: ContinuousClock.Instant = .now
+    }
+
+    let tokenHash: String
+    let owner: Owner
+    let deviceID: String?
+    let limit: Int
+    private let state: Mutex<State>
+
+    /// A device new to this process: the server cannot vouch for what it missed before.
+    init(tokenHash: String, owner: Owner, deviceID: String?, limit: Int) {
+        self.tokenHash = tokenHash
+        self.owner = owner
+        self.deviceID = deviceID
+        self.limit = limit
+        self.state = Mutex(State(missed: true))
+    }
+
+    /// Starts a connection, ending any earlier one of this device. Returns its ID and whether
+    /// notifications may have been missed since the device was last connected.
+    func attach(sessionHash: String?) -> (connection: UInt64, missedNotifications: Bool) {
+        let (connection, missed, replaced) = state.withLock { state in
+            let connection = state.nextConnection
+            state.nextConnection += 1
+            state.connection = connection
+            state.sessionHash = sessionHash
+            let replaced = state.waiter.take()
+            let missed = state.missed
+            state.missed = false
+            return (connection, missed, replaced)
+        }
+        replaced?.continuation.resume(returning: .closed)
+        return (connection, missed)
+    }
+
+    /// Ends a connection; the device keeps its queue while it is away.
+    func detach(_ connection: UInt64) {
+        let waiter = state.withLock { state -> CheckedContinuation<Delivery, Never>? in
+            guard state.connection == connection else { return nil }
+            state.connection = nil
+            state.lastSeen = .now
+            return state.waiter.take()?.continuation
+        }
+        waiter?.resume(returning: .closed)
+    }
+
+    /// Ends the connection that signed in with `sessionHash`, if there is one.
+    func close(sessionHash: String) {
+        let waiter = state.withLock { state -> CheckedContinuation<Delivery, Never>? in
+            guard state.sessionHash == sessionHash, state.connection != nil else { return nil }
+            state.connection = nil
+            state.lastSeen = .now
+            return state.waiter.take()?.continuation
+        }
+        waiter?.resume(returning: .closed)
+    }
+
+    /// Whether no connection has taken the queue since `instant`.
+    func isAway(since instant: ContinuousClock.Instant) -> Bool {
+        state.withLock { $0.connection == nil && $0.lastSeen < instant }
+    }
+
+    /// Queues notifications, each replacing a waiting one with the same key, and hands the queue to
+    /// a waiting connection.
+    func enqueue(_ newEntries: [Entry]) {
+        let handOver = state.withLock { state -> (CheckedContinuation<Delivery, Never>, Delivery)? in
+            for entry in newEntries {
+                if state.entries.updateValue(entry, forKey: entry.key) != nil {
+                    state.order.removeAll { $0 == entry.key }
+                }
+                state.order.append(entry.key)
+                if state.order.count > limit {
+                    state.entries[state.order.removeFirst()] = nil
+                    state.missed = true
+                }
+            }
+            guard let waiter = state.waiter.take() else { return nil }
+            return (waiter.continuation, Self.takeAll(&state))
+        }
+        if let (continuation, delivery) = handOver { continuation.resume(returning: delivery) }
+    }
+
+    /// The waiting notifications, or the next ones to arrive; `.closed` when `connection` is over
+    /// or the task is cancelled.
+    func next(_ connection: UInt64) async -> Delivery {
+        let id = connection
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Delivery? in
+                    guard state.connection == id, !Task.isCancelled else { return .closed }
+                    guard state.order.isEmpty, !state.missed else { return Self.takeAll(&state) }
+                    state.waiter = (id, continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Delivery, Never>? in
+                guard state.waiter?.connection == id else { return nil }
+                return state.waiter.take()?.continuation
+            }
+            waiter?.resume(returning: .closed)
+        }
+    }
+
+    /// Like ``next(_:)``, but answers an empty batch after `timeout` (a long poll).
+    func poll(_ connection: UInt64, timeout: Duration) async -> Delivery {
+        await withTaskGroup(of: Delivery?.self) { group in
+            group.addTask { await self.next(connection) }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            // Whichever ends first cancels the other; a batch taken meanwhile is still answered.
+            var result = Delivery.batch([], missed: false)
+            while let finished = await group.next() {
+                group.cancelAll()
+                if case .batch? = finished { result = finished! }
+            }
+            return result
+        }
+    }
+
+    private static func takeAll(_ state: inout State) -> Delivery {
+        let entries = state.order.compactMap { state.entries[$0] }
+        let missed = state.missed
+        state.order = []
+        state.entries = [:]
+        state.missed = false
+        return .batch(entries, missed: missed)
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+import NIOWebSocket
+import StratusModel
+import StratusStorage
+import Synchronization
+
+/// `tokens/create`, `tokens/register`, and the push URL they hand out: `/push/1/{token}`, which
+/// upgrades to a WebSocket carrying notifications, or answers a long poll over plain HTTP.
+struct PushEndpoints: Sendable {
+    let storage: any StratusStorage
+    let accounts: AccountService
+    let authenticator: Authenticator
+    let hub: PushHub
+    let configuration: ServerConfiguration
+
+    /// The longest a long poll waits, and its default.
+    static let maxPollSeconds = 60
+    static let defaultPollSeconds = 30
+
+    /// A push connection's proof of who it is, from the upgrade request to the WebSocket handler.
+    struct Session: Sendable {
+        var tokenHash: String
+        var owner: PushDevice.Owner
+        var deviceID: String?
+        var sessionHash: String
+    }
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        let environment = router.group("database/1/:container/:environment")
+        environment.post("tokens/create") { request, context in try await createToken(request, context) }
+        environment.post("tokens/register") { request, context in try await registerToken(request, context) }
+        router.get("push/1/:token") { request, context in try await longPoll(request, context) }
+    }
+
+    func addWebSocketRoutes(to router: Router<PushRequestContext>) {
+        router.ws("push/1/:token") { request, context in
+            context.session.value = try await authenticate(request, context)
+            return .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            guard let session = context.requestContext.session.value else { return }
+            try await stream(to: outbound, closingWith: inbound, session: session)
+        }
+    }
+
+    // MARK: Tokens
+
+    /// `tokens/create`: a new push token and its URL. It needs only the API token; the token
+    /// delivers nothing until `tokens/register` binds it to a signed-in user.
+    func createToken(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let container = try await authenticator.authenticateApp(request, context: context)
+        let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+        let body = try await request.decodeJSON(CreatePushTokenRequest.self, limit: 64 << 10)
+        try check(body.apnsEnvironment, matches: environment)
+        let token = Secrets.makeToken()
+        let now = DatabaseEndpoints.now()
+        try await storage.createPushToken(
+            hash: Secrets.hash(token),
+            token: PushTokenInfo(container: container, environment: environment, createdAt: now, usedAt: now))
+        return .json(
+            PushTokenResponse(apnsEnvironment: environment, apnsToken: token, webcourierURL: pushURL(request, token: token)))
+    }
+
+    /// `tokens/register`: binds a token to the signed-in user and the device that sends it
+    /// (`X-Stratus-Device-ID`), which then never hears of its own changes.
+    func registerToken(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let container = try await authenticator.authenticateApp(request, context: context)
+        let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+        guard let webAuthToken = request.query("ckWebAuthToken") else {
+            throw StratusError(
+                .authenticationRequired, "tokens/register needs a signed-in user: pass ckWebAuthToken",
+                redirectURL: authenticator.signInURL(request, container: container))
+        }
+        let user = try await accounts.user(forWebAuthToken: webAuthToken, container: container)
+        let body = try await request.decodeJSON(RegisterPushTokenRequest.self, limit: 64 << 10)
+        try check(body.apnsEnvironment, matches: environment)
+        let hash = Secrets.hash(body.apnsToken)
+        guard let token = try await storage.pushToken(hash: hash), token.container == container,
+            token.environment == environment
+        else {
+            throw StratusError(
+                .notFound,
+                "apnsToken is not a push token of container '\(container)' in \(environment.rawValue); "
+                    + "create one with tokens/create")
+        }
+        _ = try await storage.registerPushToken(
+            hash: hash, userRecordName: user, deviceID: request.headers[.stratusDeviceID],
+            timestamp: DatabaseEndpoints.now())
+        return .json(
+            PushTokenResponse(
+                apnsEnvironment: environment, apnsToken: body.apnsToken, webcourierURL: pushURL(request, token: body.apnsToken)))
+    }
+
+    private func check(_ requested: ContainerEnvironment?, matches environment: ContainerEnvironment) throws {
+        guard let requested, requested != environment else { return }
+        throw StratusError.badRequest(
+            "apnsEnvironment '\(requested.rawValue)' differs from the path's environment '\(environment.rawValue)'")
+    }
+
+    private func pushURL(_ request: Request, token: String) -> String {
+        authenticator.baseURL(request) + "/push/1/" + token.queryValueEncoded
+    }
+
+    // MARK: The push URL
+
+    /// Checks a push request: the token must be registered, the API token must be of its
+    /// container, and the web auth token must be a live session of the user it is registered to.
+    func authenticate(_ request: Request, _ context: some RequestContext) async throws -> Session {
+        let token = try context.parameters.require("token")
+        let hash = Secrets.hash(token)
+        guard let info = try await storage.pushToken(hash: hash) else {
+            throw StratusError(.authenticationFailed, "the push token is unknown; create one with tokens/create")
+        }
+        guard let user = info.userRecordName else {
+            throw StratusError(
+                .authenticationFailed, "the push token is not registered to a user; register it with tokens/register")
+        }
+        guard let apiToken = request.query("ckAPIToken"),
+            try await accounts.container(forAPIToken: apiToken) == info.container
+        else {
+            throw StratusError(.authenticationFailed, "ckAPIToken is required and must be the push token's container's")
+        }
+        guard let webAuthToken = request.query("ckWebAuthToken") else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is required: the push channel is the user's")
+        }
+        guard try await accounts.user(forWebAuthToken: webAuthToken, container: info.container) == user else {
+            throw StratusError(.authenticationFailed, "the push token is registered to another user")
+        }
+        try await storage.markPushTokenUsed(hash: hash, timestamp: DatabaseEndpoints.now())
+        return Session(
+            tokenHash: hash,
+            owner: PushDevice.Owner(container: info.container, environment: info.environment, userRecordName: user),
+            deviceID: info.deviceID, sessionHash: Secrets.hash(webAuthToken))
+    }
+
+    /// A WebSocket connection: `connected` first, then every notification queued for the device,
+    /// until the client goes away, another connection takes the device, or the session ends.
+    private func stream(
+        to outbound: WebSocketOutboundWriter, closingWith inbound: WebSocketInboundStream, session: Session
+    ) async throws {
+        let (device, connection, missed) = hub.connect(
+            tokenHash: session.tokenHash, owner: session.owner, deviceID: session.deviceID,
+            sessionHash: session.sessionHash)
+        defer { device.detach(connection) }
+        try await outbound.write(Self.frame(PushMessage.connected(missedNotifications: missed).jsonBytes))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // Ends when the client closes the socket or stops answering the heartbeat pings.
+                for try await _ in inbound {}
+            }
+            group.addTask {
+                while case .batch(let entries, let missed) = await device.next(connection) {
+                    if missed { try await outbound.write(Self.missedFrame) }
+                    for entry in entries { try await outbound.write(Self.frame(entry.frame)) }
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private static let missedFrame = frame(PushMessage.missedNotifications.jsonBytes)
+
+    private static func frame(_ bytes: [UInt8]) -> WebSocketOutboundWriter.OutboundFrame {
+        frame(ByteBuffer(bytes: bytes))
+    }
+
+    private static func frame(_ buffer: ByteBuffer) -> WebSocketOutboundWriter.OutboundFrame {
+        .custom(WebSocketFrame(fin: true, opcode: .text, data: buffer))
+    }
+
+    /// `GET /push/1/{token}` without an upgrade: waits up to `timeout` seconds (default 30, at most
+    /// 60) for notifications and answers them, or an empty list.
+    func longPoll(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let session = try await authenticate(request, context)
+        var timeout = Self.defaultPollSeconds
+        if let text = request.query("timeout") {
+            guard let seconds = Int(text), (0...Self.maxPollSeconds).contains(seconds) else {
+                throw StratusError.badRequest("timeout must be a whole number of seconds from 0 to \(Self.maxPollSeconds)")
+            }
+            timeout = seconds
+        }
+        let (device, connection, missedAtConnect) = hub.connect(
+            tokenHash: session.tokenHash, owner: session.owner, deviceID: session.deviceID,
+            sessionHash: session.sessionHash)
+        defer { device.detach(connection) }
+        // A device that may have missed notifications is answered at once, so it fetches.
+        let wait: Duration = missedAtConnect ? .zero : .seconds(timeout)
+        guard case .batch(let entries, let dropped) = await device.poll(connection, timeout: wait) else {
+            return .json(PushPollResponse(notifications: [], missedNotifications: missedAtConnect))
+        }
+        return .json(
+            PushPollResponse(notifications: entries.map(\.payload), missedNotifications: missedAtConnect || dropped))
+    }
+}
+
+/// The request context of WebSocket upgrades: it carries the authenticated push session from the
+/// upgrade check to the connection's handler.
+struct PushRequestContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<PushRequestContext>
+    let session: SessionBox
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        session = SessionBox()
+    }
+
+    /// The session, shared by the copies of the context.
+    final class SessionBox: Sendable {
+        private let storage = Mutex<PushEndpoints.Session?>(nil)
+
+        var value: PushEndpoints.Session? {
+            get { storage.withLock { $0 } }
+            set { storage.withLock { $0 = newValue } }
+        }
+    }
+}

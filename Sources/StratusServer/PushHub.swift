@@ -1,0 +1,183 @@
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import StratusModel
+import StratusStorage
+import Synchronization
+
+/// Turns committed changes into notifications for the devices of the subscriptions they fire.
+///
+/// Writes hand their changes to ``publish(_:)`` and return at once; the hub's `run()` takes the
+/// events in order, one at a time: it finds the subscriptions each one fires (kept in memory per
+/// database, reloaded when they change), encodes each notification once, and queues it on every
+/// device of the subscriber except the one that made the change. Connections take notifications
+/// from their device's queue (``PushDevice``). Devices that went away keep their queue for
+/// `pushRetentionSeconds`, after which a reconnect is told it may have missed notifications.
+final class PushHub: Service {
+    /// Something that may fire subscriptions.
+    enum Event: Sendable {
+        /// Records of a zone changed, through a device (when it said which one).
+        case records(DatabaseLocator, zone: String, changes: [RecordChange], deviceID: String?)
+        /// A custom zone was created or deleted.
+        case zone(DatabaseLocator, name: String, deleted: Bool, deviceID: String?)
+        /// The subscriptions of a database changed: reload them.
+        case subscriptionsChanged(DatabaseLocator)
+    }
+
+    private struct Registry {
+        var devices: [String: PushDevice] = [:]
+        var byOwner: [PushDevice.Owner: Set<String>] = [:]
+    }
+
+    private let storage: any StratusStorage
+    private let configuration: ServerConfiguration
+    private let logger: Logger
+    private let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let registry = Mutex(Registry())
+
+    init(storage: any StratusStorage, configuration: ServerConfiguration, logger: Logger) {
+        self.storage = storage
+        self.configuration = configuration
+        self.logger = logger
+        (events, continuation) = AsyncStream.makeStream()
+    }
+
+    /// Hands an event to the hub; returns at once.
+    func publish(_ event: Event) {
+        continuation.yield(event)
+    }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.processEvents() }
+                group.addTask { await self.pruneAwayDevices() }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    private func processEvents() async {
+        var subscriptions: [DatabaseLocator: [StoredSubscription]] = [:]
+        for await event in events {
+            do {
+                try await handle(event, subscriptions: &subscriptions)
+            } catch {
+                logger.error("push: an event could not be handled", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func handle(_ event: Event, subscriptions cache: inout [DatabaseLocator: [StoredSubscription]]) async throws {
+        switch event {
+        case .subscriptionsChanged(let database):
+            cache[database] = nil
+        case .records(let database, let zone, let changes, let deviceID):
+            let subscriptions = try await subscriptions(of: database, cache: &cache)
+            guard !subscriptions.isEmpty else { return }
+            let schema = database.scope == .public
+                ? try await storage.schema(container: database.container, environment: database.environment) : Schema()
+            let firings = SubscriptionMatcher(database: database, schema: schema)
+                .firings(of: changes, zone: zone, subscriptions: subscriptions)
+            try await deliver(firings, database: database, deviceID: deviceID, cache: &cache)
+        case .zone(let database, let name, let deleted, let deviceID):
+            let subscriptions = try await subscriptions(of: database, cache: &cache)
+            guard !subscriptions.isEmpty else { return }
+            let firings = SubscriptionMatcher(database: database, schema: Schema())
+                .firings(ofZone: name, deleted: deleted, subscriptions: subscriptions)
+            try await deliver(firings, database: database, deviceID: deviceID, cache: &cache)
+        }
+    }
+
+    private func subscriptions(
+        of database: DatabaseLocator, cache: inout [DatabaseLocator: [StoredSubscription]]
+    ) async throws -> [StoredSubscription] {
+        if let cached = cache[database] { return cached }
+        let loaded = try await storage.subscriptions(in: database, subscriber: nil)
+        cache[database] = loaded
+        return loaded
+    }
+
+    /// Queues each firing's notification on the subscriber's devices, except the one that made the
+    /// change, and deletes the `firesOnce` subscriptions that fired. A device gets all of an event's
+    /// notifications at once, so a connection never sees half of them.
+    private func deliver(
+        _ firings: [SubscriptionMatcher.Firing], database: DatabaseLocator, deviceID: String?,
+        cache: inout [DatabaseLocator: [StoredSubscription]]
+    ) async throws {
+        var batches: [String: (device: PushDevice, entries: [PushDevice.Entry])] = [:]
+        for firing in firings {
+            let subscription = firing.subscription
+            if subscription.definition.firesOnce == true {
+                _ = try await storage.deleteSubscription(
+                    id: subscription.subscriptionID, subscriber: subscription.subscriber, in: database)
+                cache[database]?.removeAll {
+                    $0.subscriptionID == subscription.subscriptionID && $0.subscriber == subscription.subscriber
+                }
+            }
+            let owner = PushDevice.Owner(
+                container: database.container, environment: database.environment,
+                userRecordName: subscription.subscriber)
+            let recipients = devices(of: owner).filter { deviceID == nil || $0.deviceID != deviceID }
+            guard !recipients.isEmpty else { continue }
+            let notification = firing.notification
+            let entry = PushDevice.Entry(
+                key: notification.subscriptionID + "\u{0}" + (notification.zoneID?.zoneName ?? ""),
+                frame: ByteBuffer(bytes: PushMessage.notification(notification).jsonBytes), payload: notification)
+            for device in recipients { batches[device.tokenHash, default: (device, [])].entries.append(entry) }
+        }
+        for (device, entries) in batches.values { device.enqueue(entries) }
+    }
+
+    // MARK: Devices
+
+    private func devices(of owner: PushDevice.Owner) -> [PushDevice] {
+        registry.withLock { registry in
+            (registry.byOwner[owner] ?? []).compactMap { registry.devices[$0] }
+        }
+    }
+
+    /// Connects a device: its queue (kept from an earlier connection of this process, or new),
+    /// the connection's ID, and whether notifications may have been missed.
+    func connect(
+        tokenHash: String, owner: PushDevice.Owner, deviceID: String?, sessionHash: String?
+    ) -> (device: PushDevice, connection: UInt64, missedNotifications: Bool) {
+        let device = registry.withLock { registry -> PushDevice in
+            if let known = registry.devices[tokenHash], known.owner == owner, known.deviceID == deviceID { return known }
+            if let previous = registry.devices[tokenHash] { registry.byOwner[previous.owner]?.remove(tokenHash) }
+            let device = PushDevice(
+                tokenHash: tokenHash, owner: owner, deviceID: deviceID, limit: configuration.pushQueueLimit)
+            registry.devices[tokenHash] = device
+            registry.byOwner[owner, default: []].insert(tokenHash)
+            return device
+        }
+        let (connection, missed) = device.attach(sessionHash: sessionHash)
+        return (device, connection, missed)
+    }
+
+    /// Ends the connections that signed in with a session that just ended.
+    func closeConnections(sessionHash: String) {
+        for device in registry.withLock({ Array($0.devices.values) }) { device.close(sessionHash: sessionHash) }
+    }
+
+    /// How many devices the hub holds a queue for (connected or recently away).
+    var deviceCount: Int { registry.withLock { $0.devices.count } }
+
+    /// Every minute, forgets devices away for longer than `pushRetentionSeconds`.
+    private func pruneAwayDevices() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(60))
+            let cutoff = ContinuousClock.now - .seconds(configuration.pushRetentionSeconds)
+            registry.withLock { registry in
+                for (hash, device) in registry.devices where device.isAway(since: cutoff) {
+                    registry.devices[hash] = nil
+                    registry.byOwner[device.owner]?.remove(hash)
+                    if registry.byOwner[device.owner]?.isEmpty == true { registry.byOwner[device.owner] = nil }
+                }
+            }
+        }
+    }
+}

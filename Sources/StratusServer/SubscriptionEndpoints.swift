@@ -1,0 +1,223 @@
+import Foundation
+import Hummingbird
+import StratusModel
+import StratusStorage
+
+/// `subscriptions/list`, `subscriptions/lookup` and `subscriptions/modify`: a user's subscriptions
+/// in one database.
+///
+/// Which kinds a database takes follows CloudKit: query subscriptions in the public and private
+/// databases, zone subscriptions in the private database, database subscriptions in the private
+/// and shared databases. A subscription belongs to the user who saved it, who alone receives its
+/// notifications and sees it in these endpoints.
+struct SubscriptionEndpoints: Sendable {
+    let storage: any StratusStorage
+    let authenticator: Authenticator
+    let configuration: ServerConfiguration
+    let hub: PushHub
+
+    /// The most `desiredKeys` a notification carries, as in CloudKit.
+    static let maxDesiredKeys = 3
+
+    var limits: Limits { configuration.limits }
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        let database = router.group("database/1/:container/:environment/:database")
+        database.get("subscriptions/list") { request, context in try await list(request, context) }
+        database.post("subscriptions/lookup") { request, context in try await lookup(request, context) }
+        database.post("subscriptions/modify") { request, context in try await modify(request, context) }
+    }
+
+    func list(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let user = try target.requireUser()
+        let stored = try await storage.subscriptions(in: target.locator(), subscriber: user)
+        return try respond(stored.map { .success($0.definition) }, target: target)
+    }
+
+    func lookup(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let user = try target.requireUser()
+        let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
+        try checkCount(body.subscriptionIDs.count)
+        let stored = try await storage.subscriptions(in: target.locator(), subscriber: user)
+        let byID = Dictionary(stored.map { ($0.subscriptionID, $0.definition) }) { $1 }
+        return try respond(
+            body.subscriptionIDs.map { id in byID[id].map { .success($0) } ?? .failure(notFound(id)) }, target: target)
+    }
+
+    func modify(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let target = try await authenticator.authenticate(request, context: context)
+        let user = try target.requireUser()
+        let locator = try target.locator()
+        let body = try await request.decodeJSON(ModifySubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
+        try checkCount(body.operations.count)
+        let schema = try await storage.schema(container: target.container, environment: target.environment)
+        var seen = Set<String>()
+        let definitions = try body.operations.enumerated().map { index, operation in
+            let definition = try validated(operation, path: "operations[\(index)]", target: target, schema: schema)
+            if let id = definition.subscriptionID, !seen.insert(id).inserted {
+                throw StratusError.badRequest(
+                    "operations[\(index)].subscription.subscriptionID '\(id)' appears twice; change each subscription once per request")
+            }
+            return definition
+        }
+        let existing = Set(try await storage.subscriptions(in: locator, subscriber: user).map(\.subscriptionID))
+        var results: [Result<SubscriptionDictionary, ErrorDictionary>] = []
+        for (operation, definition) in zip(body.operations, definitions) {
+            let id = definition.subscriptionID ?? ""
+            switch operation.operationType {
+            case .create, .update:
+                if operation.operationType == .update, !existing.contains(id) {
+                    results.append(.failure(notFound(id)))
+                } else if let zone = definition.zoneID?.zoneName, zone != ZoneID.defaultZoneName,
+                    try await storage.zone(named: zone, in: locator) == nil
+                {
+                    results.append(
+                        .failure(
+                            ErrorDictionary(
+                                serverErrorCode: .zoneNotFound, reason: "zone '\(zone)' does not exist",
+                                subscriptionID: id, uuid: UUID().uuidString)))
+                } else {
+                    try await storage.saveSubscription(
+                        StoredSubscription(
+                            database: locator, subscriber: user, definition: definition,
+                            createdAt: DatabaseEndpoints.now()))
+                    results.append(.success(definition))
+                }
+            case .delete:
+                results.append(
+                    try await storage.deleteSubscription(id: id, subscriber: user, in: locator)
+                        ? .success(SubscriptionDictionary(subscriptionID: id)) : .failure(notFound(id)))
+            }
+        }
+        hub.publish(.subscriptionsChanged(locator))
+        return try respond(results, target: target)
+    }
+
+    // MARK: Validation
+
+    /// The subscription to store for an operation, with its ID (a new UUID for a create without
+    /// one) and its zone by name; throws `BAD_REQUEST` naming the field and the rule.
+    private func validated(
+        _ operation: ModifySubscriptionsRequest.Operation, path: String, target: DatabaseRequest, schema: Schema
+    ) throws -> SubscriptionDictionary {
+        var subscription = operation.subscription
+        let field = "\(path).subscription"
+        if let id = subscription.subscriptionID {
+            if let violation = limits.violation(ofName: id) {
+                throw StratusError.badRequest("\(field).subscriptionID \(violation)")
+            }
+        } else if operation.operationType == .create {
+            subscription.subscriptionID = UUID().uuidString
+        } else {
+            throw StratusError.badRequest("\(field).subscriptionID is required for \(operation.operationType.rawValue)")
+        }
+        guard operation.operationType != .delete else { return SubscriptionDictionary(subscriptionID: subscription.subscriptionID) }
+        guard let type = subscription.subscriptionType else {
+            throw StratusError.badRequest("\(field).subscriptionType is required: query, zone or database")
+        }
+        let scope = target.scope
+        func refuse(_ rule: String) -> StratusError { StratusError.badRequest("\(field): \(rule)") }
+        switch type {
+        case .query:
+            guard scope != .shared else {
+                throw refuse("query subscriptions are available in the public and private databases, not the shared one")
+            }
+            guard var query = subscription.query else { throw refuse("query is required for a query subscription") }
+            query.sortBy = []
+            let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
+            do {
+                if let recordType = try validator.recordType(of: query) { try validator.check(query, type: recordType) }
+            } catch let error as StratusError {
+                throw StratusError(error.code, "\(field).\(error.reason)")
+            }
+            subscription.query = query
+            if let firesOn = subscription.firesOn {
+                guard !firesOn.isEmpty else { throw refuse("firesOn must name at least one of create, update, delete") }
+                subscription.firesOn = SubscriptionEvent.allCases.filter(firesOn.contains)
+            }
+            guard subscription.recordType == nil else { throw refuse("recordType applies to zone and database subscriptions; a query subscription names its type in query.recordType") }
+            if scope == .public, let zone = subscription.zoneID, !zone.isDefaultZone {
+                throw refuse("the public database has only the default zone")
+            }
+        case .zone:
+            guard scope == .private else {
+                throw refuse("zone subscriptions are available in the private database only")
+            }
+            guard let zone = subscription.zoneID else { throw refuse("zoneID is required for a zone subscription") }
+            guard !zone.isDefaultZone else {
+                throw refuse("the default zone has no change feed to follow; subscribe to a custom zone")
+            }
+            try checkQueryOnly(subscription, field: field, type: type)
+        case .database:
+            guard scope != .public else {
+                throw refuse("database subscriptions are available in the private and shared databases, not the public one")
+            }
+            guard subscription.zoneID == nil else { throw refuse("zoneID does not apply to a database subscription") }
+            try checkQueryOnly(subscription, field: field, type: type)
+        }
+        if let zoneID = subscription.zoneID {
+            subscription.zoneID = ZoneID(zoneName: try target.zoneName(zoneID, field: "\(field).zoneID", limits: limits))
+        }
+        if let recordType = subscription.recordType,
+            let violation = RecordValidator(limits: limits).violation(ofIdentifier: recordType)
+        {
+            throw StratusError.badRequest("\(field).recordType '\(recordType)' \(violation)")
+        }
+        if let keys = subscription.notificationInfo?.desiredKeys {
+            guard keys.count <= Self.maxDesiredKeys else {
+                throw StratusError.badRequest(
+                    "\(field).notificationInfo.desiredKeys has \(keys.count) fields; a notification carries at most "
+                        + "\(Self.maxDesiredKeys)")
+            }
+        }
+        return subscription
+    }
+
+    /// Refuses the keys that belong to query subscriptions on a zone or database subscription.
+    private func checkQueryOnly(_ subscription: SubscriptionDictionary, field: String, type: SubscriptionType) throws {
+        for (key, present) in [
+            ("query", subscription.query != nil), ("firesOn", subscription.firesOn != nil),
+            ("firesOnce", subscription.firesOnce != nil), ("zoneWide", subscription.zoneWide != nil),
+        ] where present {
+            throw StratusError.badRequest("\(field).\(key) applies to query subscriptions, not \(type.rawValue) subscriptions")
+        }
+    }
+
+    private func checkCount(_ count: Int) throws {
+        guard count > 0 else { throw StratusError.badRequest("the request names no subscriptions") }
+        guard count <= limits.maxOperationsPerRequest else {
+            throw StratusError.badRequest(
+                "the request names \(count) subscriptions; the limit is \(limits.maxOperationsPerRequest) per request")
+        }
+    }
+
+    private func notFound(_ id: String) -> ErrorDictionary {
+        ErrorDictionary(
+            serverErrorCode: .notFound, reason: "subscription '\(id)' does not exist", subscriptionID: id,
+            uuid: UUID().uuidString)
+    }
+
+    /// `{"subscriptions": [...]}` with each zone ID carrying the database's owner.
+    private func respond(
+        _ items: [Result<SubscriptionDictionary, ErrorDictionary>], target: DatabaseRequest
+    ) throws -> Response {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("subscriptions")
+        writer.beginArray()
+        for item in items {
+            switch item {
+            case .success(var definition):
+                if let zone = definition.zoneID { definition.zoneID = try target.wireZoneID(zone.zoneName) }
+                definition.write(to: &writer)
+            case .failure(let error):
+                error.write(to: &writer)
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+}
