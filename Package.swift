@@ -153,6 +153,9 @@ let package = Package(
             dependencies: [
                 "Stratus", "StratusTestSupport", "StratusServer", "StratusModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

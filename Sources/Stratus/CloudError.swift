@@ -91,6 +91,7 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
     public enum ItemID: Hashable, Sendable {
         case record(Record.ID)
         case zone(RecordZone.ID)
+        case subscription(Subscription.ID)
     }
 
     /// What went wrong.

@@ -33,6 +33,8 @@ final class Connection: Sendable {
     let environment: Container.Environment
     let apiToken: String
     let configuration: Container.Configuration
+    /// The device this container speaks for: the configured ID, or a new one per container.
+    let deviceID: String
     private let http: HTTPClient
     private let state: Mutex<(session: Container.Session?, capabilities: Capabilities?)>
 
@@ -50,6 +52,7 @@ final class Connection: Sendable {
         self.environment = environment
         self.apiToken = apiToken
         self.configuration = configuration
+        self.deviceID = configuration.deviceID ?? UUID().uuidString
         self.state = Mutex((session, nil))
         var httpConfiguration = HTTPClient.Configuration()
         httpConfiguration.timeout = .init(
@@ -165,7 +168,7 @@ final class Connection: Sendable {
     /// Runs `request` through the HTTP client, adding the device ID.
     func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         var request = request
-        if let deviceID = configuration.deviceID { request.headers.replaceOrAdd(name: "X-Stratus-Device-ID", value: deviceID) }
+        request.headers.replaceOrAdd(name: "X-Stratus-Device-ID", value: deviceID)
         return try await http.execute(
             request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds), logger: configuration.logger)
     }

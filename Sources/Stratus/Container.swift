@@ -51,8 +51,10 @@ public final class Container: Sendable {
         public var requestTimeout: Duration
         /// How transient failures are retried.
         public var retryPolicy: RetryPolicy
-        /// An identifier of this device, sent with every request (`X-Stratus-Device-ID`) and stored in
-        /// the `modified` stamps of the records it saves. `nil` (the default) sends none.
+        /// An identifier of this device, sent with every request (`X-Stratus-Device-ID`), stored in
+        /// the `modified` stamps of the records it saves, and used to spare it notifications of its
+        /// own changes. `nil` (the default) makes a new one for each `Container`; give a stable one
+        /// (saved with the app's data) so a device is recognised across launches.
         public var deviceID: String?
         /// Where downloaded asset files are kept, named by checksum. `nil` (the default) uses a
         /// `stratus-assets` folder in the temporary directory.
@@ -62,14 +64,26 @@ public final class Container: Sendable {
         public var downloadsAssets: Bool
         /// Where the SDK logs requests, retries and failures; logging is off by default.
         public var logger: Logger
+        /// How ``Container/notifications()`` reaches the server.
+        public var pushTransport: PushTransport
+
+        /// How the push channel reaches the server.
+        public enum PushTransport: Sendable, Hashable {
+            /// A WebSocket, falling back to long polls when the network refuses WebSockets (the default).
+            case automatic
+            /// Long polls over plain HTTP only, for networks known to refuse WebSockets.
+            case longPolling
+        }
 
         /// Creates a configuration.
         public init(
             connectTimeout: Duration = .seconds(10), requestTimeout: Duration = .seconds(60),
             retryPolicy: RetryPolicy = RetryPolicy(), deviceID: String? = nil, assetCacheDirectory: URL? = nil,
             downloadsAssets: Bool = true,
-            logger: Logger = Logger(label: "stratus", factory: { _ in SwiftLogNoOpLogHandler() })
+            logger: Logger = Logger(label: "stratus", factory: { _ in SwiftLogNoOpLogHandler() }),
+            pushTransport: PushTransport = .automatic
         ) {
+            self.pushTransport = pushTransport
             self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
             self.retryPolicy = retryPolicy

@@ -129,8 +129,7 @@ extension Database {
                     zoneID: zoneID, changes: changes, policy: savePolicy,
                     atomic: atomically && !zoneID.isDefault, limits: limits, database: self))
         }
-        var saveResults: [Record.ID: Result<Record, CloudError>] = [:]
-        var deleteResults: [Record.ID: Result<Void, CloudError>] = [:]
+        var results = ModifyResults<Record.ID, Record>(itemID: CloudError.ItemID.record)
         var sentRequests = 0
         for plan in plans {
             for request in plan.requests {
@@ -146,8 +145,8 @@ extension Database {
                     guard sentRequests > 0 else { throw error }
                     for change in request.changes {
                         switch change {
-                        case .save(let record): saveResults[record.recordID] = .failure(error)
-                        case .delete(let id): deleteResults[id] = .failure(error)
+                        case .save(let record): results.saveResults[record.recordID] = .failure(error)
+                        case .delete(let id): results.deleteResults[id] = .failure(error)
                         }
                     }
                     continue
@@ -158,18 +157,18 @@ extension Database {
                     case (.save(let record), .success(let wire)):
                         var saved = record.withChangesCommitted
                         saved.applySystemFields(wire)
-                        saveResults[record.recordID] = .success(saved)
+                        results.saveResults[record.recordID] = .success(saved)
                     case (.save(let record), .failure(let wire)):
-                        saveResults[record.recordID] = .failure(await saveError(wire, record: record, zoneID: plan.zoneID))
+                        results.saveResults[record.recordID] = .failure(await saveError(wire, record: record, zoneID: plan.zoneID))
                     case (.delete(let id), .success):
-                        deleteResults[id] = .success(())
+                        results.deleteResults[id] = .success(())
                     case (.delete(let id), .failure(let wire)):
-                        deleteResults[id] = .failure(CloudError(wire))
+                        results.deleteResults[id] = .failure(CloudError(wire))
                     }
                 }
             }
         }
-        return ModifyResults(saveResults: saveResults, deleteResults: deleteResults)
+        return results
     }
 
     /// The error of a failed save: a conflict becomes ``CloudError/Code/serverRecordChanged``

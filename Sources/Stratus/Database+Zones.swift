@@ -64,8 +64,7 @@ extension Database {
             + zoneIDsToDelete.map { ModifyZonesRequest.Operation(operationType: .delete, zoneID: wireZoneID($0)) }
         let ids = zonesToSave.map(\.zoneID) + zoneIDsToDelete
         let limits = try await connection.limits()
-        var saveResults: [RecordZone.ID: Result<RecordZone, CloudError>] = [:]
-        var deleteResults: [RecordZone.ID: Result<Void, CloudError>] = [:]
+        var results = ModifyResults<RecordZone.ID, RecordZone>(itemID: CloudError.ItemID.zone)
         for chunk in Array(zip(ids, operations)).chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
                 "zones/modify", body: ModifyZonesRequest(operations: chunk.map(\.1)),
@@ -74,12 +73,12 @@ extension Database {
             for ((zoneID, operation), item) in zip(chunk, answer.zones) {
                 let result = item.mapError(CloudError.init)
                 switch operation.operationType {
-                case .create: saveResults[zoneID] = result.map(recordZone)
-                case .delete: deleteResults[zoneID] = result.map { _ in () }
+                case .create: results.saveResults[zoneID] = result.map(recordZone)
+                case .delete: results.deleteResults[zoneID] = result.map { _ in () }
                 }
             }
         }
-        return ModifyResults(saveResults: saveResults, deleteResults: deleteResults)
+        return results
     }
 
     /// A zone from the server's zone dictionary.

@@ -41,7 +41,13 @@ public struct RetryPolicy: Sendable, Hashable {
             guard wait <= maxRetryAfter else { return nil }
             return wait + wait * Double.random(in: 0...0.1)
         }
-        let ceiling = min(maxBackoff, initialBackoff * (1 << min(attempt - 1, 30)))
+        return backoff(afterFailures: attempt)
+    }
+
+    /// A random wait after `failures` failures in a row: up to ``initialBackoff`` doubled for each
+    /// failure after the first, capped at ``maxBackoff`` ("full jitter").
+    func backoff(afterFailures failures: Int) -> Duration {
+        let ceiling = min(maxBackoff, initialBackoff * (1 << min(max(failures, 1) - 1, 30)))
         return ceiling * Double.random(in: 0...1)
     }
 }

@@ -90,10 +90,10 @@ final class PushDevice: Sendable {
         waiter?.resume(returning: .closed)
     }
 
-    /// Ends the connection that signed in with `sessionHash`, if there is one.
-    func close(sessionHash: String) {
+    /// Ends the current connection; with `sessionHash`, only if it signed in with that session.
+    func disconnect(sessionHash: String? = nil) {
         let waiter = state.withLock { state -> CheckedContinuation<Delivery, Never>? in
-            guard state.sessionHash == sessionHash, state.connection != nil else { return nil }
+            guard state.connection != nil, sessionHash == nil || state.sessionHash == sessionHash else { return nil }
             state.connection = nil
             state.lastSeen = .now
             return state.waiter.take()?.continuation

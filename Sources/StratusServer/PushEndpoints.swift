@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
 import NIOWebSocket
+import ServiceLifecycle
 import StratusModel
 import StratusStorage
 import Synchronization
@@ -189,7 +190,9 @@ struct PushEndpoints: Sendable {
         defer { device.detach(connection) }
         // A device that may have missed notifications is answered at once, so it fetches.
         let wait: Duration = missedAtConnect ? .zero : .seconds(timeout)
-        guard case .batch(let entries, let dropped) = await device.poll(connection, timeout: wait) else {
+        // A server shutting down answers at once rather than holding the shutdown for the timeout.
+        let delivery = await cancelWhenGracefulShutdown { await device.poll(connection, timeout: wait) }
+        guard case .batch(let entries, let dropped) = delivery else {
             return .json(PushPollResponse(notifications: [], missedNotifications: missedAtConnect))
         }
         return .json(

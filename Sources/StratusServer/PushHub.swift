@@ -160,7 +160,7 @@ final class PushHub: Service {
 
     /// Ends the connections that signed in with a session that just ended.
     func closeConnections(sessionHash: String) {
-        for device in registry.withLock({ Array($0.devices.values) }) { device.close(sessionHash: sessionHash) }
+        for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect(sessionHash: sessionHash) }
     }
 
     /// How many devices the hub holds a queue for (connected or recently away).

@@ -92,3 +92,48 @@ extension Result where Failure == CloudError {
         if case .failure(let error) = self { error.code } else { nil }
     }
 }
+
+/// Collects a container's push events in the background, for tests to wait on.
+final class PushEventCollector: Sendable {
+    private final class Store: Sendable {
+        let state = Mutex<(events: [PushEvent], error: CloudError?, ended: Bool)>(([], nil, false))
+    }
+
+    private let store = Store()
+    private let task: Task<Void, Never>
+
+    init(_ container: Container) {
+        let store = store
+        task = Task {
+            do {
+                for try await event in container.notifications() { store.state.withLock { $0.events.append(event) } }
+            } catch {
+                store.state.withLock { $0.error = error as? CloudError }
+            }
+            store.state.withLock { $0.ended = true }
+        }
+    }
+
+    deinit { task.cancel() }
+
+    var events: [PushEvent] { store.state.withLock { $0.events } }
+    var notifications: [PushNotification] {
+        events.compactMap { if case .notification(let notification) = $0 { notification } else { nil } }
+    }
+    var gaps: Int { events.filter { $0 == .missedNotifications }.count }
+    var error: CloudError? { store.state.withLock { $0.error } }
+    var ended: Bool { store.state.withLock { $0.ended } }
+
+    /// Waits until `condition` holds, up to `timeout`; returns whether it did.
+    @discardableResult
+    func wait(for timeout: Duration = .seconds(5), until condition: (PushEventCollector) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition(self) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition(self)
+    }
+
+    func stop() { task.cancel() }
+}
