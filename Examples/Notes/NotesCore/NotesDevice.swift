@@ -150,6 +150,22 @@ public actor NotesDevice {
         }
     }
 
+    /// Follows the other devices' edits as they happen: subscribes to notes (once per account),
+    /// then syncs whenever a notification says something changed, or the push channel says some may
+    /// have been missed, and calls `onChange` with the note each time it changed. Runs until the
+    /// task is cancelled, or throws when the session ends.
+    public func watch(_ onChange: @Sendable (LocalNote?) async -> Void) async throws {
+        try await database.save(
+            Subscription.query(
+                recordType: "Note", subscriptionID: "notes",
+                notificationInfo: Subscription.NotificationInfo(shouldSendContentAvailable: true)))
+        for try await _ in container.notifications() {
+            let before = state.note
+            if case .offline = try await sync() { continue }
+            if state.note != before { await onChange(state.note) }
+        }
+    }
+
     // MARK: Pushing
 
     private var database: Database { container.privateCloudDatabase }

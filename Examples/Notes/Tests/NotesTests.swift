@@ -56,6 +56,27 @@ struct NotesTests {
         try await restarted.stopAndRemove()
     }
 
+    @Test("a running watch picks up an edit made on the other device at once")
+    func watch() async throws {
+        let server = try await TestServer.start()
+        let phone = try await NotesDevice.signUp(account(server, "phone"))
+        let laptop = try await NotesDevice.signIn(account(server, "laptop"))
+        let (changes, continuation) = AsyncStream<LocalNote?>.makeStream()
+        let watching = Task { try await laptop.watch { continuation.yield($0) } }
+        var seen = changes.makeAsyncIterator()
+        try await Task.sleep(for: .milliseconds(300))
+        let start = ContinuousClock.now
+        try await phone.edit("Buy milk")
+        let first = await seen.next()
+        #expect(first??.text == "Buy milk")
+        #expect(ContinuousClock.now - start < .seconds(2), "picked up at once")
+        try await phone.edit("Buy milk and bread")
+        #expect(await seen.next()??.text == "Buy milk and bread")
+        #expect(await laptop.note?.text == "Buy milk and bread", "the watch synced the laptop's copy")
+        watching.cancel()
+        try await server.stopAndRemove()
+    }
+
     @Test("conflicts: the later edit wins, whichever device pushes first")
     func latestEditWins() async throws {
         let server = try await TestServer.start()

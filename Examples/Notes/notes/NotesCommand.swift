@@ -12,7 +12,7 @@ struct NotesCommand: AsyncParsableCommand {
             'edit', 'show' and 'sync'. Edits made while the server is away are kept on the device and pushed by \
             the next 'sync', 'edit' or 'show'; when two devices changed the note, the later edit wins.
             """,
-        subcommands: [SignUp.self, SignIn.self, Show.self, Edit.self, Sync.self])
+        subcommands: [SignUp.self, SignIn.self, Show.self, Edit.self, Sync.self, Watch.self])
 }
 
 /// The device's state directory, common to every command.
@@ -87,7 +87,7 @@ struct SignUp: AsyncParsableCommand {
 
     func run() async throws {
         let notes = try await NotesDevice.signUp(try account.account(stateDirectory: device.directory))
-        print("Signed up as \(account.username); this is device \(await notes.id).")
+        say("Signed up as \(account.username); this is device \(await notes.id).")
     }
 }
 
@@ -100,7 +100,7 @@ struct SignIn: AsyncParsableCommand {
 
     func run() async throws {
         let notes = try await NotesDevice.signIn(try account.account(stateDirectory: device.directory))
-        print("Signed in as \(account.username); this is device \(await notes.id).")
+        say("Signed in as \(account.username); this is device \(await notes.id).")
         try await report(notes, await notes.sync())
     }
 }
@@ -141,13 +141,36 @@ struct Sync: AsyncParsableCommand {
     }
 }
 
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the note, then again each time another device changes it (until interrupted).")
+
+    @OptionGroup var device: DeviceOptions
+
+    func run() async throws {
+        let notes = try device.device()
+        try await report(notes, await notes.sync())
+        try await notes.watch { note in
+            guard let note else { return say("(the note was deleted)") }
+            say(note.text)
+            say("— edited \(note.modified.formatted(date: .abbreviated, time: .standard)) on \(note.editedOn ?? "an unknown device")")
+        }
+    }
+}
+
+/// Writes a line straight to standard output, so it shows at once in a pipe or a file too (where
+/// `print` would hold it in a buffer while `notes watch` runs).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
 /// Prints the note and what the sync did.
 func report(_ notes: NotesDevice, _ outcome: NotesDevice.SyncOutcome) async throws {
     guard let note = await notes.note else {
-        print("(no note yet: write one with 'notes edit TEXT')")
+        say("(no note yet: write one with 'notes edit TEXT')")
         return
     }
-    print(note.text)
+    say(note.text)
     let when = note.modified.formatted(date: .abbreviated, time: .standard)
     let status: String
     switch outcome {
@@ -158,5 +181,5 @@ func report(_ notes: NotesDevice, _ outcome: NotesDevice.SyncOutcome) async thro
             ? "saved on this device only: the server is unreachable (\(reason)); it is pushed at the next sync"
             : "offline (\(reason)): this is the last version this device fetched"
     }
-    print("— edited \(when) on \(note.editedOn ?? "an unknown device") · \(status)")
+    say("— edited \(when) on \(note.editedOn ?? "an unknown device") · \(status)")
 }
