@@ -2,8 +2,17 @@ import NIOCore
 import StratusModel
 import Synchronization
 
+/// A WebSocket connection that takes a device's notifications: the queue tells it when some are
+/// waiting, and it takes them (``PushDevice/take(_:)``) when its socket can be written.
+protocol PushSink: Sendable {
+    /// Notifications are waiting.
+    func notificationsWaiting()
+    /// The connection is over: another connection took the device, or its session ended.
+    func close()
+}
+
 /// One device's push queue: the notifications waiting for it, coalesced and bounded, and the
-/// connection (WebSocket or long poll) that takes them.
+/// connection (a WebSocket, through a ``PushSink``, or a long poll) that takes them.
 ///
 /// A newer notification replaces a waiting one of the same subscription and zone (a notification
 /// only says "fetch"), so a slow or offline device holds at most one per subscription and zone.
@@ -44,6 +53,7 @@ final class PushDevice: Sendable {
         var nextConnection: UInt64 = 1
         var sessionHash: String?
         var waiter: (connection: UInt64, continuation: CheckedContinuation<Delivery, Never>)?
+        var sink: (any PushSink)?
         var lastSeen: ContinuousClock.Instant = .now
     }
 
@@ -62,43 +72,64 @@ final class PushDevice: Sendable {
         self.state = Mutex(State(missed: true))
     }
 
-    /// Starts a connection, ending any earlier one of this device. Returns its ID and whether
-    /// notifications may have been missed since the device was last connected.
-    func attach(sessionHash: String?) -> (connection: UInt64, missedNotifications: Bool) {
+    /// Starts a connection, ending any earlier one of this device; a WebSocket connection gives its
+    /// `sink`. Returns the connection's ID and whether notifications may have been missed since the
+    /// device was last connected.
+    func attach(sessionHash: String?, sink: (any PushSink)? = nil) -> (connection: UInt64, missedNotifications: Bool) {
         let (connection, missed, replaced) = state.withLock { state in
             let connection = state.nextConnection
             state.nextConnection += 1
             state.connection = connection
             state.sessionHash = sessionHash
-            let replaced = state.waiter.take()
+            let replaced = Self.release(&state)
+            state.sink = sink
             let missed = state.missed
             state.missed = false
             return (connection, missed, replaced)
         }
-        replaced?.continuation.resume(returning: .closed)
+        replaced()
         return (connection, missed)
     }
 
     /// Ends a connection; the device keeps its queue while it is away.
     func detach(_ connection: UInt64) {
-        let waiter = state.withLock { state -> CheckedContinuation<Delivery, Never>? in
-            guard state.connection == connection else { return nil }
+        state.withLock { state -> () -> Void in
+            guard state.connection == connection else { return {} }
             state.connection = nil
             state.lastSeen = .now
-            return state.waiter.take()?.continuation
-        }
-        waiter?.resume(returning: .closed)
+            state.sink = nil
+            return Self.release(&state)
+        }()
     }
 
     /// Ends the current connection; with `sessionHash`, only if it signed in with that session.
     func disconnect(sessionHash: String? = nil) {
-        let waiter = state.withLock { state -> CheckedContinuation<Delivery, Never>? in
-            guard state.connection != nil, sessionHash == nil || state.sessionHash == sessionHash else { return nil }
+        state.withLock { state -> () -> Void in
+            guard state.connection != nil, sessionHash == nil || state.sessionHash == sessionHash else { return {} }
             state.connection = nil
             state.lastSeen = .now
-            return state.waiter.take()?.continuation
+            return Self.release(&state)
+        }()
+    }
+
+    /// Takes the connection's waiter and sink out of `state`; the returned closure (run outside the
+    /// lock) tells them the connection is over.
+    private static func release(_ state: inout State) -> () -> Void {
+        let waiter = state.waiter.take()?.continuation
+        let sink = state.sink.take()
+        return {
+            waiter?.resume(returning: .closed)
+            sink?.close()
         }
-        waiter?.resume(returning: .closed)
+    }
+
+    /// The waiting notifications, without waiting: an empty batch when there are none, `.closed`
+    /// when `connection` is over. For WebSocket connections, when their sink was told.
+    func take(_ connection: UInt64) -> Delivery {
+        state.withLock { state in
+            guard state.connection == connection else { return .closed }
+            return Self.takeAll(&state)
+        }
     }
 
     /// Whether no connection has taken the queue since `instant`.
@@ -109,7 +140,7 @@ final class PushDevice: Sendable {
     /// Queues notifications, each replacing a waiting one with the same key, and hands the queue to
     /// a waiting connection.
     func enqueue(_ newEntries: [Entry]) {
-        let handOver = state.withLock { state -> (CheckedContinuation<Delivery, Never>, Delivery)? in
+        let handOver = state.withLock { state -> HandOver? in
             for entry in newEntries {
                 if state.entries.updateValue(entry, forKey: entry.key) != nil {
                     state.order.removeAll { $0 == entry.key }
@@ -120,10 +151,20 @@ final class PushDevice: Sendable {
                     state.missed = true
                 }
             }
-            guard let waiter = state.waiter.take() else { return nil }
-            return (waiter.continuation, Self.takeAll(&state))
+            if let waiter = state.waiter.take() { return .waiter(waiter.continuation, Self.takeAll(&state)) }
+            return state.sink.map(HandOver.sink)
         }
-        if let (continuation, delivery) = handOver { continuation.resume(returning: delivery) }
+        switch handOver {
+        case .waiter(let continuation, let delivery)?: continuation.resume(returning: delivery)
+        case .sink(let sink)?: sink.notificationsWaiting()
+        case nil: break
+        }
+    }
+
+    /// Who takes newly queued notifications.
+    private enum HandOver {
+        case waiter(CheckedContinuation<Delivery, Never>, Delivery)
+        case sink(any PushSink)
     }
 
     /// The waiting notifications, or the next ones to arrive; `.closed` when `connection` is over

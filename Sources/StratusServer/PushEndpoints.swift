@@ -1,16 +1,13 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdWebSocket
 import NIOCore
-import NIOWebSocket
 import ServiceLifecycle
 import StratusModel
 import StratusStorage
-import Synchronization
 
 /// `tokens/create`, `tokens/register`, and the push URL they hand out: `/push/1/{token}`, which
-/// upgrades to a WebSocket carrying notifications, or answers a long poll over plain HTTP.
+/// answers a long poll over plain HTTP here, or upgrades to a WebSocket (``PushServerChannel``).
 struct PushEndpoints: Sendable {
     let storage: any StratusStorage
     let accounts: AccountService
@@ -35,16 +32,6 @@ struct PushEndpoints: Sendable {
         environment.post("tokens/create") { request, context in try await createToken(request, context) }
         environment.post("tokens/register") { request, context in try await registerToken(request, context) }
         router.get("push/1/:token") { request, context in try await longPoll(request, context) }
-    }
-
-    func addWebSocketRoutes(to router: Router<PushRequestContext>) {
-        router.ws("push/1/:token") { request, context in
-            context.session.value = try await authenticate(request, context)
-            return .upgrade([:])
-        } onUpgrade: { inbound, outbound, context in
-            guard let session = context.requestContext.session.value else { return }
-            try await stream(to: outbound, closingWith: inbound, session: session)
-        }
     }
 
     // MARK: Tokens
@@ -110,7 +97,13 @@ struct PushEndpoints: Sendable {
     /// Checks a push request: the token must be registered, the API token must be of its
     /// container, and the web auth token must be a live session of the user it is registered to.
     func authenticate(_ request: Request, _ context: some RequestContext) async throws -> Session {
-        let token = try context.parameters.require("token")
+        try await authenticate(
+            token: try context.parameters.require("token"), apiToken: request.query("ckAPIToken"),
+            webAuthToken: request.query("ckWebAuthToken"))
+    }
+
+    /// Checks a push token and the tokens that came with it.
+    func authenticate(token: String, apiToken: String?, webAuthToken: String?) async throws -> Session {
         let hash = Secrets.hash(token)
         guard let info = try await storage.pushToken(hash: hash) else {
             throw StratusError(.authenticationFailed, "the push token is unknown; create one with tokens/create")
@@ -119,12 +112,10 @@ struct PushEndpoints: Sendable {
             throw StratusError(
                 .authenticationFailed, "the push token is not registered to a user; register it with tokens/register")
         }
-        guard let apiToken = request.query("ckAPIToken"),
-            try await accounts.container(forAPIToken: apiToken) == info.container
-        else {
+        guard let apiToken, try await accounts.container(forAPIToken: apiToken) == info.container else {
             throw StratusError(.authenticationFailed, "ckAPIToken is required and must be the push token's container's")
         }
-        guard let webAuthToken = request.query("ckWebAuthToken") else {
+        guard let webAuthToken else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is required: the push channel is the user's")
         }
         guard try await accounts.user(forWebAuthToken: webAuthToken, container: info.container) == user else {
@@ -135,42 +126,6 @@ struct PushEndpoints: Sendable {
             tokenHash: hash,
             owner: PushDevice.Owner(container: info.container, environment: info.environment, userRecordName: user),
             deviceID: info.deviceID, sessionHash: Secrets.hash(webAuthToken))
-    }
-
-    /// A WebSocket connection: `connected` first, then every notification queued for the device,
-    /// until the client goes away, another connection takes the device, or the session ends.
-    private func stream(
-        to outbound: WebSocketOutboundWriter, closingWith inbound: WebSocketInboundStream, session: Session
-    ) async throws {
-        let (device, connection, missed) = hub.connect(
-            tokenHash: session.tokenHash, owner: session.owner, deviceID: session.deviceID,
-            sessionHash: session.sessionHash)
-        defer { device.detach(connection) }
-        try await outbound.write(Self.frame(PushMessage.connected(missedNotifications: missed).jsonBytes))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // Ends when the client closes the socket or stops answering the heartbeat pings.
-                for try await _ in inbound {}
-            }
-            group.addTask {
-                while case .batch(let entries, let missed) = await device.next(connection) {
-                    if missed { try await outbound.write(Self.missedFrame) }
-                    for entry in entries { try await outbound.write(Self.frame(entry.frame)) }
-                }
-            }
-            try await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private static let missedFrame = frame(PushMessage.missedNotifications.jsonBytes)
-
-    private static func frame(_ bytes: [UInt8]) -> WebSocketOutboundWriter.OutboundFrame {
-        frame(ByteBuffer(bytes: bytes))
-    }
-
-    private static func frame(_ buffer: ByteBuffer) -> WebSocketOutboundWriter.OutboundFrame {
-        .custom(WebSocketFrame(fin: true, opcode: .text, data: buffer))
     }
 
     /// `GET /push/1/{token}` without an upgrade: waits up to `timeout` seconds (default 30, at most
@@ -197,29 +152,5 @@ struct PushEndpoints: Sendable {
         }
         return .json(
             PushPollResponse(notifications: entries.map(\.payload), missedNotifications: missedAtConnect || dropped))
-    }
-}
-
-/// The request context of WebSocket upgrades: it carries the authenticated push session from the
-/// upgrade check to the connection's handler.
-struct PushRequestContext: RequestContext, WebSocketRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<PushRequestContext>
-    let session: SessionBox
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        webSocket = .init()
-        session = SessionBox()
-    }
-
-    /// The session, shared by the copies of the context.
-    final class SessionBox: Sendable {
-        private let storage = Mutex<PushEndpoints.Session?>(nil)
-
-        var value: PushEndpoints.Session? {
-            get { storage.withLock { $0 } }
-            set { storage.withLock { $0 = newValue } }
-        }
     }
 }

@@ -58,6 +58,9 @@ final class PushHub: Service {
                 group.cancelAll()
             }
         }
+        // Push connections are served by channel handlers with no task the server waits for:
+        // close them, so devices see the server go and reconnect to whichever instance comes next.
+        for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect() }
     }
 
     private func processEvents() async {
@@ -143,7 +146,7 @@ final class PushHub: Service {
     /// Connects a device: its queue (kept from an earlier connection of this process, or new),
     /// the connection's ID, and whether notifications may have been missed.
     func connect(
-        tokenHash: String, owner: PushDevice.Owner, deviceID: String?, sessionHash: String?
+        tokenHash: String, owner: PushDevice.Owner, deviceID: String?, sessionHash: String?, sink: (any PushSink)? = nil
     ) -> (device: PushDevice, connection: UInt64, missedNotifications: Bool) {
         let device = registry.withLock { registry -> PushDevice in
             if let known = registry.devices[tokenHash], known.owner == owner, known.deviceID == deviceID { return known }
@@ -154,7 +157,7 @@ final class PushHub: Service {
             registry.byOwner[owner, default: []].insert(tokenHash)
             return device
         }
-        let (connection, missed) = device.attach(sessionHash: sessionHash)
+        let (connection, missed) = device.attach(sessionHash: sessionHash, sink: sink)
         return (device, connection, missed)
     }
 

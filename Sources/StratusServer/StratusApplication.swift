@@ -1,5 +1,5 @@
 public import Hummingbird
-import HummingbirdWebSocket
+import HummingbirdCore
 public import Logging
 import NIOCore
 import StratusModel
@@ -17,12 +17,13 @@ public enum StratusApplication {
         let tokens = SyncTokenCodec(secret: secret)
         let hub = PushHub(storage: storage, configuration: configuration, logger: logger)
         let routers = makeRouters(storage: storage, configuration: configuration, tokens: tokens, hub: hub)
+        let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
+        let push = routers.push
         return Application(
             router: routers.http,
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: routers.webSocket,
-                configuration: .init(
-                    ws: .init(autoPing: .enabled(timePeriod: .seconds(configuration.pushHeartbeatSeconds))))),
+            server: HTTPServerBuilder { responder in
+                PushServerChannel(responder: responder, push: push, heartbeat: heartbeat)
+            },
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),
             services: [
@@ -42,10 +43,11 @@ public enum StratusApplication {
         ).http
     }
 
-    /// The HTTP router, the router of WebSocket upgrades (the push channel), and the asset store.
+    /// The HTTP router, the push endpoints (which also authenticate WebSocket upgrades), and the
+    /// asset store.
     static func makeRouters(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub
-    ) -> (http: Router<BasicRequestContext>, webSocket: Router<PushRequestContext>, assets: AssetStore?) {
+    ) -> (http: Router<BasicRequestContext>, push: PushEndpoints, assets: AssetStore?) {
         let assets = configuration.assetsDirectory.map {
             AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
         }
@@ -69,8 +71,6 @@ public enum StratusApplication {
             .addRoutes(to: router)
         AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
-        let webSocketRouter = Router(context: PushRequestContext.self)
-        push.addWebSocketRoutes(to: webSocketRouter)
-        return (router, webSocketRouter, assets)
+        return (router, push, assets)
     }
 }

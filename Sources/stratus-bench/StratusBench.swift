@@ -15,9 +15,16 @@ import StratusSQLite
 import StratusStorage
 
 @main
-struct StratusBench: AsyncParsableCommand {
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus-bench",
+        abstract: "Measures Stratus beside baselines measured in the same run.",
+        subcommands: [StratusBench.self, WebSocketFloor.self], defaultSubcommand: StratusBench.self)
+}
+
+struct StratusBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "measure",
         abstract: "Measures Stratus over loopback HTTP beside raw GRDB on the same rows, in one run.")
 
     @Option(help: "Records written by the batched workload and read by the change-feed workload (0 skips the write, save and feed workloads).")
@@ -58,6 +65,14 @@ struct StratusBench: AsyncParsableCommand {
 
     @Option(help: "Single saves and fetches timed through the SDK and as raw requests, per round.")
     var sdkCalls = 1_000
+
+    @Option(
+        parsing: .upToNextOption,
+        help: "Listening devices of the push workload, one measurement each (none skips it; needs the release-built stratus beside this executable).")
+    var pushDevices: [Int] = [1, 100, 1_000, 10_000]
+
+    @Option(help: "Deliveries timed with 100 devices listening; fewer with more devices, at least 10.")
+    var pushTrials = 200
 
     @Option(help: "Write the results as JSON to this file.")
     var output: String?
@@ -111,7 +126,20 @@ struct StratusBench: AsyncParsableCommand {
             let sdkBench = SDKBench(records: sdkRecords, calls: sdkCalls, durability: durability)
             for round in 1...repeats { sdkRounds.append(try await sdkBench.measureRound(round, progress: progress)) }
         }
-        try report(rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds)
+        var pushRounds: [PushBench.Round] = []
+        if !pushDevices.isEmpty {
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                pushRounds = try await PushBench(
+                    deviceCounts: pushDevices.sorted(), trials: pushTrials, http: http, progress: progress
+                ).run()
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+        }
+        try report(rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds, push: pushRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -232,7 +260,7 @@ struct StratusBench: AsyncParsableCommand {
 
     private func report(
         _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round],
-        sdk sdkRounds: [SDKBench.Round]
+        sdk sdkRounds: [SDKBench.Round], push pushRounds: [PushBench.Round]
     ) throws {
         func f(_ value: Double) -> String {
             value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
@@ -299,6 +327,19 @@ struct StratusBench: AsyncParsableCommand {
                 compare(sdkRounds, "single-record fetch, p50", "ms", \.sdkFetchP50, \.rawFetchP50),
             ].joined(separator: "\n"))
         }
+        if !pushRounds.isEmpty {
+            print("\nPush: a save through HTTP until the notification reached every listening device (all devices "
+                  + "of one user with a zone subscription), beside a raw WebSocket broadcast server (same client, same "
+                  + "run, both servers as child processes)\n")
+            print("| devices listening | Stratus p50 / p99 / last device (ms) | raw WebSocket p50 / p99 / last device (ms) | "
+                  + "server memory per connection, Stratus / raw (KiB) |")
+            print("|---|---|---|---|")
+            for round in pushRounds {
+                print("| \(round.devices) | \(f(round.stratusP50)) / \(f(round.stratusP99)) / \(f(round.stratusLastMedian)) | "
+                      + "\(f(round.floorP50)) / \(f(round.floorP99)) / \(f(round.floorLastMedian)) | "
+                      + "\(f(round.stratusBytesPerConnection / 1024)) / \(f(round.floorBytesPerConnection / 1024)) |")
+            }
+        }
         if let output {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -308,12 +349,13 @@ struct StratusBench: AsyncParsableCommand {
                 let queryRecords: Int, querySeedRecordsPerSecond: Double, queryRounds: [QueryBench.Round]
                 let assetMegabytes: Int, assetRounds: [AssetBench.Round]
                 let sdkRecords: Int, sdkCalls: Int, sdkRounds: [SDKBench.Round]
+                let pushRounds: [PushBench.Round]
             }
             try encoder.encode(Document(
                 records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
                 environment: environment.rawValue, rounds: rounds, queryRecords: queryRecords, querySeedRecordsPerSecond: seedRate, queryRounds: queryRounds,
                 assetMegabytes: assetMegabytes, assetRounds: assetRounds, sdkRecords: sdkRecords, sdkCalls: sdkCalls,
-                sdkRounds: sdkRounds)).write(to: URL(fileURLWithPath: output))
+                sdkRounds: sdkRounds, pushRounds: pushRounds)).write(to: URL(fileURLWithPath: output))
         }
     }
 }

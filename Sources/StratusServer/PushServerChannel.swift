@@ -1,0 +1,138 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOWebSocket
+
+/// The server's connections: HTTP/1 for every endpoint, and WebSockets for the push channel.
+///
+/// A request to `/push/1/{token}` that asks for a WebSocket is authenticated before it is upgraded;
+/// the upgraded connection is then served by a ``PushConnection`` handler on its event loop. Every
+/// other request is answered by the router, as Hummingbird's own HTTP/1 channel does. An upgrade
+/// that is refused gets `400` (its reason is the answer of the same URL without an upgrade).
+struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
+    /// What a connection became.
+    enum Connection: Sendable {
+        case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+        case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+        case push
+    }
+
+    struct Value: ServerChildChannelValue {
+        let connection: EventLoopFuture<Connection>
+        let channel: any Channel
+    }
+
+    let responder: Responder
+    let push: PushEndpoints
+    let heartbeat: TimeAmount
+    let http: HTTP1Channel.Configuration
+
+    init(responder: @escaping Responder, push: PushEndpoints, heartbeat: TimeAmount, http: HTTP1Channel.Configuration = .init()) {
+        self.responder = Self.redirectingLateUpgrades(responder)
+        self.push = push
+        self.heartbeat = heartbeat
+        self.http = http
+    }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let session = NIOLoopBoundBox<PushEndpoints.Session?>(nil, eventLoop: channel.eventLoop)
+            let (push, hub, heartbeat) = (self.push, self.push.hub, self.heartbeat)
+            let upgrader = NIOTypedWebSocketServerUpgrader<Connection>(
+                shouldUpgrade: { channel, head in
+                    attempted.value = true
+                    let promise = channel.eventLoop.makePromise(of: PushEndpoints.Session?.self)
+                    promise.completeWithTask {
+                        let uri = URI(head.uri)
+                        let prefix = "/push/1/"
+                        guard uri.path.hasPrefix(prefix), let found = try? await push.authenticate(
+                            token: String(uri.path.dropFirst(prefix.count)),
+                            apiToken: uri.queryParameters["ckAPIToken"].map(String.init),
+                            webAuthToken: uri.queryParameters["ckWebAuthToken"].map(String.init))
+                        else { return nil }
+                        return found
+                    }
+                    return promise.futureResult.map { found in
+                        session.value = found
+                        return found == nil ? nil : HTTPHeaders()
+                    }
+                },
+                upgradePipelineHandler: { channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        guard let found = session.value else { throw ChannelError.inappropriateOperationForState }
+                        try channel.pipeline.syncOperations.addHandler(
+                            PushConnection(session: found, hub: hub, heartbeat: heartbeat))
+                        return .push
+                    }
+                })
+            let http = self.http
+            var configuration = NIOUpgradableHTTPServerPipelineConfiguration<Connection>(
+                upgradeConfiguration: NIOTypedHTTPServerUpgradeConfiguration(
+                    upgraders: [upgrader],
+                    notUpgradingCompletionHandler: { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                            try channel.pipeline.syncOperations.addHandlers(http.additionalChannelHandlers())
+                            try channel.pipeline.syncOperations.addHandler(
+                                HTTPConnectionStateHandler(idleTimeout: http.idleTimeout.map { .init($0) }, logger: logger))
+                            let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                                wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                            return attempted.value ? .refusedUpgrade(asyncChannel) : .http(asyncChannel)
+                        }
+                    }))
+            configuration.enablePipelining = false  // NIOAsyncChannel pipelines HTTP
+            configuration.enableErrorHandling = false  // Hummingbird handles errors
+            configuration.enableResponseHeaderValidation = false  // Swift HTTP Types validate headers
+            configuration.decoderConfiguration.maxHeaderFieldSize = http.httpDecoder.maxHeaderFieldSize
+            configuration.decoderConfiguration.maxHeaderListSize = http.httpDecoder.maxHeaderListSize
+            configuration.decoderConfiguration.maxHeaderFieldCount = http.httpDecoder.maxHeaderFieldCount
+            let connection = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+                configuration: configuration)
+            return Value(connection: connection, channel: channel)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        do {
+            switch try await value.connection.get() {
+            case .http(let asyncChannel):
+                await handleHTTP(asyncChannel: asyncChannel, logger: logger)
+            case .refusedUpgrade(let asyncChannel):
+                try await asyncChannel.executeThenClose { _, outbound in
+                    try await outbound.write(
+                        contentsOf: [
+                            .head(HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])),
+                            .end(nil),
+                        ])
+                }
+            case .push:
+                break  // The connection's handlers serve it from here, with no task.
+            }
+        } catch {
+            logger.debug("a connection ended during its setup", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// NIO upgrades only a connection's first request: a later request asking for a WebSocket is
+    /// redirected to the same URL with the connection closed, so that the client asks again on a
+    /// new connection (as Hummingbird's WebSocket channel does).
+    private static func redirectingLateUpgrades(_ responder: @escaping Responder) -> Responder {
+        struct ClosingAfterRedirect: Error {}
+        return { request, writer, channel in
+            guard request.headers[.upgrade]?.lowercased() == "websocket" else {
+                return try await responder(request, writer, channel)
+            }
+            var location = request.uri.path
+            if let query = request.uri.query { location += "?\(query)" }
+            try await writer.writeResponse(
+                HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: location]))
+            throw ClosingAfterRedirect()
+        }
+    }
+}
