@@ -91,6 +91,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Requests a caller may make at once before --rate-limit applies (default: one second's worth).")
     var rateLimitBurst: Int?
 
+    @Option(help: "Seconds between heartbeat pings on push connections; one left unanswered closes the connection.")
+    var pushHeartbeatSeconds = 30
+
+    @Option(help: "Notifications kept waiting per device (coalesced per subscription and zone); more drop the oldest.")
+    var pushQueueLimit = 100
+
+    @Option(help: "Minutes a disconnected device keeps its waiting notifications.")
+    var pushRetentionMinutes = 60
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -103,6 +112,8 @@ struct Serve: AsyncParsableCommand {
             ("--max-record-size-bytes", maxRecordSizeBytes), ("--max-name-length", maxNameLength),
             ("--max-fields-per-record", maxFieldsPerRecord), ("--max-request-body-bytes", maxRequestBodyBytes ?? 1),
             ("--tombstone-horizon-days", tombstoneHorizonDays), ("--session-lifetime-days", sessionLifetimeDays),
+            ("--push-heartbeat-seconds", pushHeartbeatSeconds), ("--push-queue-limit", pushQueueLimit),
+            ("--push-retention-minutes", pushRetentionMinutes),
         ] where value < 1 {
             throw ValidationError("\(name) must be at least 1, not \(value)")
         }
@@ -137,7 +148,9 @@ struct Serve: AsyncParsableCommand {
             sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL,
             assetsDirectory: storageOptions.directory.appendingPathComponent("assets").path,
             assetGraceSeconds: Int64(assetGraceHours) * 3600,
-            rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) })
+            rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) },
+            pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
+            pushRetentionSeconds: Int64(pushRetentionMinutes) * 60)
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
