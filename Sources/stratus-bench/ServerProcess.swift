@@ -10,6 +10,11 @@ final class ServerProcess: @unchecked Sendable {
     /// Starts `executable` with `arguments` and waits for a line containing `http://` on its
     /// standard output (the URL it listens at).
     init(executable: URL, arguments: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw BenchError(
+                "\(executable.path) is missing: build it beside this executable (swift build -c release), or skip the "
+                    + "push workload with --push-devices 0")
+        }
         process = Process()
         process.executableURL = executable
         process.arguments = arguments

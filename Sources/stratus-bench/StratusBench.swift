@@ -68,7 +68,7 @@ struct StratusBench: AsyncParsableCommand {
 
     @Option(
         parsing: .upToNextOption,
-        help: "Listening devices of the push workload, one measurement each (none skips it; needs the release-built stratus beside this executable).")
+        help: "Listening devices of the push workload, one measurement each (0 skips it; it needs the release-built stratus beside this executable).")
     var pushDevices: [Int] = [1, 100, 1_000, 10_000]
 
     @Option(help: "Deliveries timed with 100 devices listening; fewer with more devices, at least 10.")
@@ -127,6 +127,7 @@ struct StratusBench: AsyncParsableCommand {
             for round in 1...repeats { sdkRounds.append(try await sdkBench.measureRound(round, progress: progress)) }
         }
         var pushRounds: [PushBench.Round] = []
+        let pushDevices = pushDevices.filter { $0 > 0 }
         if !pushDevices.isEmpty {
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             do {
