@@ -23,7 +23,7 @@ extension Container {
     /// }
     /// ```
     public func notifications() -> AsyncThrowingStream<PushEvent, any Error> {
-        let channel = PushChannel(connection: connection)
+        let channel = PushChannel(container: self)
         return AsyncThrowingStream { continuation in
             let task = Task { await channel.run(continuation) }
             continuation.onTermination = { _ in task.cancel() }
@@ -33,7 +33,9 @@ extension Container {
 
 /// Keeps a push connection open and turns its messages into ``PushEvent``s.
 struct PushChannel: Sendable {
-    let connection: Connection
+    let container: Container
+
+    var connection: Connection { container.connection }
 
     /// The largest message accepted: a notification with three desired fields fits many times.
     private static let maxMessageBytes = 1 << 20
@@ -159,7 +161,7 @@ struct PushChannel: Sendable {
         case .connected(let missed):
             deliverConnected(missed: missed, continuation)
         case .notification(let wire):
-            let database = Database(scope: Database.Scope(rawValue: wire.databaseScope.rawValue) ?? .private, connection: connection)
+            let database = container.database(with: Database.Scope(rawValue: wire.databaseScope.rawValue) ?? .private)
             continuation.yield(.notification(PushNotification(wire, in: database)))
         case .missedNotifications:
             continuation.yield(.missedNotifications)

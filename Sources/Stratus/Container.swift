@@ -135,14 +135,14 @@ public final class Container: Sendable {
     }
 
     /// The container's public database, shared by every user of the app.
-    public var publicCloudDatabase: Database { Database(scope: .public, connection: connection) }
+    public var publicCloudDatabase: Database { Database(scope: .public, container: self) }
     /// The signed-in user's private database.
-    public var privateCloudDatabase: Database { Database(scope: .private, connection: connection) }
+    public var privateCloudDatabase: Database { Database(scope: .private, container: self) }
     /// The signed-in user's shared database: zones other users share with them.
-    public var sharedCloudDatabase: Database { Database(scope: .shared, connection: connection) }
+    public var sharedCloudDatabase: Database { Database(scope: .shared, container: self) }
 
     /// The database of `scope`.
-    public func database(with scope: Database.Scope) -> Database { Database(scope: scope, connection: connection) }
+    public func database(with scope: Database.Scope) -> Database { Database(scope: scope, container: self) }
 
     /// The current session; `nil` when no user is signed in.
     public var session: Session? { connection.session }

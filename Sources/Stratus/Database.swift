@@ -20,12 +20,15 @@ public struct Database: Sendable {
 
     /// Which database this is.
     public let databaseScope: Scope
-    let connection: Connection
+    /// The container the database belongs to.
+    public let container: Container
 
-    init(scope: Scope, connection: Connection) {
+    init(scope: Scope, container: Container) {
         self.databaseScope = scope
-        self.connection = connection
+        self.container = container
     }
+
+    var connection: Connection { container.connection }
 
     /// Calls `operation` of this database with `body`.
     func call<Response: JSONDecodable>(
