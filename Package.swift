@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "StratusSQLite", targets: ["StratusSQLite"]),
         .library(name: "StratusServer", targets: ["StratusServer"]),
         .library(name: "Stratus", targets: ["Stratus"]),
+        .library(name: "StratusSync", targets: ["StratusSync"]),
         .executable(name: "stratus", targets: ["stratus"]),
         .executable(name: "stratus-bench", targets: ["stratus-bench"]),
     ],
@@ -90,9 +91,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "StratusSync",
+            dependencies: ["Stratus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StratusTestSupport",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusModel",
+                "StratusServer", "StratusSQLite", "StratusModel", "Stratus",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -155,6 +161,14 @@ let package = Package(
             name: "NotesTests",
             dependencies: ["NotesCore", "Stratus", "StratusTestSupport", "StratusServer"],
             path: "Examples/Notes/Tests", swiftSettings: swiftSettings),
+        .testTarget(
+            name: "StratusSyncTests",
+            dependencies: [
+                "StratusSync", "Stratus", "StratusTestSupport", "StratusServer",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "StratusTests",
             dependencies: [

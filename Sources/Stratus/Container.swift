@@ -114,6 +114,9 @@ public final class Container: Sendable {
     public let environment: Environment
     let connection: Connection
 
+    /// The settings the container was created with.
+    public var configuration: Configuration { connection.configuration }
+
     /// A container on the server at `serverURL`.
     ///
     /// - Parameters:

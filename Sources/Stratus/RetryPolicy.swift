@@ -46,7 +46,7 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// A random wait after `failures` failures in a row: up to ``initialBackoff`` doubled for each
     /// failure after the first, capped at ``maxBackoff`` ("full jitter").
-    func backoff(afterFailures failures: Int) -> Duration {
+    public func backoff(afterFailures failures: Int) -> Duration {
         let ceiling = min(maxBackoff, initialBackoff * (1 << min(max(failures, 1) - 1, 30)))
         return ceiling * Double.random(in: 0...1)
     }

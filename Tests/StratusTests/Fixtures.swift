@@ -6,45 +6,6 @@ import StratusTestSupport
 import Synchronization
 import Testing
 
-extension TestServer {
-    /// A container on this server as one device of an app makes it: its own device ID and asset
-    /// cache, and quick retries.
-    func makeContainer(
-        device: String = UUID().uuidString, session: Container.Session? = nil,
-        retryPolicy: RetryPolicy = RetryPolicy(initialBackoff: .milliseconds(20)), logger: Logger? = nil
-    ) -> Container {
-        var configuration = Container.Configuration(
-            retryPolicy: retryPolicy, deviceID: device,
-            assetCacheDirectory: directory.appendingPathComponent("asset-cache-\(device)"))
-        if let logger { configuration.logger = logger }
-        return Container(
-            identifier: container, serverURL: URL(string: baseURL)!, apiToken: apiToken, session: session,
-            configuration: configuration)
-    }
-
-    /// A container signed in as a new user `username`.
-    func signedInContainer(_ username: String, device: String = UUID().uuidString) async throws -> Container {
-        let container = makeContainer(device: device)
-        try await container.signUp(username: username, password: "correct horse")
-        return container
-    }
-}
-
-/// Runs `body` against a fresh server and removes it afterwards, whether `body` fails or not.
-func withServer(
-    _ configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4),
-    _ body: (TestServer) async throws -> Void
-) async throws {
-    let server = try await TestServer.start(configuration: configuration)
-    do {
-        try await body(server)
-    } catch {
-        try? await server.stopAndRemove()
-        throw error
-    }
-    try await server.stopAndRemove()
-}
-
 /// The error `body` throws, as a ``CloudError``; fails the test when it throws none or another kind.
 func cloudError(
     sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void

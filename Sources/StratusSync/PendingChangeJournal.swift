@@ -1,0 +1,88 @@
+import Foundation
+
+/// An append-only file of the app's changes to the pending lists since the last state the app
+/// persisted, so that a change survives the process dying before the next `stateUpdate` is saved.
+///
+/// Each line is one JSON entry with a sequence number. Appending writes the line and syncs the file
+/// to disk before returning. The state's serialization records the last sequence it includes; at
+/// launch the entries after it are applied again, and once the app has handled a `stateUpdate`, the
+/// entries it includes are dropped from the file. A line cut short by a crash is ignored.
+///
+/// Not thread-safe: the state calls it under its lock.
+final class PendingChangeJournal {
+    /// One change to the pending lists.
+    struct Entry: Codable, Sendable {
+        enum Operation: Codable, Sendable {
+            case addRecordZoneChanges([SyncEngine.PendingRecordZoneChange])
+            case removeRecordZoneChanges([SyncEngine.PendingRecordZoneChange])
+            case addDatabaseChanges([SyncEngine.PendingDatabaseChange])
+            case removeDatabaseChanges([SyncEngine.PendingDatabaseChange])
+            case setHasPendingUntrackedChanges(Bool)
+        }
+
+        var sequence: UInt64
+        var operation: Operation
+    }
+
+    let url: URL
+    private var file: FileHandle
+
+    /// Opens the journal at `url`, creating it (and its folder) when missing.
+    init(url: URL) throws {
+        self.url = url
+        let manager = FileManager.default
+        try manager.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if !manager.fileExists(atPath: url.path) {
+            guard manager.createFile(atPath: url.path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+            }
+        }
+        file = try FileHandle(forUpdating: url)
+        try file.seekToEnd()
+    }
+
+    deinit {
+        try? file.close()
+    }
+
+    /// The entries in the file, in order; a last line cut short is skipped.
+    func entries() throws -> [Entry] {
+        let data = try Data(contentsOf: url)
+        let decoder = JSONDecoder()
+        return data.split(separator: UInt8(ascii: "\n")).compactMap { line in
+            try? decoder.decode(Entry.self, from: line)
+        }
+    }
+
+    /// Appends `entry` and syncs the file to disk.
+    func append(_ entry: Entry) throws {
+        var line = try JSONEncoder().encode(entry)
+        line.append(UInt8(ascii: "\n"))
+        try file.write(contentsOf: line)
+        try file.synchronize()
+    }
+
+    /// Keeps only `entries` (those after the state the app persisted). Entries to keep are written
+    /// to a new file that then replaces the journal, so a crash leaves either file whole.
+    func rewrite(keeping entries: [Entry]) throws {
+        guard !entries.isEmpty else {
+            try file.truncate(atOffset: 0)
+            try file.synchronize()
+            return
+        }
+        let encoder = JSONEncoder()
+        var data = Data()
+        for entry in entries {
+            data.append(try encoder.encode(entry))
+            data.append(UInt8(ascii: "\n"))
+        }
+        let replacement = url.appendingPathExtension("new")
+        try data.write(to: replacement)
+        let handle = try FileHandle(forUpdating: replacement)
+        try handle.synchronize()
+        try handle.seekToEnd()
+        _ = try FileManager.default.replaceItemAt(url, withItemAt: replacement)
+        try file.close()
+        file = handle
+    }
+}

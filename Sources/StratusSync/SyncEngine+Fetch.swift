@@ -1,0 +1,135 @@
+import Foundation
+import Stratus
+
+extension SyncEngine {
+    /// Fetches the database's zone changes, then the record changes of each zone in scope that has some.
+    func fetch(_ context: FetchChangesContext) async throws {
+        guard let delegate else { return }
+        guard await checkAccount(delegate) else { throw Self.notSignedIn }
+        if configuration.automaticallySync { try await ensureSubscription() }
+        await emit(.willFetchChanges(.init(context: context)), to: delegate)
+        do {
+            try await fetchDatabaseChanges(delegate: delegate)
+            try await fetchZoneChanges(context, delegate: delegate)
+        } catch {
+            if let error = error as? CloudError, error.keepsChangesPending { scheduleRetry(after: error, fetch: true) }
+            await emit(.didFetchChanges(.init(context: context)), to: delegate)
+            throw error
+        }
+        noteSuccess()
+        noteFetched()
+        await emit(.didFetchChanges(.init(context: context)), to: delegate)
+    }
+
+    /// Saves the database subscription the server notifies the engine through, once per user.
+    private func ensureSubscription() async throws {
+        let subscriptionID = configuration.subscriptionID ?? "stratus-sync-\(database.databaseScope.rawValue)"
+        guard state.withSnapshot({ $0.subscriptionID }) != subscriptionID else { return }
+        _ = try await database.save(Subscription.database(subscriptionID: subscriptionID))
+        state.withSnapshot { $0.subscriptionID = subscriptionID }
+    }
+
+    /// Reads the database's change feed: zones deleted are forgotten, zones changed are noted as
+    /// having changes to fetch.
+    private func fetchDatabaseChanges(delegate: any SyncEngineDelegate) async throws {
+        var token = state.withSnapshot { $0.databaseChangeToken }
+        while true {
+            try Task.checkCancellation()
+            let page: DatabaseChanges
+            do {
+                page = try await database.databaseChanges(since: token)
+            } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
+                // Read the whole feed again: every zone is then fetched from its own token.
+                token = nil
+                continue
+            }
+            if !page.modifications.isEmpty || !page.deletions.isEmpty {
+                await emit(
+                    .fetchedDatabaseChanges(
+                        .init(
+                            modifications: page.modifications.map { .init(zoneID: $0) },
+                            deletions: page.deletions.map { .init(zoneID: $0.zoneID, reason: .deleted) })),
+                    to: delegate)
+            }
+            state.withSnapshot { snapshot in
+                for deletion in page.deletions { snapshot.forgetZone(deletion.zoneID) }
+                snapshot.markUnfetched(page.modifications)
+                snapshot.databaseChangeToken = page.changeToken
+            }
+            await emitStateUpdate(to: delegate)
+            token = page.changeToken
+            guard page.moreComing else { return }
+        }
+    }
+
+    /// Fetches the zones with changes that the delegate's options cover, prioritized zones first.
+    private func fetchZoneChanges(_ context: FetchChangesContext, delegate: any SyncEngineDelegate) async throws {
+        var options = context.options
+        var visited = Set<RecordZone.ID>()
+        while true {
+            try Task.checkCancellation()
+            options = await delegate.nextFetchChangesOptions(
+                FetchChangesContext(reason: context.reason, options: options), syncEngine: self)
+            let scope = options.scope
+            let candidates = state.withSnapshot { snapshot in
+                snapshot.unfetchedZoneIDs.filter { scope.contains($0) && !visited.contains($0) }
+            }
+            guard let zoneID = options.prioritizedZoneIDs.first(where: candidates.contains) ?? candidates.first else {
+                return
+            }
+            visited.insert(zoneID)
+            await emit(.willFetchRecordZoneChanges(.init(zoneID: zoneID)), to: delegate)
+            do {
+                try await fetchChanges(inZone: zoneID, delegate: delegate)
+            } catch let error as CloudError {
+                await emit(.didFetchRecordZoneChanges(.init(zoneID: zoneID, error: error)), to: delegate)
+                // A zone that is gone was forgotten; other zones can still be fetched.
+                if error.code == .zoneNotFound || error.code == .userDeletedZone { continue }
+                throw error
+            }
+            await emit(.didFetchRecordZoneChanges(.init(zoneID: zoneID, error: nil)), to: delegate)
+        }
+    }
+
+    /// Reads one zone's change feed from its token, page by page; each page is handed to the
+    /// delegate before its token is stored.
+    private func fetchChanges(inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
+        var token = state.withSnapshot { $0.zoneChangeTokens[zoneID] }
+        while true {
+            try Task.checkCancellation()
+            let page: RecordZoneChanges
+            do {
+                page = try await database.recordZoneChanges(inZoneWith: zoneID, since: token)
+            } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
+                // The server no longer knows what changed since the token: read the zone again
+                // from the beginning.
+                token = nil
+                continue
+            } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
+                state.withSnapshot { $0.forgetZone(zoneID) }
+                throw error
+            }
+            var modifications: [Event.FetchedRecordZoneChanges.Modification] = []
+            modifications.reserveCapacity(page.modificationResultsByID.count)
+            for result in page.modificationResultsByID.values {
+                // A record whose asset could not be downloaded fails the page: it is read again.
+                modifications.append(.init(record: try result.get()))
+            }
+            if !modifications.isEmpty || !page.deletions.isEmpty {
+                await emit(
+                    .fetchedRecordZoneChanges(
+                        .init(
+                            modifications: modifications,
+                            deletions: page.deletions.map { .init(recordID: $0.recordID, recordType: $0.recordType) })),
+                    to: delegate)
+            }
+            state.withSnapshot { snapshot in
+                snapshot.zoneChangeTokens[zoneID] = page.changeToken
+                if !page.moreComing { snapshot.unfetchedZoneIDs.removeAll { $0 == zoneID } }
+            }
+            await emitStateUpdate(to: delegate)
+            token = page.changeToken
+            guard page.moreComing else { return }
+        }
+    }
+}

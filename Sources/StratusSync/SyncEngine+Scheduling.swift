@@ -1,0 +1,294 @@
+import Foundation
+import Logging
+import Stratus
+import Synchronization
+
+extension SyncEngine {
+    /// What an engine that syncs automatically will do by itself, and when.
+    struct Schedule: Sendable {
+        let catchUpInterval: Duration
+        /// A notification or a gap asks for a fetch.
+        var fetchRequested: Bool
+        /// Changes were added, or a send failed for a passing reason.
+        var sendRequested: Bool
+        /// Changes were added that no send will report soon.
+        var stateUpdateRequested = false
+        /// Failures in a row, for the backoff.
+        var failures = 0
+        /// No scheduled fetch or send before this: the server asked to wait, or a backoff runs.
+        var notBefore: ContinuousClock.Instant?
+        /// When to fetch in case a notification was lost.
+        var nextCatchUp: ContinuousClock.Instant
+
+        /// An engine that syncs by itself fetches and sends as soon as it starts.
+        init(catchUpInterval: Duration) {
+            self.catchUpInterval = catchUpInterval
+            fetchRequested = true
+            sendRequested = true
+            nextCatchUp = .now + catchUpInterval
+        }
+    }
+
+    /// What the scheduler does next.
+    enum ScheduledStep: Sendable {
+        case wait(until: ContinuousClock.Instant?)
+        case run(ScheduledWork)
+    }
+
+    /// Operations the scheduler runs together.
+    struct ScheduledWork: OptionSet, Sendable {
+        let rawValue: Int
+        static let fetch = ScheduledWork(rawValue: 1)
+        static let send = ScheduledWork(rawValue: 2)
+        static let stateUpdate = ScheduledWork(rawValue: 4)
+    }
+
+    /// The app added pending changes: send them, and hand over the state in case the send cannot run.
+    func changesAdded() {
+        guard configuration.automaticallySync else { return }
+        schedule.withLock { schedule in
+            schedule.stateUpdateRequested = true
+            schedule.sendRequested = true
+        }
+        wakeup.signal()
+    }
+
+    /// Changes stayed pending that the next send can take.
+    func sendAgainSoon() {
+        guard configuration.automaticallySync else { return }
+        schedule.withLock { $0.sendRequested = true }
+        wakeup.signal()
+    }
+
+    /// The server pushed a notification of this database, or notifications may have been lost.
+    func fetchRequested() {
+        schedule.withLock { $0.fetchRequested = true }
+        wakeup.signal()
+    }
+
+    /// An operation failed for a passing reason: the scheduler tries again after the server's
+    /// `retryAfter`, or a backoff that grows with each failure in a row. Returns when.
+    @discardableResult
+    func scheduleRetry(after error: CloudError, fetch: Bool = false, send: Bool = false) -> Date {
+        let backoff = database.container.configuration.retryPolicy.backoff(
+            afterFailures: schedule.withLock { $0.failures + 1 })
+        let wait = max(error.retryAfterSeconds.map { Duration.seconds($0) } ?? .zero, backoff)
+        schedule.withLock { schedule in
+            schedule.failures += 1
+            let retry = ContinuousClock.now + wait
+            schedule.notBefore = max(schedule.notBefore ?? retry, retry)
+            if fetch { schedule.fetchRequested = true }
+            if send { schedule.sendRequested = true }
+        }
+        wakeup.signal()
+        let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) * 1e-18
+        return Date(timeIntervalSinceNow: seconds)
+    }
+
+    /// A request went through: the backoff starts over.
+    func noteSuccess() {
+        schedule.withLock { $0.failures = 0 }
+    }
+
+    /// A fetch ended: the next catch-up is a full interval away.
+    func noteFetched() {
+        schedule.withLock { $0.nextCatchUp = .now + $0.catchUpInterval }
+    }
+
+    /// What to do now, or until when to wait.
+    func nextScheduledWork() -> ScheduledStep {
+        schedule.withLock { schedule in
+            let now = ContinuousClock.now
+            var work: ScheduledWork = []
+            if schedule.stateUpdateRequested {
+                work.insert(.stateUpdate)
+                schedule.stateUpdateRequested = false
+            }
+            if let notBefore = schedule.notBefore, now < notBefore {
+                return work.isEmpty ? .wait(until: notBefore) : .run(work)
+            }
+            schedule.notBefore = nil
+            if schedule.fetchRequested || now >= schedule.nextCatchUp {
+                work.insert(.fetch)
+                schedule.fetchRequested = false
+                schedule.nextCatchUp = now + schedule.catchUpInterval
+            }
+            if schedule.sendRequested {
+                work.insert(.send)
+                schedule.sendRequested = false
+            }
+            return work.isEmpty ? .wait(until: schedule.nextCatchUp) : .run(work)
+        }
+    }
+
+    /// Runs what the scheduler decided, as one operation in line with the app's.
+    func runScheduled(_ work: ScheduledWork) async {
+        if work.contains(.send), configuration.sendDebounce > .zero {
+            try? await Task.sleep(for: configuration.sendDebounce)
+        }
+        do {
+            try await operations.run { [self] in
+                guard let delegate else { return }
+                if work.contains(.fetch) {
+                    try await fetch(FetchChangesContext(reason: .scheduled, options: FetchChangesOptions()))
+                }
+                if work.contains(.send) {
+                    try await send(SendChangesContext(reason: .scheduled, options: SendChangesOptions()))
+                } else if work.contains(.stateUpdate) {
+                    await emitStateUpdate(to: delegate)
+                }
+            }
+        } catch let error as CloudError where error.code == .notAuthenticated {
+            logger.debug("sync engine: nobody is signed in; waiting", metadata: ["stratus.error": "\(error)"])
+        } catch is CancellationError {
+        } catch {
+            logger.info("sync engine: a scheduled sync failed", metadata: ["stratus.error": "\(error)"])
+        }
+    }
+
+    /// Turns the server's notifications of `database` into fetches, reconnecting when the channel ends.
+    static func listenForNotifications(_ database: Database, engine: Weak<SyncEngine>) async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                for try await event in database.container.notifications() {
+                    failures = 0
+                    guard let engine = engine.value else { return }
+                    switch event {
+                    case .notification(let notification) where notification.databaseScope == database.databaseScope:
+                        engine.fetchRequested()
+                    case .notification:
+                        break
+                    case .missedNotifications:
+                        engine.fetchRequested()
+                    }
+                }
+            } catch {
+                engine.value?.logger.debug("sync engine: the push channel ended", metadata: ["stratus.error": "\(error)"])
+            }
+            failures += 1
+            let backoff = database.container.configuration.retryPolicy.backoff(afterFailures: failures)
+            do { try await Task.sleep(for: max(backoff, .milliseconds(100))) } catch { return }
+        }
+    }
+}
+
+/// A weak reference, to hand a background task its engine without keeping the engine alive.
+struct Weak<Object: AnyObject & Sendable>: Sendable {
+    weak var value: Object?
+
+    init(_ value: Object) {
+        self.value = value
+    }
+}
+
+/// Wakes the scheduler when there is work, or at a deadline.
+final class Wakeup: Sendable {
+    private struct Waiting {
+        var signaled = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let waiting = Mutex(Waiting())
+
+    /// Wakes the waiting scheduler, or the next wait if none waits.
+    func signal() {
+        let waiter = waiting.withLock { waiting -> CheckedContinuation<Void, Never>? in
+            guard let waiter = waiting.waiter else {
+                waiting.signaled = true
+                return nil
+            }
+            waiting.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Waits for a signal, `deadline`, or cancellation.
+    func wait(until deadline: ContinuousClock.Instant?) async {
+        let timer = deadline.map { deadline in
+            Task { [self] in
+                do { try await Task.sleep(until: deadline) } catch { return }
+                signal()
+            }
+        }
+        defer { timer?.cancel() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = waiting.withLock { waiting in
+                    if waiting.signaled {
+                        waiting.signaled = false
+                        return true
+                    }
+                    waiting.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            signal()
+        }
+    }
+}
+
+/// Runs the engine's operations one at a time, in the order they were asked for, so that the
+/// delegate sees one operation's events at a time.
+final class SerialOperations: Sendable {
+    private struct Line {
+        var busy = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var cancellers: [Int: @Sendable () -> Void] = [:]
+        var nextID = 0
+    }
+
+    private let line = Mutex(Line())
+
+    /// Runs `operation` once those asked for before it ended; cancelling the caller cancels it.
+    func run<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        let task = Task { [self] in
+            await acquire()
+            defer { release() }
+            try Task.checkCancellation()
+            return try await operation()
+        }
+        let id = line.withLock { line in
+            line.nextID += 1
+            line.cancellers[line.nextID] = { task.cancel() }
+            return line.nextID
+        }
+        defer { line.withLock { _ = $0.cancellers.removeValue(forKey: id) } }
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+    }
+
+    /// Cancels every operation running or waiting, and returns once they ended.
+    func cancelAll() async {
+        for cancel in line.withLock({ Array($0.cancellers.values) }) { cancel() }
+        await acquire()
+        release()
+    }
+
+    private func acquire() async {
+        await withCheckedContinuation { continuation in
+            let free = line.withLock { line in
+                guard line.busy else {
+                    line.busy = true
+                    return true
+                }
+                line.waiters.append(continuation)
+                return false
+            }
+            if free { continuation.resume() }
+        }
+    }
+
+    private func release() {
+        let next = line.withLock { line -> CheckedContinuation<Void, Never>? in
+            guard !line.waiters.isEmpty else {
+                line.busy = false
+                return nil
+            }
+            return line.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}

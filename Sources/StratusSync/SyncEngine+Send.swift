@@ -1,0 +1,287 @@
+import Foundation
+import Stratus
+
+extension SyncEngine {
+    /// Sends the pending zone changes, then the delegate's record batches, reporting each.
+    func send(_ context: SendChangesContext) async throws {
+        guard let delegate else { return }
+        guard await checkAccount(delegate) else { throw Self.notSignedIn }
+        let scope = context.options.scope
+        let (zoneChanges, hasRecordWork) = state.withSnapshot { snapshot in
+            (
+                snapshot.databaseChanges.changes.filter { scope.covers($0.zoneID) },
+                snapshot.hasPendingUntrackedChanges || snapshot.recordZoneChanges.contains { scope.contains($0) }
+            )
+        }
+        guard !zoneChanges.isEmpty || hasRecordWork else { return }
+        await emit(.willSendChanges(.init(context: context)), to: delegate)
+        var failures: [CloudError.ItemID: CloudError] = [:]
+        do {
+            if !zoneChanges.isEmpty {
+                failures.merge(try await sendDatabaseChanges(zoneChanges, delegate: delegate)) { $1 }
+            }
+            failures.merge(try await sendRecordZoneChanges(context, delegate: delegate)) { $1 }
+        } catch {
+            state.withSnapshot { snapshot in
+                snapshot.recordZoneChanges.resetInFlight()
+                snapshot.databaseChanges.resetInFlight()
+            }
+            await emitStateUpdate(to: delegate)
+            await emit(.didSendChanges(.init(context: context)), to: delegate)
+            throw error
+        }
+        await emitStateUpdate(to: delegate)
+        await emit(.didSendChanges(.init(context: context)), to: delegate)
+        if !failures.isEmpty {
+            var error = CloudError(
+                .partialFailure,
+                "\(failures.count) change(s) failed; the sentRecordZoneChanges and sentDatabaseChanges events said why")
+            error.partialErrorsByItemID = failures
+            throw error
+        }
+    }
+
+    /// Saves and deletes zones. A zone change that failed for a passing reason ends the send (the
+    /// records of its zone would fail too) and is retried.
+    private func sendDatabaseChanges(
+        _ changes: [PendingDatabaseChange], delegate: any SyncEngineDelegate
+    ) async throws -> [CloudError.ItemID: CloudError] {
+        let version = state.withSnapshot { snapshot in
+            for change in changes { snapshot.databaseChanges.markInFlight(change) }
+            return snapshot.version
+        }
+        var zonesToSave: [RecordZone] = []
+        var zoneIDsToDelete: [RecordZone.ID] = []
+        for change in changes {
+            switch change {
+            case .saveZone(let zone): zonesToSave.append(zone)
+            case .deleteZone(let zoneID): zoneIDsToDelete.append(zoneID)
+            }
+        }
+        let answer = await Answer {
+            try await database.modifyRecordZones(saving: zonesToSave, deleting: zoneIDsToDelete)
+        }
+        var settling = Settling(engine: self)
+        var savedZones: [RecordZone] = []
+        var failedZoneSaves: [Event.SentDatabaseChanges.FailedZoneSave] = []
+        var deletedZoneIDs: [RecordZone.ID] = []
+        var failedZoneDeletes: [RecordZone.ID: CloudError] = [:]
+        for zone in zonesToSave {
+            let change = PendingDatabaseChange.saveZone(zone)
+            switch answer.saveResult(zone.zoneID) {
+            case .success(let saved):
+                state.withSnapshot { $0.databaseChanges.confirm(change, sentAt: version) }
+                savedZones.append(saved)
+            case .failure(let error):
+                let disposition = settling.disposition(for: error)
+                state.withSnapshot { $0.databaseChanges.settle(change, failedWith: error, disposition, sentAt: version) }
+                failedZoneSaves.append(.init(zone: zone, error: error))
+            }
+        }
+        for zoneID in zoneIDsToDelete {
+            let change = PendingDatabaseChange.deleteZone(zoneID)
+            // A zone already gone is as good as deleted.
+            if case .failure(let error) = answer.deleteResult(zoneID), error.code != .zoneNotFound {
+                let disposition = settling.disposition(for: error)
+                state.withSnapshot { $0.databaseChanges.settle(change, failedWith: error, disposition, sentAt: version) }
+                failedZoneDeletes[zoneID] = error
+            } else {
+                state.withSnapshot { snapshot in
+                    snapshot.databaseChanges.confirm(change, sentAt: version)
+                    snapshot.forgetZone(zoneID)
+                }
+                deletedZoneIDs.append(zoneID)
+            }
+        }
+        await emit(
+            .sentDatabaseChanges(
+                .init(
+                    savedZones: savedZones, failedZoneSaves: failedZoneSaves, deletedZoneIDs: deletedZoneIDs,
+                    failedZoneDeletes: failedZoneDeletes)),
+            to: delegate)
+        try settling.finish()
+        var failures = failedZoneDeletes.mapKeys(CloudError.ItemID.zone)
+        for failure in failedZoneSaves { failures[.zone(failure.zone.zoneID)] = failure.error }
+        return failures
+    }
+
+    /// Asks the delegate for batches and sends them until it has none, or a request fails for a
+    /// passing reason. A record is sent at most twice in one send (once more after its conflict
+    /// was merged), so that a delegate that keeps handing the same refused record cannot loop.
+    /// Returns the records that failed.
+    private func sendRecordZoneChanges(
+        _ context: SendChangesContext, delegate: any SyncEngineDelegate
+    ) async throws -> [CloudError.ItemID: CloudError] {
+        let limits = try await database.container.serverLimits()
+        let batchLimits = BatchLimits(
+            operations: limits.maxOperationsPerRequest,
+            // Leave room for the request's envelope and the records' JSON beyond their values.
+            bytes: limits.maxRequestBodyBytes / 2)
+        var attempts: [Record.ID: Int] = [:]
+        var failures: [CloudError.ItemID: CloudError] = [:]
+        while true {
+            try Task.checkCancellation()
+            let version = state.withSnapshot { $0.version }
+            let batch = await Self.$batchLimits.withValue(batchLimits) {
+                await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
+            }
+            guard let batch, !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else {
+                if context.options.scope == .all { state.withSnapshot { $0.hasPendingUntrackedChanges = false } }
+                return failures
+            }
+            let recordIDs = batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete
+            guard recordIDs.contains(where: { attempts[$0, default: 0] < 2 }) else { return failures }
+            for recordID in recordIDs { attempts[recordID, default: 0] += 1 }
+            failures.merge(try await send(batch, version: version, delegate: delegate)) { $1 }
+        }
+    }
+
+    /// Sends one batch and reports what became of each record; returns the records that failed.
+    private func send(
+        _ batch: RecordZoneChangeBatch, version: UInt64, delegate: any SyncEngineDelegate
+    ) async throws -> [CloudError.ItemID: CloudError] {
+        state.withSnapshot { snapshot in
+            for record in batch.recordsToSave { snapshot.recordZoneChanges.markInFlight(.saveRecord(record.recordID)) }
+            for recordID in batch.recordIDsToDelete { snapshot.recordZoneChanges.markInFlight(.deleteRecord(recordID)) }
+        }
+        let answer = await Answer {
+            try await database.modifyRecords(
+                saving: batch.recordsToSave, deleting: batch.recordIDsToDelete, savePolicy: .ifServerRecordUnchanged,
+                atomically: batch.atomicByZone)
+        }
+        var settling = Settling(engine: self)
+        var savedRecords: [Record] = []
+        var failedRecordSaves: [Event.SentRecordZoneChanges.FailedRecordSave] = []
+        var deletedRecordIDs: [Record.ID] = []
+        var failedRecordDeletes: [Record.ID: CloudError] = [:]
+        for record in batch.recordsToSave {
+            let change = PendingRecordZoneChange.saveRecord(record.recordID)
+            switch answer.saveResult(record.recordID) {
+            case .success(let saved):
+                state.withSnapshot { $0.recordZoneChanges.confirm(change, sentAt: version) }
+                savedRecords.append(saved)
+            case .failure(let error):
+                if error.code == .serverRecordChanged, let server = error.serverRecord, server.holdsSameValues(as: record) {
+                    // This save already reached the server: its answer was lost, or the process
+                    // died before the confirmation was persisted.
+                    state.withSnapshot { $0.recordZoneChanges.confirm(change, sentAt: version) }
+                    savedRecords.append(server)
+                } else {
+                    let disposition = settling.disposition(for: error)
+                    state.withSnapshot { $0.recordZoneChanges.settle(change, failedWith: error, disposition, sentAt: version) }
+                    failedRecordSaves.append(.init(record: record, error: error))
+                }
+            }
+        }
+        for recordID in batch.recordIDsToDelete {
+            let change = PendingRecordZoneChange.deleteRecord(recordID)
+            // A record already gone is as good as deleted.
+            if case .failure(let error) = answer.deleteResult(recordID), error.code != .unknownItem {
+                let disposition = settling.disposition(for: error)
+                state.withSnapshot { $0.recordZoneChanges.settle(change, failedWith: error, disposition, sentAt: version) }
+                failedRecordDeletes[recordID] = error
+            } else {
+                state.withSnapshot { $0.recordZoneChanges.confirm(change, sentAt: version) }
+                deletedRecordIDs.append(recordID)
+            }
+        }
+        await emit(
+            .sentRecordZoneChanges(
+                .init(
+                    savedRecords: savedRecords, failedRecordSaves: failedRecordSaves, deletedRecordIDs: deletedRecordIDs,
+                    failedRecordDeletes: failedRecordDeletes)),
+            to: delegate)
+        try settling.finish()
+        var failures = failedRecordDeletes.mapKeys(CloudError.ItemID.record)
+        for failure in failedRecordSaves { failures[.record(failure.record.recordID)] = failure.error }
+        return failures
+    }
+
+    /// The server's answer to a batch: its results, or the error that failed the whole request.
+    private struct Answer<ID: Hashable & Sendable, Saved: Sendable> {
+        var results: ModifyResults<ID, Saved>?
+        var requestError: CloudError?
+
+        init(_ request: () async throws -> ModifyResults<ID, Saved>) async {
+            do {
+                results = try await request()
+            } catch let error as CloudError {
+                requestError = error
+            } catch {
+                requestError = CloudError(.operationCancelled, "the send was cancelled: \(error)")
+            }
+        }
+
+        func saveResult(_ id: ID) -> Result<Saved, CloudError> {
+            if let requestError { return .failure(requestError) }
+            return results?.saveResults[id] ?? .failure(SyncEngine.noAnswer(for: id))
+        }
+
+        func deleteResult(_ id: ID) -> Result<Void, CloudError> {
+            if let requestError { return .failure(requestError) }
+            return results?.deleteResults[id] ?? .failure(SyncEngine.noAnswer(for: id))
+        }
+    }
+
+    /// Decides what becomes of each change of a batch that the server did not apply, and whether
+    /// the send goes on.
+    private struct Settling {
+        let engine: SyncEngine
+        /// The first passing failure of the batch, and when the engine retries.
+        var retry: (error: CloudError, date: Date)?
+
+        init(engine: SyncEngine) {
+            self.engine = engine
+        }
+
+        /// A passing failure keeps the change pending and schedules one retry for the batch; an
+        /// innocent member of a failed atomic batch stays pending for the next send; anything
+        /// else removes the change from the pending ones and keeps it as failed.
+        mutating func disposition(for error: CloudError) -> FailureDisposition {
+            if error.keepsChangesPending {
+                if retry == nil { retry = (error, engine.scheduleRetry(after: error, send: true)) }
+                return .retry(retry!.date)
+            }
+            if error.code == .batchRequestFailed {
+                engine.sendAgainSoon()
+                return .keepPending
+            }
+            return .refuse
+        }
+
+        /// Ends the send with the error that stops it: a failure that keeps changes pending.
+        func finish() throws {
+            if let retry { throw retry.error }
+            engine.noteSuccess()
+        }
+    }
+
+    static func noAnswer(for item: some Hashable) -> CloudError {
+        CloudError(.internalError, "the server's answer said nothing of \(item)")
+    }
+}
+
+extension CloudError {
+    /// Whether a change that failed so stays pending, to be sent again: the failure passes (the
+    /// network, a throttle, an unavailable server, a busy zone), the answer was lost (the engine
+    /// recognises a save that did reach the server), the request was cancelled, or the session
+    /// ended (the changes go out once the user signs in again).
+    var keepsChangesPending: Bool {
+        isTransient || [.serverResponseLost, .operationCancelled, .notAuthenticated].contains(code)
+    }
+}
+
+extension Dictionary {
+    /// The dictionary with each key transformed by `transform`.
+    func mapKeys<NewKey: Hashable>(_ transform: (Key) -> NewKey) -> [NewKey: Value] {
+        Dictionary<NewKey, Value>(map { (transform($0.key), $0.value) }) { $1 }
+    }
+}
+
+extension Record {
+    /// Whether the record has the same type and field values as `other`.
+    func holdsSameValues(as other: Record) -> Bool {
+        recordType == other.recordType && allKeys() == other.allKeys()
+            && allKeys().allSatisfy { fieldValue(forKey: $0) == other.fieldValue(forKey: $0) }
+    }
+}

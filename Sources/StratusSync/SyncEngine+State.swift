@@ -1,0 +1,258 @@
+import Foundation
+import Logging
+public import Stratus
+import Synchronization
+
+extension SyncEngine {
+    /// What the engine knows and has to do (CloudKit's `CKSyncEngine.State`): the changes to send,
+    /// the change tokens, the signed-in user, the subscription; and beyond CloudKit, where each
+    /// change stands (``trackedRecordZoneChanges``).
+    ///
+    /// Adding a change the engine already has does not duplicate it, and a change replaces the other
+    /// change of the same record or zone: a save then a delete leaves the delete, a delete then a
+    /// save leaves the save. With ``Configuration/journalURL``, every add and remove is on disk
+    /// when the call returns.
+    public final class State: Sendable {
+        private let storage: Mutex<Storage>
+        /// Called after the app adds pending changes, to schedule a send.
+        private let onAdd: Mutex<(@Sendable () -> Void)?> = Mutex(nil)
+        private let logger: Logger
+
+        init(serialization: Serialization?, journalURL: URL?, logger: Logger) throws {
+            var snapshot = serialization?.snapshot ?? Snapshot()
+            var journal: PendingChangeJournal?
+            var unpersisted: [PendingChangeJournal.Entry] = []
+            if let journalURL {
+                let opened = try PendingChangeJournal(url: journalURL)
+                let entries = try opened.entries()
+                unpersisted = entries.filter { $0.sequence > snapshot.journalSequence }
+                for entry in unpersisted { snapshot.apply(entry.operation, version: 0) }
+                snapshot.journalSequence = max(snapshot.journalSequence, unpersisted.last?.sequence ?? 0)
+                if unpersisted.count < entries.count { try opened.rewrite(keeping: unpersisted) }
+                journal = opened
+            }
+            storage = Mutex(Storage(snapshot: snapshot, journal: journal, unpersisted: unpersisted))
+            self.logger = logger
+        }
+
+        /// The records to save and delete, in the order they were added.
+        public var pendingRecordZoneChanges: [PendingRecordZoneChange] {
+            storage.withLock { $0.snapshot.recordZoneChanges.changes }
+        }
+
+        /// The zones to save and delete, in the order they were added.
+        public var pendingDatabaseChanges: [PendingDatabaseChange] {
+            storage.withLock { $0.snapshot.databaseChanges.changes }
+        }
+
+        /// Whether the app has changes to send that it does not list as pending: the engine then
+        /// asks the delegate for batches even when nothing is pending. The engine sets it back to
+        /// `false` after a send in which the delegate ran out of batches.
+        public var hasPendingUntrackedChanges: Bool {
+            get { storage.withLock { $0.snapshot.hasPendingUntrackedChanges } }
+            set {
+                record(.setHasPendingUntrackedChanges(newValue))
+                if newValue { onAdd.withLock { $0 }?() }
+            }
+        }
+
+        /// Zones the server reported changed that the engine has not fetched yet.
+        public var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID] {
+            storage.withLock { $0.snapshot.unfetchedZoneIDs }
+        }
+
+        /// Every record change pending, in flight, waiting to be retried or refused by the server,
+        /// with why it failed: what the engine still has to do, and what it gave up on.
+        public var trackedRecordZoneChanges: [TrackedChange<PendingRecordZoneChange>] {
+            storage.withLock { $0.snapshot.recordZoneChanges.tracked }
+        }
+
+        /// Every zone change pending, in flight, waiting to be retried or refused by the server.
+        public var trackedDatabaseChanges: [TrackedChange<PendingDatabaseChange>] {
+            storage.withLock { $0.snapshot.databaseChanges.tracked }
+        }
+
+        /// Where `change` stands; `nil` when the engine neither has it pending nor saw it refused.
+        public func status(of change: PendingRecordZoneChange) -> ChangeStatus? {
+            storage.withLock { $0.snapshot.recordZoneChanges.status(of: change) }
+        }
+
+        /// Where `change` stands; `nil` when the engine neither has it pending nor saw it refused.
+        public func status(of change: PendingDatabaseChange) -> ChangeStatus? {
+            storage.withLock { $0.snapshot.databaseChanges.status(of: change) }
+        }
+
+        /// Adds records to save or delete. Call it before the local edit is committed: once it
+        /// returns, the change survives the process dying (with a journal).
+        public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
+            guard !changes.isEmpty else { return }
+            record(.addRecordZoneChanges(changes))
+            onAdd.withLock { $0 }?()
+        }
+
+        /// Removes pending record changes, and forgets their failures.
+        public func remove(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
+            guard !changes.isEmpty else { return }
+            record(.removeRecordZoneChanges(changes))
+        }
+
+        /// Adds zones to save or delete.
+        public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
+            guard !changes.isEmpty else { return }
+            record(.addDatabaseChanges(changes))
+            onAdd.withLock { $0 }?()
+        }
+
+        /// Removes pending zone changes, and forgets their failures.
+        public func remove(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
+            guard !changes.isEmpty else { return }
+            record(.removeDatabaseChanges(changes))
+        }
+
+        /// Applies an operation of the app, writing it to the journal first.
+        private func record(_ operation: PendingChangeJournal.Entry.Operation) {
+            storage.withLock { storage in
+                storage.snapshot.version += 1
+                storage.snapshot.apply(operation, version: storage.snapshot.version)
+                guard let journal = storage.journal else { return }
+                storage.snapshot.journalSequence += 1
+                let entry = PendingChangeJournal.Entry(sequence: storage.snapshot.journalSequence, operation: operation)
+                storage.unpersisted.append(entry)
+                do {
+                    try journal.append(entry)
+                } catch {
+                    logger.error(
+                        "sync engine: the journal could not be written; the change is pending but not yet on disk",
+                        metadata: ["stratus.journal": "\(journal.url.path)", "stratus.error": "\(error)"])
+                }
+            }
+        }
+
+        // MARK: - The engine's side
+
+        func setOnAdd(_ action: @escaping @Sendable () -> Void) {
+            onAdd.withLock { $0 = action }
+        }
+
+        /// Reads and changes the state under its lock.
+        func withSnapshot<Result>(_ body: (inout Snapshot) throws -> Result) rethrows -> Result {
+            try storage.withLock { try body(&$0.snapshot) }
+        }
+
+        /// The state to hand to the app now.
+        func serialization() -> Serialization {
+            storage.withLock { Serialization(snapshot: $0.snapshot) }
+        }
+
+        /// The app persisted `serialization`: drop the journal entries it includes.
+        func persisted(_ serialization: Serialization) {
+            storage.withLock { storage in
+                guard let journal = storage.journal else { return }
+                let persistedSequence = serialization.snapshot.journalSequence
+                let before = storage.unpersisted.count
+                storage.unpersisted.removeAll { $0.sequence <= persistedSequence }
+                guard storage.unpersisted.count < before else { return }
+                do {
+                    try journal.rewrite(keeping: storage.unpersisted)
+                } catch {
+                    logger.warning(
+                        "sync engine: the journal could not be compacted",
+                        metadata: ["stratus.journal": "\(journal.url.path)", "stratus.error": "\(error)"])
+                }
+            }
+        }
+
+        /// Forgets everything but the journal position (after the account changed): the new user
+        /// starts from nothing. Pending changes are kept only when `keepingPendingChanges`.
+        func reset(userRecordName: String?, keepingPendingChanges: Bool) {
+            storage.withLock { storage in
+                var fresh = Snapshot()
+                fresh.userRecordName = userRecordName
+                fresh.journalSequence = storage.snapshot.journalSequence
+                fresh.version = storage.snapshot.version
+                if keepingPendingChanges {
+                    fresh.recordZoneChanges = storage.snapshot.recordZoneChanges
+                    fresh.databaseChanges = storage.snapshot.databaseChanges
+                    fresh.hasPendingUntrackedChanges = storage.snapshot.hasPendingUntrackedChanges
+                }
+                storage.snapshot = fresh
+            }
+        }
+
+        private struct Storage {
+            var snapshot: Snapshot
+            var journal: PendingChangeJournal?
+            /// Journal entries the app may not have persisted yet, in order.
+            var unpersisted: [PendingChangeJournal.Entry]
+        }
+
+        /// The state's values: what a ``Serialization`` holds.
+        struct Snapshot: Codable, Sendable {
+            var userRecordName: String?
+            var databaseChangeToken: ServerChangeToken?
+            var zoneChangeTokens: [RecordZone.ID: ServerChangeToken] = [:]
+            var unfetchedZoneIDs: [RecordZone.ID] = []
+            var recordZoneChanges = ChangeQueue<PendingRecordZoneChange>()
+            var databaseChanges = ChangeQueue<PendingDatabaseChange>()
+            var hasPendingUntrackedChanges = false
+            /// The database subscription the engine saved, once it did.
+            var subscriptionID: Subscription.ID?
+            /// The last journal entry included.
+            var journalSequence: UInt64 = 0
+            /// Counts the app's operations, to tell a change added again during a send.
+            var version: UInt64 = 0
+
+            private enum CodingKeys: String, CodingKey {
+                case userRecordName, databaseChangeToken, zoneChangeTokens, unfetchedZoneIDs, recordZoneChanges
+                case databaseChanges, hasPendingUntrackedChanges, subscriptionID, journalSequence
+            }
+
+            init() {}
+
+            mutating func apply(_ operation: PendingChangeJournal.Entry.Operation, version: UInt64) {
+                switch operation {
+                case .addRecordZoneChanges(let changes):
+                    for change in changes { recordZoneChanges.add(change, version: version) }
+                case .removeRecordZoneChanges(let changes):
+                    for change in changes { recordZoneChanges.remove(change) }
+                case .addDatabaseChanges(let changes):
+                    for change in changes { databaseChanges.add(change, version: version) }
+                case .removeDatabaseChanges(let changes):
+                    for change in changes { databaseChanges.remove(change) }
+                case .setHasPendingUntrackedChanges(let value):
+                    hasPendingUntrackedChanges = value
+                }
+            }
+
+            /// Notes that `zoneIDs` have changes to fetch.
+            mutating func markUnfetched(_ zoneIDs: some Sequence<RecordZone.ID>) {
+                for zoneID in zoneIDs where !unfetchedZoneIDs.contains(zoneID) { unfetchedZoneIDs.append(zoneID) }
+            }
+
+            /// Forgets a zone that is gone.
+            mutating func forgetZone(_ zoneID: RecordZone.ID) {
+                zoneChangeTokens[zoneID] = nil
+                unfetchedZoneIDs.removeAll { $0 == zoneID }
+            }
+        }
+
+        /// The engine's state, to persist on each `stateUpdate` event and pass back to
+        /// ``Configuration`` at the next launch (CloudKit's `CKSyncEngine.State.Serialization`).
+        /// Its encoding is the engine's business.
+        public struct Serialization: Sendable, Codable {
+            let snapshot: Snapshot
+
+            init(snapshot: Snapshot) {
+                self.snapshot = snapshot
+            }
+
+            public init(from decoder: any Decoder) throws {
+                snapshot = try Snapshot(from: decoder)
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                try snapshot.encode(to: encoder)
+            }
+        }
+    }
+}

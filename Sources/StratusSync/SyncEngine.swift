@@ -1,0 +1,212 @@
+public import Foundation
+import Logging
+public import Stratus
+import Synchronization
+
+/// Keeps a database in sync with the app's local store (CloudKit's `CKSyncEngine`).
+///
+/// The app tells the engine what changed locally (``State/add(pendingRecordZoneChanges:)``), hands it
+/// the records when it asks (``SyncEngineDelegate/nextRecordZoneChangeBatch(_:syncEngine:)``), and
+/// applies what the engine fetched (``SyncEngineDelegate/handleEvent(_:syncEngine:)``). The engine
+/// sends and fetches, in batches that fit the server's limits; retries what fails for passing
+/// reasons, honouring the server's `retryAfter`; fetches when the server pushes a notification;
+/// and reports everything as ``Event``s, one at a time, in order.
+///
+/// Use one engine per database: one for the private database, one for the shared database.
+///
+/// ```swift
+/// let engine = try SyncEngine(SyncEngine.Configuration(
+///     database: container.privateCloudDatabase, stateSerialization: savedState, delegate: store))
+/// engine.state.add(pendingRecordZoneChanges: [.saveRecord(noteID)])
+/// ```
+///
+/// With ``Configuration/automaticallySync`` (the default) the engine starts working as soon as it
+/// is created, like CloudKit's: it saves a database subscription, listens for notifications,
+/// fetches, and sends what is pending. It stops when it is released.
+///
+/// ## Never losing a change
+/// A pending change is removed only once the server confirmed it. With a
+/// ``Configuration/journalURL``, a change added with ``State/add(pendingRecordZoneChanges:)`` is on
+/// disk when the call returns, so it survives the process dying before the app persisted the next
+/// ``Event/stateUpdate(_:)``. The app's part: call `add` before it commits the local edit, persist
+/// each `stateUpdate` before returning from `handleEvent`, and pass the last persisted state and
+/// the same journal at the next launch. A change confirmed by the server but not yet persisted as
+/// sent is sent again after a crash; the engine recognises a save the server already holds and
+/// reports it as saved.
+public final class SyncEngine: Sendable {
+    /// How an engine is set up (CloudKit's `CKSyncEngine.Configuration`).
+    public struct Configuration: Sendable {
+        /// The database to sync: a private or shared database (the public database has no change feeds).
+        public var database: Database
+        /// The state the app persisted from the last `stateUpdate` event; `nil` at the first launch.
+        public var stateSerialization: State.Serialization?
+        /// Receives the events and provides the records to send. The engine holds it weakly.
+        public var delegate: any SyncEngineDelegate
+        /// Whether the engine syncs by itself (`true` by default): a notification from the server
+        /// starts a fetch, new pending changes start a send, failures are retried, and a fetch runs
+        /// after ``catchUpInterval`` of silence. Without it, only ``SyncEngine/fetchChanges(_:)`` and
+        /// ``SyncEngine/sendChanges(_:)`` sync (tests use this to play several devices in turn).
+        public var automaticallySync: Bool
+        /// The database subscription the engine listens through; `nil` (the default) makes the
+        /// engine save and reuse its own, `stratus-sync-<scope>`.
+        public var subscriptionID: Subscription.ID?
+        /// A file where the engine writes every change the app adds or removes before the call
+        /// returns, so that pending changes survive the process dying between two persisted
+        /// `stateUpdate`s. Keep it beside the persisted state, one per engine; `nil` (the default)
+        /// keeps changes in memory until the next `stateUpdate`, as CloudKit does.
+        public var journalURL: URL?
+        /// How long a send waits after a change is added, to take later changes in the same
+        /// request (2 ms by default). Changes added while a send runs go in the next one.
+        public var sendDebounce: Duration
+        /// How long after the last fetch the engine fetches again by itself, in case a
+        /// notification was lost (5 minutes by default).
+        public var catchUpInterval: Duration
+
+        /// A configuration for `database`, starting from `stateSerialization`, reporting to `delegate`.
+        public init(
+            database: Database, stateSerialization: State.Serialization?, delegate: any SyncEngineDelegate,
+            automaticallySync: Bool = true, subscriptionID: Subscription.ID? = nil, journalURL: URL? = nil
+        ) {
+            self.database = database
+            self.stateSerialization = stateSerialization
+            self.delegate = delegate
+            self.automaticallySync = automaticallySync
+            self.subscriptionID = subscriptionID
+            self.journalURL = journalURL
+            self.sendDebounce = .milliseconds(2)
+            self.catchUpInterval = .seconds(300)
+        }
+    }
+
+    /// The database the engine syncs.
+    public let database: Database
+    /// What the engine has to do, and where each change stands.
+    public let state: State
+
+    weak let delegate: (any SyncEngineDelegate)?
+    let configuration: Configuration
+    let logger: Logger
+    let operations = SerialOperations()
+    let schedule: Mutex<Schedule>
+    let wakeup = Wakeup()
+    private let backgroundTasks = Mutex<[Task<Void, Never>]>([])
+
+    /// Creates an engine; with ``Configuration/automaticallySync`` it starts syncing at once.
+    ///
+    /// - Throws: When the journal cannot be opened or read.
+    public init(_ configuration: Configuration) throws {
+        self.configuration = configuration
+        database = configuration.database
+        delegate = configuration.delegate
+        logger = configuration.database.container.configuration.logger
+        state = try State(
+            serialization: configuration.stateSerialization, journalURL: configuration.journalURL, logger: logger)
+        schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval))
+        state.setOnAdd { [weak self] in self?.changesAdded() }
+        startBackgroundWork()
+    }
+
+    deinit {
+        for task in backgroundTasks.withLock({ $0 }) { task.cancel() }
+    }
+
+    /// Fetches the changes on the server: the database's zone changes, then the record changes of
+    /// each zone in `options`' scope that has some, reporting each page in events.
+    ///
+    /// - Throws: ``CloudError`` when the fetch stopped early (after reporting what it fetched):
+    ///   `notAuthenticated` when no user is signed in, a transient error the engine retries by
+    ///   itself when it syncs automatically. `CancellationError` after ``cancelOperations()``.
+    public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
+        try await operations.run { [self] in
+            try await fetch(FetchChangesContext(reason: .manual, options: options))
+        }
+    }
+
+    /// Sends the pending changes in `options`' scope: zones first, then the records the delegate
+    /// provides, batch by batch, reporting each batch in a `sentRecordZoneChanges` event.
+    ///
+    /// - Throws: ``CloudError`` when the send stopped early (after reporting what it sent):
+    ///   `notAuthenticated` when no user is signed in, or a transient error that failed a whole
+    ///   request (the changes stay pending). `CancellationError` after ``cancelOperations()``.
+    public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {
+        try await operations.run { [self] in
+            try await send(SendChangesContext(reason: .manual, options: options))
+        }
+    }
+
+    /// Cancels the fetches and sends running or waiting, and returns when they ended. Changes in
+    /// flight stay pending.
+    public func cancelOperations() async {
+        await operations.cancelAll()
+    }
+
+    // MARK: - Events
+
+    /// Hands `event` to the delegate and waits until it handled it.
+    func emit(_ event: Event, to delegate: any SyncEngineDelegate) async {
+        await delegate.handleEvent(event, syncEngine: self)
+    }
+
+    /// Hands the state to the delegate to persist; once it did, the journal drops what the state includes.
+    func emitStateUpdate(to delegate: any SyncEngineDelegate) async {
+        let serialization = state.serialization()
+        await delegate.handleEvent(.stateUpdate(.init(stateSerialization: serialization)), syncEngine: self)
+        state.persisted(serialization)
+    }
+
+    // MARK: - Account
+
+    /// Compares the signed-in user with the state's: on a change, resets the state as CloudKit
+    /// does and reports an `accountChange`. Returns whether a user is signed in.
+    func checkAccount(_ delegate: any SyncEngineDelegate) async -> Bool {
+        let current = database.container.session?.userRecordName
+        let previous = state.withSnapshot { $0.userRecordName }
+        guard current != previous else { return current != nil }
+        let change: Event.AccountChange.ChangeType
+        switch (previous, current) {
+        case (nil, let current?):
+            // Changes made while nobody was signed in go to the account that signs in.
+            state.reset(userRecordName: current, keepingPendingChanges: true)
+            change = .signIn(currentUser: Record.ID(recordName: current))
+        case (let previous?, nil):
+            state.reset(userRecordName: nil, keepingPendingChanges: false)
+            change = .signOut(previousUser: Record.ID(recordName: previous))
+        case (let previous?, let current?):
+            state.reset(userRecordName: current, keepingPendingChanges: false)
+            change = .switchAccounts(previousUser: Record.ID(recordName: previous), currentUser: Record.ID(recordName: current))
+        case (nil, nil):
+            return false
+        }
+        logger.info("sync engine: the account changed", metadata: ["stratus.change": "\(change)"])
+        await emit(.accountChange(.init(changeType: change)), to: delegate)
+        await emitStateUpdate(to: delegate)
+        return current != nil
+    }
+
+    /// The error of an operation tried with nobody signed in.
+    static let notSignedIn = CloudError(
+        .notAuthenticated, "no user is signed in to the container; sign in, then fetch or send again")
+
+    // MARK: - Background work
+
+    /// With automatic sync: the scheduler, and the listener that turns notifications into fetches.
+    private func startBackgroundWork() {
+        guard configuration.automaticallySync else { return }
+        let wakeup = wakeup
+        let database = database
+        let engine = Weak(self)
+        let tasks = [
+            Task {
+                while !Task.isCancelled {
+                    guard let next = engine.value?.nextScheduledWork() else { return }
+                    switch next {
+                    case .wait(let deadline): await wakeup.wait(until: deadline)
+                    case .run(let work): await engine.value?.runScheduled(work)
+                    }
+                }
+            },
+            Task { await Self.listenForNotifications(database, engine: engine) },
+        ]
+        backgroundTasks.withLock { $0 = tasks }
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import Stratus
+import StratusSync
+import StratusTestSupport
+import Testing
+
+@Suite("sync engine: two devices, manual sync")
+struct SyncTests {
+    /// Two devices of one user, each with an engine that syncs only when told to.
+    func twoDevices(_ server: TestServer) async throws -> (ContactsDevice, ContactsDevice) {
+        let phone = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
+        let laptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
+        return (phone, laptop)
+    }
+
+    @Test("seed 004's conflict: B's send fails with serverRecordChanged, and after B's merge both devices hold the server's value")
+    func conflictServerWins() async throws {
+        try await withServer { server in
+            let (deviceA, deviceB) = try await twoDevices(server)
+            await deviceA.createZone()
+            await deviceA.save("value", "A")
+            try await deviceA.sendChanges()
+
+            await deviceB.createZone()
+            await deviceB.save("value", "B")
+            let error = await #expect(throws: CloudError.self) { try await deviceB.sendChanges() }
+            #expect(error?.code == .partialFailure)
+            #expect(error?.partialErrorsByItemID?[.record(ContactsDevice.recordID("value"))]?.code == .serverRecordChanged)
+            #expect(await deviceB.contacts["value"] == "A")
+            #expect(await deviceB.engine.state.pendingRecordZoneChanges.isEmpty)
+
+            try await deviceA.fetchChanges()
+            try await deviceB.fetchChanges()
+            #expect(await deviceA.contacts["value"] == "A")
+            #expect(await deviceB.contacts["value"] == "A")
+            #expect(try await server.value(of: "value", in: deviceA) == "A")
+        }
+    }
+
+    @Test("a conflict the delegate resolves for the local value: the merged record goes out in the same send and reaches the other device")
+    func conflictLocalWins() async throws {
+        try await withServer { server in
+            let (deviceA, deviceB) = try await twoDevices(server)
+            await deviceA.createZone()
+            await deviceA.save("value", "A")
+            try await deviceA.sendChanges()
+
+            await deviceB.setConflictPolicy(.localWins)
+            await deviceB.createZone()
+            await deviceB.save("value", "B")
+            await #expect(throws: CloudError.self) { try await deviceB.sendChanges() }
+            let sent = await deviceB.sentRecordZoneChanges
+            #expect(sent.map(\.failedRecordSaves.count) == [1, 0])
+            #expect(sent.map(\.savedRecords.count) == [0, 1])
+            #expect(await deviceB.engine.state.pendingRecordZoneChanges.isEmpty)
+
+            try await deviceA.fetchChanges()
+            #expect(await deviceA.contacts["value"] == "B")
+            #expect(try await server.value(of: "value", in: deviceA) == "B")
+        }
+    }
+
+    @Test("1, 10 and 444 contacts reach the other device, in batches within the server's limit", arguments: [1, 10, 444])
+    func counts(count: Int) async throws {
+        try await withServer { server in
+            let (phone, laptop) = try await twoDevices(server)
+            await phone.createZone()
+            for index in 0..<count { await phone.save("contact-\(index)", "Person \(index)") }
+            try await phone.sendChanges()
+            #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(await phone.engine.state.pendingDatabaseChanges.isEmpty)
+            let batches = await phone.sentRecordZoneChanges.map(\.savedRecords.count)
+            let limit = try await phone.container.serverLimits().maxOperationsPerRequest
+            #expect(batches.reduce(0, +) == count)
+            #expect(batches.allSatisfy { $0 <= limit })
+            #expect(batches.count == (count + limit - 1) / limit)
+
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts == phone.contacts)
+            #expect(await laptop.contacts.count == count)
+        }
+    }
+
+    @Test("a rename and a delete on one device show on the other")
+    func renameAndDelete() async throws {
+        try await withServer { server in
+            let (phone, laptop) = try await twoDevices(server)
+            await phone.createZone()
+            await phone.save("ada", "Ada Byron")
+            await phone.save("alan", "Alan Turing")
+            try await phone.sendChanges()
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts == ["ada": "Ada Byron", "alan": "Alan Turing"])
+
+            await laptop.save("ada", "Ada Lovelace")
+            try await laptop.sendChanges()
+            try await phone.fetchChanges()
+            #expect(await phone.contacts["ada"] == "Ada Lovelace")
+
+            // The phone renames again with the change tag it just fetched: no conflict.
+            await phone.save("ada", "Augusta Ada King")
+            await phone.delete("alan")
+            try await phone.sendChanges()
+            #expect(await phone.sentRecordZoneChanges.last?.deletedRecordIDs == [ContactsDevice.recordID("alan")])
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts == ["ada": "Augusta Ada King"])
+            let deletions = await laptop.fetchedRecordZoneChanges.last?.deletions
+            #expect(deletions?.map(\.recordID) == [ContactsDevice.recordID("alan")])
+            #expect(deletions?.first?.recordType == "Contact")
+        }
+    }
+
+    @Test("a save into a zone the server does not have fails with zoneNotFound; the delegate queues the zone and the save goes through")
+    func zoneNotFound() async throws {
+        try await withServer { server in
+            let (phone, laptop) = try await twoDevices(server)
+            try await phone.fetchChanges()
+            await phone.save("ada", "Ada")
+            await #expect(throws: CloudError.self) { try await phone.sendChanges() }
+            let failure = await phone.sentRecordZoneChanges.first?.failedRecordSaves.first
+            #expect(failure?.error.code == .zoneNotFound)
+            #expect(await phone.engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: ContactsDevice.zoneID))])
+
+            try await phone.sendChanges()
+            #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty)
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts == ["ada": "Ada"])
+        }
+    }
+
+    @Test("deleting the zone on one device wipes it on the other")
+    func zoneDeletion() async throws {
+        try await withServer { server in
+            let (phone, laptop) = try await twoDevices(server)
+            await phone.createZone()
+            for index in 0..<5 { await phone.save("contact-\(index)", "Person \(index)") }
+            try await phone.sendChanges()
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts.count == 5)
+
+            await laptop.deleteZone()
+            try await laptop.sendChanges()
+            guard case .sentDatabaseChanges(let sent)? = await laptop.events.first(where: { $0.kind == "sentDatabaseChanges" }) else {
+                Issue.record("no sentDatabaseChanges event")
+                return
+            }
+            #expect(sent.deletedZoneIDs == [ContactsDevice.zoneID])
+
+            try await phone.fetchChanges()
+            #expect(await phone.contacts.isEmpty)
+            let zoneDeletions = await phone.events.compactMap { event -> [RecordZone.ID]? in
+                if case .fetchedDatabaseChanges(let changes) = event { changes.deletions.map(\.zoneID) } else { nil }
+            }
+            #expect(zoneDeletions.last == [ContactsDevice.zoneID])
+            #expect(await phone.engine.state.zoneIDsWithUnfetchedServerChanges.isEmpty)
+        }
+    }
+
+    @Test("events of a send and a fetch come in CloudKit's order, one at a time")
+    func eventOrder() async throws {
+        try await withServer { server in
+            let (phone, laptop) = try await twoDevices(server)
+            await phone.createZone()
+            await phone.save("ada", "Ada")
+            try await phone.sendChanges()
+            #expect(
+                await phone.eventKinds == [
+                    "accountChange", "stateUpdate", "willSendChanges", "sentDatabaseChanges", "sentRecordZoneChanges",
+                    "stateUpdate", "didSendChanges",
+                ])
+            try await laptop.fetchChanges()
+            #expect(
+                await laptop.eventKinds == [
+                    "accountChange", "stateUpdate", "willFetchChanges", "fetchedDatabaseChanges", "stateUpdate",
+                    "willFetchRecordZoneChanges", "fetchedRecordZoneChanges", "stateUpdate", "didFetchRecordZoneChanges",
+                    "didFetchChanges",
+                ])
+        }
+    }
+}
+
+extension TestServer {
+    /// The name the server holds for contact `recordName` of `device`'s user.
+    func value(of recordName: String, in device: ContactsDevice) async throws -> String? {
+        let record = try await device.container.privateCloudDatabase.record(for: ContactsDevice.recordID(recordName))
+        return record["name", as: String.self]
+    }
+}
