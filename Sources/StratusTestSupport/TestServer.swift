@@ -58,6 +58,13 @@ package final class TestServer: Sendable {
         try await server.stop()
     }
 
+    /// A new server on this stopped server's port and data: the server after a restart.
+    package func restart() async throws -> TestServer {
+        var configuration = configuration
+        configuration.port = try #require(URL(string: baseURL)?.port)
+        return try await TestServer.start(directory: directory, configuration: configuration)
+    }
+
     /// Stops the server and removes its data.
     package func stopAndRemove() async throws {
         try await stop()

@@ -31,6 +31,8 @@ actor ContactsDevice: SyncEngineDelegate {
     /// Called before each batch is made, with the number of batches asked for so far.
     private var beforeBatch: (@Sendable (Int) async -> Void)?
     private var batchesAsked = 0
+    /// An edit the user makes right after the next batch was made, while it is on its way.
+    private var editWhileSending: (recordName: String, value: String)?
     /// Called with every event, after the device handled it.
     private var eventObserver: (@Sendable (SyncEngine.Event) -> Void)?
 
@@ -82,6 +84,7 @@ actor ContactsDevice: SyncEngineDelegate {
 
     func setConflictPolicy(_ policy: ConflictPolicy) { conflictPolicy = policy }
     func setBeforeBatch(_ action: @escaping @Sendable (Int) async -> Void) { beforeBatch = action }
+    func setEditWhileSending(_ recordName: String, _ value: String) { editWhileSending = (recordName, value) }
     func observeEvents(_ observer: @escaping @Sendable (SyncEngine.Event) -> Void) { eventObserver = observer }
     func clearEvents() { events = [] }
 
@@ -164,9 +167,14 @@ actor ContactsDevice: SyncEngineDelegate {
         batchesAsked += 1
         await beforeBatch?(batchesAsked)
         let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
+        let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
             await self.recordToSave(recordID)
         }
+        if let edit = editWhileSending {
+            editWhileSending = nil
+            save(edit.recordName, edit.value)
+        }
+        return batch
     }
 
     /// The record to save for a contact, with the system fields last known; `nil` (and no longer

@@ -33,7 +33,6 @@ struct NotesTests {
         #expect(await phone.note?.text == "Buy milk and eggs")
 
         // The server goes away; the phone edits anyway.
-        let port = try #require(URL(string: server.baseURL)?.port)
         try await server.stop()
         guard case .offline = try await phone.edit("Buy bread (written offline)") else {
             Issue.record("an edit without a server is kept offline")
@@ -46,9 +45,7 @@ struct NotesTests {
         #expect(await phoneAgain.note?.text == "Buy bread (written offline)")
         #expect(await phoneAgain.note?.needsPush == true)
 
-        var configuration = server.configuration
-        configuration.port = port
-        let restarted = try await TestServer.start(directory: server.directory, configuration: configuration)
+        let restarted = try await server.restart()
         #expect(try await phoneAgain.sync() == .synced)
         #expect(await phoneAgain.note?.needsPush == false)
         #expect(try await laptop.sync() == .synced)

@@ -1,0 +1,226 @@
+import Foundation
+import Stratus
+import StratusServer
+import StratusSync
+import StratusTestSupport
+import Synchronization
+import Testing
+
+@Suite("sync engine: failures, accounts and what the state reports")
+struct FailureTests {
+    @Test("a throttled send keeps the rest pending until the server's retryAfter, reports it, and finishes on the next send")
+    func throttling() async throws {
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        configuration.rateLimit = RateLimit(requestsPerSecond: 5, burst: 2)
+        try await withServer(configuration) { server in
+            let container = server.makeContainer(retryPolicy: .never)
+            try await container.signUp(username: "mei", password: "correct horse")
+            let phone = try await ContactsDevice("phone", container: container)
+            await phone.createZone()
+            for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
+
+            let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
+            #expect(error?.code == .requestRateLimited)
+            let tracked = await phone.engine.state.trackedRecordZoneChanges
+            let waiting = tracked.compactMap { change -> (CloudError, Date)? in
+                if case .waitingToRetry(let error, let retryDate) = change.status { (error, retryDate) } else { nil }
+            }
+            #expect(!waiting.isEmpty, "the throttled records wait to be retried")
+            #expect(waiting.allSatisfy { $0.0.code == .requestRateLimited && $0.1 > Date() })
+            let untried = tracked.filter { if case .pending = $0.status { true } else { false } }
+            #expect(tracked.count == waiting.count + untried.count, "nothing failed for good")
+            let reported = await phone.sentRecordZoneChanges.flatMap(\.failedRecordSaves)
+            #expect(reported.count == waiting.count)
+            #expect(reported.allSatisfy { $0.error.code == .requestRateLimited && $0.error.retryAfterSeconds != nil })
+
+            // Sending again once the server allows it finishes the job.
+            var sends = 0
+            while await !phone.engine.state.pendingRecordZoneChanges.isEmpty, sends < 20 {
+                try await Task.sleep(for: .milliseconds(500))
+                try? await phone.sendChanges()
+                sends += 1
+            }
+            #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
+            let laptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts.count == 444)
+        }
+    }
+
+    @Test("the server going away in the middle of a send keeps the unsent changes pending; they go out once it is back")
+    func networkFailureMidSend() async throws {
+        let server = try await TestServer.start()
+        let phone = try await ContactsDevice(
+            "phone", container: server.makeContainer(retryPolicy: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(10))))
+        try await phone.container.signUp(username: "mei", password: "correct horse")
+        await phone.createZone()
+        for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
+        await phone.setBeforeBatch { batch in
+            if batch == 2 { try? await server.stop() }
+        }
+
+        let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
+        #expect(error?.isTransient == true)
+        let sent = await phone.sentRecordZoneChanges
+        #expect(sent.first?.savedRecords.count == 200)
+        #expect(sent.last?.failedRecordSaves.count == 200)
+        #expect(await phone.engine.state.pendingRecordZoneChanges.count == 244)
+
+        let restarted = try await server.restart()
+        try await phone.sendChanges()
+        #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
+        let laptop = try await ContactsDevice("laptop", container: try await restarted.device(of: "mei"))
+        try await laptop.fetchChanges()
+        #expect(await laptop.contacts == phone.contacts)
+        #expect(await laptop.contacts.count == 444)
+        try await restarted.stopAndRemove()
+    }
+
+    @Test("an edit made while its previous version is on its way stays pending and goes out in the next batch")
+    func editWhileInFlight() async throws {
+        try await withServer { server in
+            let phone = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
+            await phone.createZone()
+            await phone.save("ada", "Ada Byron")
+            await phone.setEditWhileSending("ada", "Ada Lovelace")
+            try await phone.sendChanges()
+            // The first batch's confirmation did not clear the newer edit: the next batch sent it.
+            let saved = await phone.sentRecordZoneChanges.map { $0.savedRecords.map { $0["name", as: String.self] } }
+            #expect(saved == [["Ada Byron"], ["Ada Lovelace"]])
+            #expect(try await server.value(of: "ada", in: phone) == "Ada Lovelace")
+            #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    @Test("the state reports each change pending, in flight, or refused with its error, until the app acts on it")
+    func statusReport() async throws {
+        try await withServer { server in
+            let phone = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
+            let laptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
+            await phone.createZone()
+            await phone.save("ada", "Ada")
+            let change = SyncEngine.PendingRecordZoneChange.saveRecord(ContactsDevice.recordID("ada"))
+            guard case .pending? = await phone.engine.state.status(of: change) else {
+                Issue.record("a new change is pending")
+                return
+            }
+
+            // Seen from another task while the send runs: in flight.
+            let state = await phone.engine.state
+            let sawInFlight = Task {
+                let deadline = ContinuousClock.now + .seconds(5)
+                while ContinuousClock.now < deadline {
+                    if case .inFlight? = state.status(of: change) { return true }
+                    await Task.yield()
+                }
+                return false
+            }
+            await phone.setBeforeBatch { _ in try? await Task.sleep(for: .milliseconds(5)) }
+            try await phone.sendChanges()
+            #expect(await sawInFlight.value)
+            #expect(await phone.engine.state.status(of: change) == nil, "a confirmed change is no longer tracked")
+
+            // The laptop's stale save is refused; its delegate keeps the server's value and does not
+            // send again, so the refusal stays on record.
+            await laptop.save("ada", "Ada from the laptop")
+            await #expect(throws: CloudError.self) { try await laptop.sendChanges() }
+            guard case .failed(let error)? = await laptop.engine.state.status(of: change) else {
+                Issue.record("a refused change is reported as failed")
+                return
+            }
+            #expect(error.code == .serverRecordChanged)
+            #expect(await laptop.engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(await laptop.engine.state.trackedRecordZoneChanges.count == 1)
+
+            // Adding it again clears the failure.
+            await laptop.save("ada", "Ada, merged")
+            guard case .pending? = await laptop.engine.state.status(of: change) else {
+                Issue.record("a change added again is pending")
+                return
+            }
+            try await laptop.sendChanges()
+            #expect(await laptop.engine.state.trackedRecordZoneChanges.isEmpty)
+        }
+    }
+
+    @Test("signing out, in and switching accounts reset the state and are reported; one user never sees another's contacts")
+    func accountChanges() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let phone = try await ContactsDevice("phone", container: container)
+            await phone.createZone()
+            await phone.save("ada", "Ada")
+            try await phone.sendChanges()
+            let mei = try #require(container.session?.userRecordName)
+
+            // Sign out: the next sync reports it, resets the state and fails for want of a user.
+            try await container.signOut()
+            await phone.save("alan", "Alan")
+            await phone.clearEvents()
+            let error = await #expect(throws: CloudError.self) { try await phone.fetchChanges() }
+            #expect(error?.code == .notAuthenticated)
+            #expect(await phone.accountChanges == [.signOut(previousUser: Record.ID(recordName: mei))])
+            #expect(await phone.contacts.isEmpty)
+            #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty)
+
+            // Another user signs in: reported as a sign-in; changes made meanwhile go to them.
+            await phone.save("grace", "Grace")
+            _ = try await container.signUp(username: "lin", password: "correct horse")
+            let lin = try #require(container.session?.userRecordName)
+            try await phone.fetchChanges()
+            #expect(await phone.accountChanges.last == .signIn(currentUser: Record.ID(recordName: lin)))
+            try await phone.sendChanges()
+            #expect(await phone.contacts == ["grace": "Grace"], "lin's device holds only lin's contacts")
+            #expect(try await server.value(of: "grace", in: phone) == "Grace")
+
+            // Switching straight to mei again: reported as a switch; mei's data comes back, lin's is gone.
+            _ = try await container.signIn(username: "mei", password: "correct horse")
+            try await phone.fetchChanges()
+            #expect(
+                await phone.accountChanges.last
+                    == .switchAccounts(previousUser: Record.ID(recordName: lin), currentUser: Record.ID(recordName: mei)))
+            #expect(await phone.contacts == ["ada": "Ada"])
+        }
+    }
+
+    @Test("pending changes added with a journal survive the engine's process ending before the state was persisted")
+    func journalKeepsPendingChanges() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let journal = server.directory.appendingPathComponent("phone/journal")
+            var phone: ContactsDevice? = try await ContactsDevice("phone", container: container, journalURL: journal)
+            await phone?.createZone()
+            await phone?.save("ada", "Ada")
+            await phone?.save("alan", "Alan")
+            await phone?.delete("alan")
+            #expect(await phone?.stateSerialization == nil, "no state was handed over")
+            phone = nil
+
+            let engine = try SyncEngine(
+                SyncEngine.Configuration(
+                    database: container.privateCloudDatabase, stateSerialization: nil, delegate: NoDelegate(),
+                    automaticallySync: false, journalURL: journal))
+            #expect(
+                engine.state.pendingRecordZoneChanges == [
+                    .saveRecord(ContactsDevice.recordID("ada")), .deleteRecord(ContactsDevice.recordID("alan")),
+                ])
+            #expect(engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: ContactsDevice.zoneID))])
+        }
+    }
+}
+
+extension ContactsDevice {
+    /// The account changes reported so far.
+    var accountChanges: [SyncEngine.Event.AccountChange.ChangeType] {
+        events.compactMap { if case .accountChange(let change) = $0 { change.changeType } else { nil } }
+    }
+}
+
+/// A delegate with nothing to send, that ignores events.
+final class NoDelegate: SyncEngineDelegate {
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
+}
