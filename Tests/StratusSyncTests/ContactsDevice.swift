@@ -121,7 +121,7 @@ actor ContactsDevice: SyncEngineDelegate {
                 let recordName = record.recordID.recordName
                 systemFields[recordName] = record.encodeSystemFields()
                 // A local edit not sent yet is newer than what the server has: keep it.
-                if !pending.contains(.saveRecord(record.recordID)) {
+                if !pending.contains(.saveRecord(record.recordID)), !pending.contains(.deleteRecord(record.recordID)) {
                     contacts[recordName] = record["name", as: String.self]
                 }
             }
