@@ -133,11 +133,32 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "NotesCore", dependencies: ["Stratus"], path: "Examples/Notes/NotesCore", swiftSettings: swiftSettings),
+            name: "ExampleSupport", dependencies: ["Stratus"], path: "Examples/Support/ExampleSupport",
+            swiftSettings: swiftSettings),
+        .target(
+            name: "ExampleCommands",
+            dependencies: ["ExampleSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/Support/ExampleCommands", swiftSettings: swiftSettings),
+        .target(
+            name: "NotesCore", dependencies: ["Stratus", "StratusSync", "ExampleSupport"], path: "Examples/Notes/NotesCore",
+            swiftSettings: swiftSettings),
         .executableTarget(
             name: "notes",
-            dependencies: ["NotesCore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "NotesCore", "ExampleCommands", "ExampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Examples/Notes/notes", swiftSettings: swiftSettings),
+        .target(
+            name: "ContactsCore", dependencies: ["Stratus", "StratusSync", "ExampleSupport"],
+            path: "Examples/Contacts/ContactsCore", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "contacts",
+            dependencies: [
+                "ContactsCore", "ExampleCommands", "ExampleSupport", "Stratus", "StratusSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/Contacts/contacts", swiftSettings: swiftSettings),
         .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSQLiteTests",
@@ -159,8 +180,12 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesTests",
-            dependencies: ["NotesCore", "Stratus", "StratusTestSupport", "StratusServer"],
+            dependencies: ["NotesCore", "ExampleSupport", "Stratus", "StratusTestSupport", "StratusServer"],
             path: "Examples/Notes/Tests", swiftSettings: swiftSettings),
+        .testTarget(
+            name: "ContactsTests",
+            dependencies: ["ContactsCore", "ExampleSupport", "Stratus", "StratusSync", "StratusTestSupport", "StratusServer"],
+            path: "Examples/Contacts/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSyncTests",
             dependencies: [

@@ -1,5 +1,5 @@
 import Foundation
-import Stratus
+public import Stratus
 
 extension SyncEngine {
     /// Sends the pending zone changes, then the delegate's record batches, reporting each.
@@ -7,20 +7,15 @@ extension SyncEngine {
         guard let delegate else { return }
         guard await checkAccount(delegate) else { throw Self.notSignedIn }
         let scope = context.options.scope
-        let (zoneChanges, hasRecordWork) = state.withSnapshot { snapshot in
-            (
-                snapshot.databaseChanges.changes.filter { scope.covers($0.zoneID) },
-                snapshot.hasPendingUntrackedChanges || snapshot.recordZoneChanges.contains { scope.contains($0) }
-            )
+        let hasWork = state.withSnapshot { snapshot in
+            snapshot.hasPendingUntrackedChanges || snapshot.recordZoneChanges.contains { scope.contains($0) }
+                || snapshot.databaseChanges.contains { scope.covers($0.zoneID) }
         }
-        guard !zoneChanges.isEmpty || hasRecordWork else { return }
+        guard hasWork else { return }
         await emit(.willSendChanges(.init(context: context)), to: delegate)
-        var failures: [CloudError.ItemID: CloudError] = [:]
+        let failures: [CloudError.ItemID: CloudError]
         do {
-            if !zoneChanges.isEmpty {
-                failures.merge(try await sendDatabaseChanges(zoneChanges, delegate: delegate)) { $1 }
-            }
-            failures.merge(try await sendRecordZoneChanges(context, delegate: delegate)) { $1 }
+            failures = try await sendPendingChanges(context, delegate: delegate)
         } catch {
             state.withSnapshot { snapshot in
                 snapshot.recordZoneChanges.resetInFlight()
@@ -41,8 +36,8 @@ extension SyncEngine {
         }
     }
 
-    /// Saves and deletes zones. A zone change that failed for a passing reason ends the send (the
-    /// records of its zone would fail too) and is retried.
+    /// Saves and deletes zones; returns the zones that failed. A zone change that failed for a
+    /// passing reason ends the send (the records of its zone would fail too) and is retried.
     private func sendDatabaseChanges(
         _ changes: [PendingDatabaseChange], delegate: any SyncEngineDelegate
     ) async throws -> [CloudError.ItemID: CloudError] {
@@ -105,11 +100,12 @@ extension SyncEngine {
         return failures
     }
 
-    /// Asks the delegate for batches and sends them until it has none, or a request fails for a
-    /// passing reason. A record is sent at most twice in one send (once more after its conflict
-    /// was merged), so that a delegate that keeps handing the same refused record cannot loop.
-    /// Returns the records that failed.
-    private func sendRecordZoneChanges(
+    /// Sends the pending zone changes, then asks the delegate for batches and sends them until it
+    /// has none, or a request fails for a passing reason. Zone changes added meanwhile (a zone to
+    /// create after `zoneNotFound`) go out before the next batch. A record or zone is sent at most
+    /// twice in one send (once more after its failure was resolved), so that a delegate that keeps
+    /// handing the same refused change cannot loop. Returns what failed.
+    private func sendPendingChanges(
         _ context: SendChangesContext, delegate: any SyncEngineDelegate
     ) async throws -> [CloudError.ItemID: CloudError] {
         let limits = try await database.container.serverLimits()
@@ -117,21 +113,29 @@ extension SyncEngine {
             operations: limits.maxOperationsPerRequest,
             // Leave room for the request's envelope and the records' JSON beyond their values.
             bytes: limits.maxRequestBodyBytes / 2)
-        var attempts: [Record.ID: Int] = [:]
+        let scope = context.options.scope
+        var attempts: [CloudError.ItemID: Int] = [:]
         var failures: [CloudError.ItemID: CloudError] = [:]
         while true {
             try Task.checkCancellation()
+            let zoneChanges = state.withSnapshot { snapshot in
+                snapshot.databaseChanges.changes.filter { scope.covers($0.zoneID) && attempts[.zone($0.zoneID), default: 0] < 2 }
+            }
+            if !zoneChanges.isEmpty {
+                for change in zoneChanges { attempts[.zone(change.zoneID), default: 0] += 1 }
+                failures.merge(try await sendDatabaseChanges(zoneChanges, delegate: delegate)) { $1 }
+            }
             let version = state.withSnapshot { $0.version }
             let batch = await Self.$batchLimits.withValue(batchLimits) {
                 await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
             }
             guard let batch, !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else {
-                if context.options.scope == .all { state.withSnapshot { $0.hasPendingUntrackedChanges = false } }
+                if scope == .all { state.withSnapshot { $0.hasPendingUntrackedChanges = false } }
                 return failures
             }
-            let recordIDs = batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete
-            guard recordIDs.contains(where: { attempts[$0, default: 0] < 2 }) else { return failures }
-            for recordID in recordIDs { attempts[recordID, default: 0] += 1 }
+            let itemIDs = (batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete).map(CloudError.ItemID.record)
+            guard itemIDs.contains(where: { attempts[$0, default: 0] < 2 }) else { return failures }
+            for itemID in itemIDs { attempts[itemID, default: 0] += 1 }
             failures.merge(try await send(batch, version: version, delegate: delegate)) { $1 }
         }
     }
@@ -262,11 +266,12 @@ extension SyncEngine {
 }
 
 extension CloudError {
-    /// Whether a change that failed so stays pending, to be sent again: the failure passes (the
-    /// network, a throttle, an unavailable server, a busy zone), the answer was lost (the engine
-    /// recognises a save that did reach the server), the request was cancelled, or the session
-    /// ended (the changes go out once the user signs in again).
-    var keepsChangesPending: Bool {
+    /// Whether the sync engine keeps a change that failed so pending, to send it again by itself:
+    /// the failure passes (the network, a throttle, an unavailable server, a busy zone), the answer
+    /// was lost (the engine recognises a save that did reach the server), the request was
+    /// cancelled, or the session ended (the changes go out once the user signs in again). Other
+    /// failures are the delegate's to resolve.
+    public var keepsChangesPending: Bool {
         isTransient || [.serverResponseLost, .operationCancelled, .notAuthenticated].contains(code)
     }
 }

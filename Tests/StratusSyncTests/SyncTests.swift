@@ -110,19 +110,23 @@ struct SyncTests {
         }
     }
 
-    @Test("a save into a zone the server does not have fails with zoneNotFound; the delegate queues the zone and the save goes through")
+    @Test("a save into a zone the server does not have fails with zoneNotFound; the zone the delegate queues goes out next, then the save")
     func zoneNotFound() async throws {
         try await withServer { server in
             let (phone, laptop) = try await twoDevices(server)
             try await phone.fetchChanges()
             await phone.save("ada", "Ada")
-            await #expect(throws: CloudError.self) { try await phone.sendChanges() }
-            let failure = await phone.sentRecordZoneChanges.first?.failedRecordSaves.first
-            #expect(failure?.error.code == .zoneNotFound)
-            #expect(await phone.engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: ContactsDevice.zoneID))])
-
-            try await phone.sendChanges()
+            await phone.clearEvents()
+            let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
+            #expect(error?.partialErrorsByItemID?[.record(ContactsDevice.recordID("ada"))]?.code == .zoneNotFound)
+            #expect(
+                await phone.eventKinds == [
+                    "willSendChanges", "sentRecordZoneChanges", "sentDatabaseChanges", "sentRecordZoneChanges",
+                    "stateUpdate", "didSendChanges",
+                ])
+            #expect(await phone.sentRecordZoneChanges.map(\.savedRecords.count) == [0, 1])
             #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(await phone.engine.state.pendingDatabaseChanges.isEmpty)
             try await laptop.fetchChanges()
             #expect(await laptop.contacts == ["ada": "Ada"])
         }

@@ -1,20 +1,31 @@
-import Foundation
+public import ExampleSupport
+public import Foundation
 import Stratus
+public import StratusSync
 
 /// One device of the notes app from seed 000: a single note in the custom zone `Notes` of the
-/// user's private database, its text stored as an asset, with `modified` and `version` fields.
+/// user's private database, its text stored as an asset, with `modified` and `version` fields,
+/// synced by a ``SyncEngine``.
 ///
-/// - Edits are saved locally first and pushed when the server is reachable (offline mode).
+/// - Edits are saved locally first and sent when the server is reachable (offline mode); the
+///   engine's journal keeps a waiting edit through a crash.
 /// - Conflicts are resolved by the latest `modified`: the newer edit wins, on either side.
 /// - A note written by a newer version of the app (a larger `version`) is refused, not
 ///   overwritten or misread.
-public actor NotesDevice {
+///
+/// The state directory holds `device.json` and `session.json` (see ``DeviceDirectory``),
+/// `note.json` (the note and the engine's state), `note.txt` (the text uploaded as the record's
+/// asset) and `journal` (the engine's pending changes).
+public actor NotesDevice: SyncEngineDelegate {
     /// The data version this build of the app reads and writes.
     public static let currentVersion = 1
     /// The zone holding the note.
     public static let zoneID = RecordZone.ID(zoneName: "Notes")
     /// The note's record.
     public static let recordID = Record.ID(recordName: "note", zoneID: zoneID)
+
+    /// How to reach the server and as whom.
+    public typealias Account = DeviceDirectory.Account
 
     /// What a sync did.
     public enum SyncOutcome: Equatable, Sendable {
@@ -26,15 +37,11 @@ public actor NotesDevice {
 
     /// Why the app refuses to go on.
     public enum Failure: Error, Equatable, CustomStringConvertible {
-        /// The state directory has no signed-in device.
-        case notSetUp(String)
         /// The server's note was written by a newer version of the app.
         case newerVersion(Int)
 
         public var description: String {
             switch self {
-            case .notSetUp(let directory):
-                "\(directory) has no signed-in device: run 'notes signup' or 'notes signin' with it first"
             case .newerVersion(let version):
                 "the note was written by a newer version of Notes (data version \(version); this one reads "
                     + "\(NotesDevice.currentVersion)): update the app on this device to read or change it"
@@ -42,84 +49,59 @@ public actor NotesDevice {
         }
     }
 
-    let files: DeviceFiles
+    /// What `note.json` holds.
+    struct State: Codable {
+        /// The note; `nil` until one is written or fetched.
+        var note: LocalNote?
+        /// The sync engine's state.
+        var stateSerialization: SyncEngine.State.Serialization?
+    }
+
+    let directory: DeviceDirectory
     let container: Container
     let deviceID: String
     let appVersion: Int
-    private var state: DeviceFiles.State
+    private var state: State
+    private var engine: SyncEngine!
+    /// Why the last sync refused the server's note.
+    private var refusal: Failure?
+    /// A failure of the last sync that the device does not resolve by itself.
+    private var unresolved: CloudError?
 
     /// The device whose state is in `stateDirectory`, as set up by ``signUp(_:)`` or ``signIn(_:)``.
     /// `appVersion` is the data version this device's app writes (tests use it to play an older
     /// or newer app).
-    public init(stateDirectory: URL, appVersion: Int = NotesDevice.currentVersion) throws {
-        let files = DeviceFiles(directory: stateDirectory)
-        guard let setup = try files.read(DeviceFiles.Setup.self, from: files.setupFile) else {
-            throw Failure.notSetUp(stateDirectory.path)
-        }
-        let session = try files.read(Container.Session.self, from: files.sessionFile)
-        self.files = files
-        self.deviceID = setup.deviceID
+    ///
+    /// - Throws: ``DeviceDirectory/NotSetUp`` when the directory has no device.
+    public init(stateDirectory: URL, appVersion: Int = NotesDevice.currentVersion) async throws {
+        directory = DeviceDirectory(stateDirectory)
+        let device = try directory.device(app: "notes")
+        container = device.container
+        deviceID = device.setup.deviceID
         self.appVersion = appVersion
-        self.state = try files.read(DeviceFiles.State.self, from: files.stateFile) ?? DeviceFiles.State()
-        self.container = Container(
-            identifier: setup.containerIdentifier, serverURL: setup.serverURL, apiToken: setup.apiToken,
-            session: session,
-            configuration: Container.Configuration(
-                connectTimeout: .seconds(5),
-                // Give up quickly when the server is away: the edit is safe on disk meanwhile.
-                retryPolicy: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(100)),
-                deviceID: setup.deviceID,
-                assetCacheDirectory: stateDirectory.appendingPathComponent("assets")))
-    }
-
-    /// How to reach the server and as whom.
-    public struct Account: Sendable {
-        public var stateDirectory: URL
-        public var serverURL: URL
-        public var containerIdentifier: String
-        public var apiToken: String
-        public var username: String
-        public var password: String
-
-        public init(
-            stateDirectory: URL, serverURL: URL, containerIdentifier: String, apiToken: String, username: String,
-            password: String
-        ) {
-            self.stateDirectory = stateDirectory
-            self.serverURL = serverURL
-            self.containerIdentifier = containerIdentifier
-            self.apiToken = apiToken
-            self.username = username
-            self.password = password
-        }
+        state = try directory.read(State.self, from: "note.json") ?? State()
+        engine = try SyncEngine(
+            SyncEngine.Configuration(
+                database: container.privateCloudDatabase, stateSerialization: state.stateSerialization, delegate: self,
+                automaticallySync: false, journalURL: directory.file("journal")))
     }
 
     /// Creates the account and sets this state directory up as a device of it.
     @discardableResult
     public static func signUp(_ account: Account) async throws -> NotesDevice {
-        try await setUp(account) { try await $0.signUp(username: account.username, password: account.password) }
+        try await DeviceDirectory.setUp(account, app: "notes") {
+            try await $0.signUp(username: account.username, password: account.password)
+        }
+        return try await NotesDevice(stateDirectory: account.stateDirectory)
     }
 
     /// Signs in and sets this state directory up as a device of the account.
     @discardableResult
     public static func signIn(_ account: Account) async throws -> NotesDevice {
-        try await setUp(account) { try await $0.signIn(username: account.username, password: account.password) }
-    }
-
-    private static func setUp(_ account: Account, _ signIn: (Container) async throws -> Void) async throws -> NotesDevice {
-        let files = DeviceFiles(directory: account.stateDirectory)
-        let deviceID = try files.read(DeviceFiles.Setup.self, from: files.setupFile)?.deviceID
-            ?? "notes-\(UUID().uuidString.prefix(8).lowercased())"
-        let container = Container(
-            identifier: account.containerIdentifier, serverURL: account.serverURL, apiToken: account.apiToken)
-        try await signIn(container)
-        try files.write(
-            DeviceFiles.Setup(
-                serverURL: account.serverURL, containerIdentifier: account.containerIdentifier,
-                apiToken: account.apiToken, deviceID: deviceID),
-            to: files.setupFile, secret: true)
-        try files.write(container.session, to: files.sessionFile, secret: true)
-        return try NotesDevice(stateDirectory: account.stateDirectory)
+        try await DeviceDirectory.setUp(account, app: "notes") {
+            try await $0.signIn(username: account.username, password: account.password)
+        }
+        return try await NotesDevice(stateDirectory: account.stateDirectory)
     }
 
     /// The note as this device has it.
@@ -128,10 +110,12 @@ public actor NotesDevice {
     /// This device's ID, stored in the notes it edits.
     public var id: String { deviceID }
 
-    /// Replaces the note's text, saves it locally, and pushes it if the server is reachable.
+    /// Replaces the note's text, saves it locally, and sends it if the server is reachable.
     /// `date` is when the edit happened (now by default).
     @discardableResult
     public func edit(_ text: String, at date: Date = Date()) async throws -> SyncOutcome {
+        // The engine learns of the edit first: once `add` returns, the edit survives a crash.
+        engine.state.add(pendingRecordZoneChanges: [.saveRecord(Self.recordID)])
         state.note = LocalNote(
             text: text, modified: date, version: appVersion, editedOn: deviceID, needsPush: true,
             systemFields: state.note?.systemFields)
@@ -139,15 +123,24 @@ public actor NotesDevice {
         return try await sync()
     }
 
-    /// Pushes a local edit that waits, then applies the changes other devices made.
+    /// Sends a local edit that waits, then applies the changes other devices made.
     public func sync() async throws -> SyncOutcome {
+        refusal = nil
+        unresolved = nil
         do {
-            try await push()
-            try await fetch()
-            return .synced
+            do {
+                try await engine.sendChanges()
+            } catch let error as CloudError where error.code == .partialFailure {
+                // Each failure was resolved as it was reported, or kept in `refusal` or `unresolved`.
+            }
+            if let refusal { throw refusal }
+            try await engine.fetchChanges()
         } catch let error as CloudError where error.isTransient || error.code == .serverResponseLost {
             return .offline(error.message)
         }
+        if let refusal { throw refusal }
+        if let unresolved { throw unresolved }
+        return .synced
     }
 
     /// Follows the other devices' edits as they happen: subscribes to notes (once per account),
@@ -155,7 +148,7 @@ public actor NotesDevice {
     /// have been missed, and calls `onChange` with the note each time it changed. Runs until the
     /// task is cancelled, or throws when the session ends.
     public func watch(_ onChange: @Sendable (LocalNote?) async -> Void) async throws {
-        try await database.save(
+        try await container.privateCloudDatabase.save(
             Subscription.query(
                 recordType: "Note", subscriptionID: "notes",
                 notificationInfo: Subscription.NotificationInfo(shouldSendContentAvailable: true)))
@@ -166,86 +159,114 @@ public actor NotesDevice {
         }
     }
 
-    // MARK: Pushing
+    // MARK: - SyncEngineDelegate
 
-    private var database: Database { container.privateCloudDatabase }
-
-    /// Saves the local edit, resolving conflicts by the latest `modified`.
-    private func push() async throws {
-        guard var note = state.note, note.needsPush else { return }
-        try note.text.write(to: files.textFile, atomically: true, encoding: .utf8)
-        var record = try note.systemFields.map(Record.init(systemFieldsData:))
-            ?? Record(recordType: "Note", recordID: Self.recordID)
-        while true {
-            record["text"] = Asset(fileURL: files.textFile)
-            record["modified"] = note.modified
-            record["version"] = note.version
-            record["editedOn"] = note.editedOn
-            do {
-                let saved = try await database.save(record)
-                note.needsPush = false
-                note.systemFields = saved.encodeSystemFields()
-                state.note = note
-                return try saveState()
-            } catch let error as CloudError where error.code == .zoneNotFound {
-                // The zone is created on the first save, as in the seed.
-                try await database.save(RecordZone(zoneID: Self.zoneID))
-            } catch let error as CloudError where error.code == .serverRecordChanged {
-                guard let server = error.serverRecord else { throw error }
-                let theirs = try read(server)
-                guard note.modified > theirs.modified else {
-                    // The server's edit is newer: it wins, and this device takes it.
-                    state.note = theirs
-                    return try saveState()
-                }
-                // This edit is newer: write it over the server's version, based on that version.
-                record = server
+    public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        switch event {
+        case .stateUpdate(let update):
+            state.stateSerialization = update.stateSerialization
+        case .sentRecordZoneChanges(let sent):
+            for record in sent.savedRecords where record.recordID == Self.recordID {
+                state.note?.needsPush = false
+                state.note?.systemFields = record.encodeSystemFields()
             }
-        }
-    }
-
-    // MARK: Fetching
-
-    /// Applies the zone's changes since the stored token.
-    private func fetch() async throws {
-        while true {
-            let changes: RecordZoneChanges
-            do {
-                changes = try await database.recordZoneChanges(inZoneWith: Self.zoneID, since: state.changeToken)
-            } catch let error as CloudError where error.code == .zoneNotFound {
-                return  // Nobody has written a note yet.
-            } catch let error as CloudError where error.code == .changeTokenExpired {
-                state.changeToken = nil
-                continue
+            for failure in sent.failedRecordSaves where failure.record.recordID == Self.recordID {
+                resolve(failure.error, state: syncEngine.state)
             }
-            if let result = changes.modificationResultsByID[Self.recordID] {
-                let fetched = try read(try result.get())
-                if state.note?.needsPush != true { state.note = fetched }
+        case .fetchedRecordZoneChanges(let changes):
+            for modification in changes.modifications where modification.record.recordID == Self.recordID {
+                // A local edit still to send wins or loses when it is sent, by `modified`.
+                guard state.note?.needsPush != true, let fetched = readableNote(modification.record) else { continue }
+                state.note = fetched
             }
             if changes.deletions.contains(where: { $0.recordID == Self.recordID }), state.note?.needsPush != true {
                 state.note = nil
             }
-            state.changeToken = changes.changeToken
+        default:
+            return
+        }
+        do {
             try saveState()
-            if !changes.moreComing { return }
+        } catch {
+            unresolved = CloudError(.internalError, "note.json could not be written: \(error)")
         }
     }
 
-    /// The note a record holds; refuses one written by a newer app.
-    private func read(_ record: Record) throws -> LocalNote {
+    public func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
+            await self.recordToSave(recordID)
+        }
+    }
+
+    /// Resolves a refused save of the note: creates the zone, or settles a conflict by `modified`.
+    private func resolve(_ error: CloudError, state engineState: SyncEngine.State) {
+        switch error.code {
+        case .zoneNotFound:
+            // The zone is created on the first save, as in the seed.
+            state.note?.systemFields = nil
+            engineState.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))])
+            engineState.add(pendingRecordZoneChanges: [.saveRecord(Self.recordID)])
+        case .serverRecordChanged:
+            guard let server = error.serverRecord, let note = state.note, let theirs = readableNote(server) else { return }
+            if note.modified > theirs.modified {
+                // This edit is newer: write it over the server's version, based on that version.
+                state.note?.systemFields = server.encodeSystemFields()
+                engineState.add(pendingRecordZoneChanges: [.saveRecord(Self.recordID)])
+            } else {
+                // The server's edit is newer: it wins, and this device takes it.
+                state.note = theirs
+            }
+        case .unknownItem:
+            // Deleted on the server: create it again.
+            state.note?.systemFields = nil
+            engineState.add(pendingRecordZoneChanges: [.saveRecord(Self.recordID)])
+        default:
+            if !error.keepsChangesPending { unresolved = error }
+        }
+    }
+
+    /// The note's record to save, its text written to `note.txt` as the asset; `nil`, and no
+    /// longer pending, when there is no edit to send.
+    private func recordToSave(_ recordID: Record.ID) -> Record? {
+        guard recordID == Self.recordID, let note = state.note, note.needsPush,
+            (try? note.text.write(to: directory.file("note.txt"), atomically: true, encoding: .utf8)) != nil
+        else {
+            engine.state.remove(pendingRecordZoneChanges: [.saveRecord(recordID)])
+            return nil
+        }
+        var record =
+            note.systemFields.flatMap { try? Record(systemFieldsData: $0) }
+            ?? Record(recordType: "Note", recordID: Self.recordID)
+        record["text"] = Asset(fileURL: directory.file("note.txt"))
+        record["modified"] = note.modified
+        record["version"] = note.version
+        record["editedOn"] = note.editedOn
+        return record
+    }
+
+    /// The note a record holds; `nil`, with the reason noted, for a note written by a newer app
+    /// or whose text is missing.
+    private func readableNote(_ record: Record) -> LocalNote? {
         let version = record["version", as: Int.self] ?? 1
-        guard version <= appVersion else { throw Failure.newerVersion(version) }
-        guard let asset = record["text"] as? Asset, let file = asset.fileURL else {
-            throw CloudError(.assetNotAvailable, "the note's text could not be downloaded")
+        guard version <= appVersion else {
+            refusal = .newerVersion(version)
+            return nil
+        }
+        guard let file = (record["text"] as? Asset)?.fileURL, let text = try? String(contentsOf: file, encoding: .utf8) else {
+            unresolved = CloudError(.assetNotAvailable, "the note's text could not be downloaded")
+            return nil
         }
         return LocalNote(
-            text: try String(contentsOf: file, encoding: .utf8),
+            text: text,
             modified: record["modified"] as? Date ?? record.modificationDate ?? Date(timeIntervalSince1970: 0),
             version: version, editedOn: record["editedOn"] as? String, needsPush: false,
             systemFields: record.encodeSystemFields())
     }
 
     private func saveState() throws {
-        try files.write(state, to: files.stateFile)
+        try directory.write(state, to: "note.json")
     }
 }

@@ -1,3 +1,4 @@
+import ExampleSupport
 import Foundation
 import NotesCore
 import Stratus
@@ -41,7 +42,7 @@ struct NotesTests {
         #expect(await phone.note?.needsPush == true)
 
         // A new process on the same state directory still has the waiting edit.
-        let phoneAgain = try NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-phone"))
+        let phoneAgain = try await NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-phone"))
         #expect(await phoneAgain.note?.text == "Buy bread (written offline)")
         #expect(await phoneAgain.note?.needsPush == true)
 
@@ -109,8 +110,8 @@ struct NotesTests {
             containerIdentifier: server.container, apiToken: server.apiToken, username: "mei", password: "correct horse")
         try await NotesDevice.signUp(account(server, "old"))
         try await NotesDevice.signIn(newer)
-        let old = try NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-old"))
-        let new = try NotesDevice(stateDirectory: newer.stateDirectory, appVersion: NotesDevice.currentVersion + 1)
+        let old = try await NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-old"))
+        let new = try await NotesDevice(stateDirectory: newer.stateDirectory, appVersion: NotesDevice.currentVersion + 1)
         try await old.edit("written by version 1")
         try await new.sync()
         #expect(await new.note?.text == "written by version 1", "a newer app reads older notes")

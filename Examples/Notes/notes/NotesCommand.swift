@@ -1,4 +1,6 @@
 import ArgumentParser
+import ExampleCommands
+import ExampleSupport
 import Foundation
 import NotesCore
 
@@ -22,59 +24,12 @@ struct DeviceOptions: ParsableArguments {
 
     var directory: URL { URL(fileURLWithPath: state, isDirectory: true) }
 
-    func device() throws -> NotesDevice {
+    func device() async throws -> NotesDevice {
         do {
-            return try NotesDevice(stateDirectory: directory)
-        } catch let failure as NotesDevice.Failure {
+            return try await NotesDevice(stateDirectory: directory)
+        } catch let failure as DeviceDirectory.NotSetUp {
             throw ValidationError(failure.description)
         }
-    }
-}
-
-/// Where the server is and who signs in.
-struct AccountOptions: ParsableArguments {
-    @Argument(help: "The username.")
-    var username: String
-
-    @Option(help: "The password (read from standard input when absent).")
-    var password: String?
-
-    @Option(help: "A Stratus server's credentials.json, for its URL, container and API token.")
-    var credentials: String?
-
-    @Option(help: "The server's URL (instead of --credentials).")
-    var server: String?
-
-    @Option(help: "The container identifier (instead of --credentials).")
-    var container: String?
-
-    @Option(help: "An API token of the container (instead of --credentials).")
-    var apiToken: String?
-
-    func account(stateDirectory: URL) throws -> NotesDevice.Account {
-        var server = server
-        var container = container
-        var apiToken = apiToken
-        if let credentials {
-            let data = try Data(contentsOf: URL(fileURLWithPath: credentials))
-            guard let values = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-                throw ValidationError("--credentials \(credentials) is not a Stratus credentials.json")
-            }
-            server = server ?? values["url"] as? String
-            container = container ?? values["container"] as? String
-            apiToken = apiToken ?? values["apiToken"] as? String
-        }
-        guard let server, let serverURL = URL(string: server), serverURL.scheme != nil else {
-            throw ValidationError("give --server URL (such as http://127.0.0.1:8080) or --credentials FILE")
-        }
-        guard let container else { throw ValidationError("give --container ID or --credentials FILE") }
-        guard let apiToken else { throw ValidationError("give --api-token TOKEN or --credentials FILE") }
-        guard let password = password ?? readLine(strippingNewline: true), !password.isEmpty else {
-            throw ValidationError("give --password, or the password on standard input")
-        }
-        return NotesDevice.Account(
-            stateDirectory: stateDirectory, serverURL: serverURL, containerIdentifier: container, apiToken: apiToken,
-            username: username, password: password)
     }
 }
 
@@ -87,7 +42,7 @@ struct SignUp: AsyncParsableCommand {
 
     func run() async throws {
         let notes = try await NotesDevice.signUp(try account.account(stateDirectory: device.directory))
-        say("Signed up as \(account.username); this is device \(await notes.id).")
+        say("Signed up as \(account.name); this is device \(await notes.id).")
     }
 }
 
@@ -100,7 +55,7 @@ struct SignIn: AsyncParsableCommand {
 
     func run() async throws {
         let notes = try await NotesDevice.signIn(try account.account(stateDirectory: device.directory))
-        say("Signed in as \(account.username); this is device \(await notes.id).")
+        say("Signed in as \(account.name); this is device \(await notes.id).")
         try await report(notes, await notes.sync())
     }
 }
@@ -111,7 +66,7 @@ struct Show: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
 
     func run() async throws {
-        let notes = try device.device()
+        let notes = try await device.device()
         try await report(notes, await notes.sync())
     }
 }
@@ -125,7 +80,7 @@ struct Edit: AsyncParsableCommand {
     var text: String
 
     func run() async throws {
-        let notes = try device.device()
+        let notes = try await device.device()
         try await report(notes, await notes.edit(text))
     }
 }
@@ -136,7 +91,7 @@ struct Sync: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
 
     func run() async throws {
-        let notes = try device.device()
+        let notes = try await device.device()
         try await report(notes, await notes.sync())
     }
 }
@@ -148,7 +103,7 @@ struct Watch: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
 
     func run() async throws {
-        let notes = try device.device()
+        let notes = try await device.device()
         try await report(notes, await notes.sync())
         try await notes.watch { note in
             guard let note else { return say("(the note was deleted)") }
@@ -156,12 +111,6 @@ struct Watch: AsyncParsableCommand {
             say("— edited \(note.modified.formatted(date: .abbreviated, time: .standard)) on \(note.editedOn ?? "an unknown device")")
         }
     }
-}
-
-/// Writes a line straight to standard output, so it shows at once in a pipe or a file too (where
-/// `print` would hold it in a buffer while `notes watch` runs).
-func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
 /// Prints the note and what the sync did.
