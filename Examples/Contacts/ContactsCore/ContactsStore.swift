@@ -103,9 +103,7 @@ public actor ContactsStore: SyncEngineDelegate {
     /// Adds a contact and commits it on the device.
     @discardableResult
     public func add(name: String, at date: Date = Date()) throws -> Contact {
-        let contact = Contact(id: UUID().uuidString, name: name, modified: date)
-        try commit(contact)
-        return contact
+        try commit(Contact(id: UUID().uuidString, name: name, modified: date))
     }
 
     /// Renames the contact `id`.
@@ -132,10 +130,15 @@ public actor ContactsStore: SyncEngineDelegate {
         try saveData()
     }
 
-    private func commit(_ contact: Contact) throws {
+    @discardableResult
+    private func commit(_ contact: Contact) throws -> Contact {
+        var contact = contact
+        // The server keeps dates to the millisecond: compare edits at that precision.
+        contact.modified = Date(timeIntervalSince1970: (contact.modified.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
         engine.state.add(pendingRecordZoneChanges: [.saveRecord(Self.recordID(contact.id))])
         data.contacts[contact.id, default: AppData.Entry(contact: contact)].contact = contact
         try saveData()
+        return contact
     }
 
     // MARK: - Syncing
