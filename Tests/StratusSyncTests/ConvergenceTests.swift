@@ -145,7 +145,7 @@ final class AcknowledgedWrites: Sendable {
 }
 
 /// Whether `condition` holds within `timeout`, checking every 10 ms.
-func eventually(within timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+func eventually(within timeout: Duration = .seconds(30), _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if await condition() { return true }

@@ -11,10 +11,14 @@ struct FailureTests {
     @Test("a throttled send keeps the rest pending until the server's retryAfter, reports it, and finishes on the next send")
     func throttling() async throws {
         var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
-        configuration.rateLimit = RateLimit(requestsPerSecond: 5, burst: 2)
+        // One request every two seconds: the zone goes out, the first batch right after it is
+        // throttled however loaded the machine is.
+        configuration.rateLimit = RateLimit(requestsPerSecond: 0.5, burst: 1)
         try await withServer(configuration) { server in
             let container = server.makeContainer(retryPolicy: .never)
             try await container.signUp(username: "mei", password: "correct horse")
+            _ = try await container.serverLimits()  // read once, before the bucket refills
+            try await Task.sleep(for: .seconds(2.1))
             let phone = try await ContactsDevice("phone", container: container)
             await phone.createZone()
             for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
@@ -35,7 +39,7 @@ struct FailureTests {
 
             // Sending again once the server allows it finishes the job.
             var sends = 0
-            while await !phone.engine.state.pendingRecordZoneChanges.isEmpty, sends < 20 {
+            while await !phone.engine.state.pendingRecordZoneChanges.isEmpty, sends < 60 {
                 try await Task.sleep(for: .milliseconds(500))
                 try? await phone.sendChanges()
                 sends += 1
@@ -94,7 +98,11 @@ struct FailureTests {
 
     @Test("the state reports each change pending, in flight, or refused with its error, until the app acts on it")
     func statusReport() async throws {
-        try await withServer { server in
+        // The phone's second request (its first batch) is throttled and retried by the SDK, which
+        // keeps the batch in flight for two seconds whatever the machine's load.
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        configuration.rateLimit = RateLimit(requestsPerSecond: 0.5, burst: 1)
+        try await withServer(configuration) { server in
             let phone = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
             let laptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
             await phone.createZone()
@@ -108,14 +116,13 @@ struct FailureTests {
             // Seen from another task while the send runs: in flight.
             let state = await phone.engine.state
             let sawInFlight = Task {
-                let deadline = ContinuousClock.now + .seconds(5)
+                let deadline = ContinuousClock.now + .seconds(20)
                 while ContinuousClock.now < deadline {
                     if case .inFlight? = state.status(of: change) { return true }
-                    await Task.yield()
+                    try? await Task.sleep(for: .milliseconds(5))
                 }
                 return false
             }
-            await phone.setBeforeBatch { _ in try? await Task.sleep(for: .milliseconds(5)) }
             try await phone.sendChanges()
             #expect(await sawInFlight.value)
             #expect(await phone.engine.state.status(of: change) == nil, "a confirmed change is no longer tracked")

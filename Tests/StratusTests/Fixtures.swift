@@ -87,7 +87,7 @@ final class PushEventCollector: Sendable {
 
     /// Waits until `condition` holds, up to `timeout`; returns whether it did.
     @discardableResult
-    func wait(for timeout: Duration = .seconds(5), until condition: (PushEventCollector) -> Bool) async -> Bool {
+    func wait(for timeout: Duration = .seconds(20), until condition: (PushEventCollector) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if condition(self) { return true }

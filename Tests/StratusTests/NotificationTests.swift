@@ -126,7 +126,7 @@ struct NotificationTests {
         var configuration = server.configuration
         configuration.port = port
         let restarted = try await TestServer.start(directory: server.directory, configuration: configuration)
-        #expect(await events.wait(for: .seconds(10)) { $0.gaps == 2 }, "the reconnection reports that notifications may be lost")
+        #expect(await events.wait(for: .seconds(30)) { $0.gaps == 2 }, "the reconnection reports that notifications may be lost")
         _ = try await phone.privateCloudDatabase.save(Record(recordType: "Note", zoneID: zone))
         #expect(await events.wait { $0.notifications.count == 1 })
         #expect(!events.ended)
