@@ -192,7 +192,9 @@ final class PushDevice: Sendable {
 
     /// Like ``next(_:)``, but answers an empty batch after `timeout` (a long poll).
     func poll(_ connection: UInt64, timeout: Duration) async -> Delivery {
-        await withTaskGroup(of: Delivery?.self) { group in
+        // Without a wait there is nothing to race: a timer ending first would cancel the take.
+        guard timeout > .zero else { return take(connection) }
+        return await withTaskGroup(of: Delivery?.self) { group in
             group.addTask { await self.next(connection) }
             group.addTask {
                 try? await Task.sleep(for: timeout)
