@@ -86,8 +86,8 @@ public func withJSONPath<T>(_ component: JSONDecodingError.PathComponent, _ body
 
 /// A JSON object's members, with typed access.
 public struct JSONObject: Sendable {
-    /// The members by key.
-    public let members: [String: JSONValue]
+    /// The members.
+    public let members: JSONMembers
 
     /// The member `key`, or `nil` when absent or null.
     public subscript(key: String) -> JSONValue? {

@@ -11,7 +11,7 @@ public enum JSONValue: Sendable, Equatable {
     case double(Double)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    case object(JSONMembers)
 
     /// Parses UTF-8 JSON text. Duplicate object keys keep the last value.
     public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
@@ -19,6 +19,85 @@ public enum JSONValue: Sendable, Equatable {
             var parser = JSONParser(bytes: buffer)
             return try parser.parseDocument()
         }
+    }
+}
+
+/// The members of a JSON object, in document order; a key written twice keeps its last value.
+///
+/// Objects on the wire have a handful of members, so they are kept as one list and looked up by
+/// comparing keys, which costs less than hashing every key of every object; an object with many
+/// members gets a hash index.
+public struct JSONMembers: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    struct Member: Sendable {
+        var key: String
+        var value: JSONValue
+    }
+
+    private var members: [Member]
+    /// Positions by key, once the object has more members than a scan should compare.
+    private var positions: [String: Int]?
+    static let scanLimit = 16
+
+    /// An object without members.
+    public init() {
+        members = []
+    }
+
+    /// An object of `members`, whose keys are unique.
+    init(unique members: [Member]) {
+        self.members = members
+        indexIfLarge()
+    }
+
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self.init()
+        for (key, value) in elements { self[key] = value }
+    }
+
+    /// How many members the object has.
+    public var count: Int { members.count }
+
+    /// Whether the object has no members.
+    public var isEmpty: Bool { members.isEmpty }
+
+    /// The value of member `key`, as written (`.null` included); `nil` when absent. Setting a value
+    /// replaces the member's, or adds one at the end.
+    public subscript(key: String) -> JSONValue? {
+        get { position(of: key).map { members[$0].value } }
+        set {
+            if let position = position(of: key) {
+                if let newValue {
+                    members[position].value = newValue
+                } else {
+                    members.remove(at: position)
+                    positions = nil
+                    indexIfLarge()
+                }
+            } else if let newValue {
+                members.append(Member(key: key, value: newValue))
+                if positions != nil { positions?[key] = members.count - 1 } else { indexIfLarge() }
+            }
+        }
+    }
+
+    private func position(of key: String) -> Int? {
+        if let positions { return positions[key] }
+        for position in members.indices where members[position].key == key { return position }
+        return nil
+    }
+
+    private mutating func indexIfLarge() {
+        guard positions == nil, members.count > Self.scanLimit else { return }
+        positions = Dictionary(members.enumerated().map { ($1.key, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSONValue)> {
+        members.lazy.map { (key: $0.key, value: $0.value) }.makeIterator()
+    }
+
+    /// Objects are equal when they have the same members, in any order.
+    public static func == (lhs: JSONMembers, rhs: JSONMembers) -> Bool {
+        lhs.count == rhs.count && lhs.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
 
@@ -90,15 +169,24 @@ private struct JSONParser {
         guard depth <= Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth) levels") }
     }
 
+    /// Members of the objects being parsed, innermost last; each object takes its own from the
+    /// top when it ends, so that it is built in one allocation of the right size.
+    var memberStack: [JSONMembers.Member] = []
+    /// Elements of the arrays being parsed, likewise.
+    var elementStack: [JSONValue] = []
+
     mutating func parseObject() throws -> JSONValue {
         try enter()
         defer { depth -= 1 }
         index += 1
-        var members: [String: JSONValue] = [:]
+        let base = memberStack.count
+        defer { memberStack.removeSubrange(base...) }
+        /// Positions by key, once the object is too large to look for duplicates by scanning.
+        var positions: [String: Int]?
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object(JSONMembers())
         }
         while true {
             skipWhitespace()
@@ -108,14 +196,31 @@ private struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue()
+            let value = try parseValue()
+            let duplicate: Int?
+            if let known = positions {
+                duplicate = known[key]
+            } else {
+                duplicate = (base..<memberStack.count).first { memberStack[$0].key == key }
+            }
+            if let duplicate {
+                memberStack[duplicate].value = value
+            } else {
+                memberStack.append(JSONMembers.Member(key: key, value: value))
+                if positions != nil {
+                    positions?[key] = memberStack.count - 1
+                } else if memberStack.count - base > JSONMembers.scanLimit {
+                    positions = Dictionary(
+                        (base..<memberStack.count).map { (memberStack[$0].key, $0) }, uniquingKeysWith: { $1 })
+                }
+            }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an object") }
             if bytes[index] == UInt8(ascii: ",") {
                 index += 1
             } else if bytes[index] == UInt8(ascii: "}") {
                 index += 1
-                return .object(members)
+                return .object(JSONMembers(unique: Array(memberStack[base...])))
             } else {
                 throw error("expected ',' or '}'")
             }
@@ -126,22 +231,24 @@ private struct JSONParser {
         try enter()
         defer { depth -= 1 }
         index += 1
-        var elements: [JSONValue] = []
+        let base = elementStack.count
+        defer { elementStack.removeSubrange(base...) }
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
             index += 1
-            return .array(elements)
+            return .array([])
         }
         while true {
             skipWhitespace()
-            elements.append(try parseValue())
+            let element = try parseValue()
+            elementStack.append(element)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an array") }
             if bytes[index] == UInt8(ascii: ",") {
                 index += 1
             } else if bytes[index] == UInt8(ascii: "]") {
                 index += 1
-                return .array(elements)
+                return .array(Array(elementStack[base...]))
             } else {
                 throw error("expected ',' or ']'")
             }
@@ -151,22 +258,32 @@ private struct JSONParser {
     mutating func parseString() throws -> String {
         index += 1
         let start = index
+        // The bits of every byte: below 0x80, the string is ASCII and needs no validation.
+        var seen: UInt8 = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                guard let string = String(validating: slice, as: UTF8.self) else { throw error("invalid UTF-8") }
-                return string
+                return seen < 0x80 ? String(decoding: slice, as: UTF8.self) : try validated(slice)
             }
             if byte == UInt8(ascii: "\\") {
                 index = start
                 return try parseEscapedString()
             }
             if byte < 0x20 { throw error("control character in a string") }
+            seen |= byte
             index += 1
         }
         throw error("unterminated string")
+    }
+
+    /// The string of UTF-8 `text`, or an error when it is not valid UTF-8.
+    func validated(_ text: UnsafeBufferPointer<UInt8>) throws -> String {
+        // Decoding repairs invalid sequences, so a repaired string differs from its bytes.
+        let string = String(decoding: text, as: UTF8.self)
+        guard string.utf8.elementsEqual(text) else { throw error("invalid UTF-8") }
+        return string
     }
 
     mutating func parseEscapedString() throws -> String {
@@ -176,8 +293,7 @@ private struct JSONParser {
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                guard let string = String(validating: scalars, as: UTF8.self) else { throw error("invalid UTF-8") }
-                return string
+                return try scalars.withUnsafeBufferPointer(validated)
             case UInt8(ascii: "\\"):
                 guard index < bytes.count else { throw error("unterminated escape") }
                 let escape = bytes[index]
@@ -255,6 +371,12 @@ private struct JSONParser {
             let exponentStart = index
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             guard index > exponentStart else { throw error("expected exponent digits") }
+        }
+        if isInteger, index - digitsStart <= 18 {
+            // Up to 18 digits cannot overflow: add them up without making a string.
+            var value: Int64 = 0
+            for position in digitsStart..<index { value = value &* 10 &+ Int64(bytes[position] &- UInt8(ascii: "0")) }
+            return .integer(digitsStart > start ? -value : value)
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if isInteger, let integer = Int64(text) { return .integer(integer) }
