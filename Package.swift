@@ -119,7 +119,7 @@ let package = Package(
         .executableTarget(
             name: "stratus-bench",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel", "Stratus",
+                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel", "Stratus", "StratusSync",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -26,6 +26,7 @@ final class Connection: Sendable {
     struct Reply: Sendable {
         var status: Int
         var body: ByteBuffer
+        var headers = HTTPHeaders()
     }
 
     let serverURL: String
@@ -108,7 +109,8 @@ final class Connection: Sendable {
         return try decode(Response.self, from: reply)
     }
 
-    private func decode<Response: JSONDecodable>(_ type: Response.Type, from reply: Reply) throws -> Response {
+    /// The answer's body decoded as `Response`; `serverRejectedRequest` when it cannot be.
+    func decode<Response: JSONDecodable>(_ type: Response.Type, from reply: Reply) throws -> Response {
         do {
             return try Response(json: JSONValue.parse(Array(reply.body.readableBytesView)))
         } catch {
@@ -161,7 +163,7 @@ final class Connection: Sendable {
             }
             let response = try await execute(request)
             let answer = try await response.body.collect(upTo: Self.maxResponseBytes)
-            return Reply(status: Int(response.status.code), body: answer)
+            return Reply(status: Int(response.status.code), body: answer, headers: response.headers)
         }
     }
 

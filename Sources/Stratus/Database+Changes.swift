@@ -1,3 +1,5 @@
+import NIOCore
+import NIOHTTP1
 import StratusModel
 
 /// One page of a zone's changes (what CloudKit's `recordZoneChanges(inZoneWith:since:)` returns).
@@ -60,12 +62,40 @@ extension Database {
         inZoneWith zoneID: RecordZone.ID, since changeToken: ServerChangeToken?, desiredKeys: [String]? = nil,
         resultsLimit: Int? = nil
     ) async throws -> RecordZoneChanges {
-        let answer = try await call(
-            "records/changes",
-            body: RecordChangesRequest(
-                zoneID: wireZoneID(zoneID), syncToken: changeToken?.rawValue, resultsLimit: resultsLimit,
-                desiredKeys: desiredKeys),
-            idempotent: true, as: RecordChangesResponse.self)
+        let reply = try await recordZoneChangesReply(
+            inZoneWith: zoneID, since: changeToken, desiredKeys: desiredKeys, resultsLimit: resultsLimit)
+        return try await recordZoneChanges(from: reply, zoneID: zoneID)
+    }
+
+    /// The pages of a custom zone's changes from `changeToken` to the end of its feed, each what
+    /// ``recordZoneChanges(inZoneWith:since:desiredKeys:resultsLimit:)`` returns, read one page
+    /// ahead: while you apply a page, the server prepares the next. Store each page's
+    /// ``RecordZoneChanges/changeToken`` once you applied it; the sequence ends after the page whose
+    /// ``RecordZoneChanges/moreComing`` is `false`, and throws what a page read throws.
+    public func recordZoneChangePages(
+        inZoneWith zoneID: RecordZone.ID, since changeToken: ServerChangeToken?, desiredKeys: [String]? = nil,
+        resultsLimit: Int? = nil
+    ) -> RecordZoneChangePages {
+        RecordZoneChangePages(
+            database: self, zoneID: zoneID, changeToken: changeToken, desiredKeys: desiredKeys, resultsLimit: resultsLimit)
+    }
+
+    /// The server's answer to a `records/changes` request, not yet decoded.
+    fileprivate func recordZoneChangesReply(
+        inZoneWith zoneID: RecordZone.ID, since changeToken: ServerChangeToken?, desiredKeys: [String]?,
+        resultsLimit: Int?
+    ) async throws -> Connection.Reply {
+        let request = RecordChangesRequest(
+            zoneID: wireZoneID(zoneID), syncToken: changeToken?.rawValue, resultsLimit: resultsLimit,
+            desiredKeys: desiredKeys)
+        return try await connection.send(
+            .POST, .database(databaseScope, "records/changes"), body: ByteBuffer(bytes: request.jsonBytes),
+            idempotent: true)
+    }
+
+    /// One page of changes decoded from the server's answer, assets downloaded.
+    fileprivate func recordZoneChanges(from reply: Connection.Reply, zoneID: RecordZone.ID) async throws -> RecordZoneChanges {
+        let answer = try connection.decode(RecordChangesResponse.self, from: reply)
         var changedIDs: [Record.ID] = []
         var changed: [Result<Record, CloudError>] = []
         var deletions: [RecordZoneChanges.Deletion] = []
@@ -106,5 +136,92 @@ extension Database {
         return DatabaseChanges(
             modifications: modifications, deletions: deletions,
             changeToken: ServerChangeToken(rawValue: answer.syncToken), moreComing: answer.moreComing)
+    }
+}
+
+/// The pages of one zone's change feed, read one page ahead (see
+/// ``Database/recordZoneChangePages(inZoneWith:since:desiredKeys:resultsLimit:)``).
+///
+/// A Stratus server says in the head of each answer where the next page starts
+/// (`X-Stratus-Sync-Token`, `X-Stratus-More-Coming`), so the request for page N + 1 goes out as soon
+/// as page N arrives: the server prepares it while page N is decoded and applied. Without those
+/// headers (another server) the next page is asked for once a page is decoded.
+public struct RecordZoneChangePages: AsyncSequence, Sendable {
+    public typealias Element = RecordZoneChanges
+    public typealias Failure = any Error
+
+    let database: Database
+    let zoneID: RecordZone.ID
+    let changeToken: ServerChangeToken?
+    let desiredKeys: [String]?
+    let resultsLimit: Int?
+
+    /// Starts reading at the sequence's change token.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(pages: self, upcoming: .start(changeToken))
+    }
+
+    /// Reads the pages in order; the first call sends the first request.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        fileprivate enum Upcoming {
+            case start(ServerChangeToken?)
+            case requested(RequestAhead)
+            case finished
+        }
+
+        fileprivate let pages: RecordZoneChangePages
+        fileprivate var upcoming: Upcoming
+
+        /// The next page, or `nil` after the last one (or after a failure was thrown).
+        public mutating func next() async throws -> RecordZoneChanges? {
+            let current = upcoming
+            upcoming = .finished
+            let reply: Connection.Reply
+            switch current {
+            case .finished: return nil
+            case .start(let token): reply = try await pages.reply(since: token)
+            case .requested(let request): reply = try await request.reply
+            }
+            if reply.headers.first(name: "X-Stratus-More-Coming") == "true",
+                let next = reply.headers.first(name: "X-Stratus-Sync-Token")
+            {
+                let pages = pages
+                upcoming = .requested(RequestAhead(Task { try await pages.reply(since: ServerChangeToken(rawValue: next)) }))
+            }
+            let page: RecordZoneChanges
+            do {
+                page = try await pages.database.recordZoneChanges(from: reply, zoneID: pages.zoneID)
+            } catch {
+                upcoming = .finished
+                throw error
+            }
+            if !page.moreComing {
+                upcoming = .finished
+            } else if case .finished = upcoming {
+                upcoming = .start(page.changeToken)
+            }
+            return page
+        }
+    }
+
+    /// A request sent ahead of its use; cancelled when dropped unused.
+    fileprivate final class RequestAhead: Sendable {
+        private let task: Task<Connection.Reply, any Error>
+
+        init(_ task: Task<Connection.Reply, any Error>) { self.task = task }
+
+        var reply: Connection.Reply {
+            get async throws {
+                try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            }
+        }
+
+        deinit { task.cancel() }
+    }
+
+    /// The raw answer for the page that starts at `token`.
+    private func reply(since token: ServerChangeToken?) async throws -> Connection.Reply {
+        try await database.recordZoneChangesReply(
+            inZoneWith: zoneID, since: token, desiredKeys: desiredKeys, resultsLimit: resultsLimit)
     }
 }

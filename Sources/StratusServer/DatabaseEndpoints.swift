@@ -256,10 +256,12 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Change feeds
 
-    /// Reads one page of a zone's changes and writes `{"zoneID", "records", "syncToken", "moreComing"}`.
+    /// Reads one page of a zone's changes and writes `{"zoneID", "records", "syncToken", "moreComing"}`;
+    /// returns the page's `syncToken` and `moreComing`.
+    @discardableResult
     private func writeZoneChanges(
         _ zone: RecordChangesRequest, field: String, target: DatabaseRequest, to writer: inout JSONWriter
-    ) async throws {
+    ) async throws -> (syncToken: String, moreComing: Bool) {
         guard let requestedZoneID = zone.zoneID else { throw StratusError.badRequest("\(field).zoneID is required") }
         let zoneName = try target.zoneName(requestedZoneID, field: "\(field).zoneID", limits: limits)
         guard zoneName != ZoneID.defaultZoneName else {
@@ -286,9 +288,11 @@ struct DatabaseEndpoints: Sendable {
                 numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL)
         }
         writer.endArray()
-        writer.field("syncToken", tokens.token(for: page.position, kind: .zone))
+        let syncToken = tokens.token(for: page.position, kind: .zone)
+        writer.field("syncToken", syncToken)
         writer.field("moreComing", page.moreComing)
         writer.endObject()
+        return (syncToken, page.moreComing)
     }
 
     func recordChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
@@ -297,8 +301,12 @@ struct DatabaseEndpoints: Sendable {
         _ = try target.locator()
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxRequestBodyBytes)
         var writer = JSONWriter(capacity: 64 << 10)
-        try await writeZoneChanges(body, field: "the request", target: target, to: &writer)
-        return .json(writer)
+        let page = try await writeZoneChanges(body, field: "the request", target: target, to: &writer)
+        var response = Response.json(writer)
+        // A Stratus extension: the head says where the next page starts (see docs/protocol.md).
+        response.headers[.stratusSyncToken] = page.syncToken
+        response.headers[.stratusMoreComing] = page.moreComing ? "true" : "false"
+        return response
     }
 
     func zoneChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {

@@ -138,4 +138,9 @@ struct Authenticator: Sendable {
 extension HTTPField.Name {
     /// The header a client uses to say which device it is.
     static let stratusDeviceID = Self("X-Stratus-Device-ID")!
+    /// The `syncToken` of a `records/changes` answer, in its head, so a client reading a feed can
+    /// ask for the next page before it has read this one.
+    static let stratusSyncToken = Self("X-Stratus-Sync-Token")!
+    /// The `moreComing` of a `records/changes` answer, in its head: `true` or `false`.
+    static let stratusMoreComing = Self("X-Stratus-More-Coming")!
 }

@@ -91,45 +91,49 @@ extension SyncEngine {
         }
     }
 
-    /// Reads one zone's change feed from its token, page by page; each page is handed to the
-    /// delegate before its token is stored.
+    /// Reads one zone's change feed from its token, page by page (the next page is read while the
+    /// delegate handles one); each page is handed to the delegate before its token is stored.
     private func fetchChanges(inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
         var token = state.withSnapshot { $0.zoneChangeTokens[zoneID] }
         while true {
-            try Task.checkCancellation()
-            let page: RecordZoneChanges
             do {
-                page = try await database.recordZoneChanges(inZoneWith: zoneID, since: token)
+                for try await page in database.recordZoneChangePages(inZoneWith: zoneID, since: token) {
+                    try Task.checkCancellation()
+                    try await apply(page, inZone: zoneID, delegate: delegate)
+                    token = page.changeToken
+                }
+                return
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
                 // The server no longer knows what changed since the token: read the zone again
                 // from the beginning.
                 token = nil
-                continue
             } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
                 state.withSnapshot { $0.forgetZone(zoneID) }
                 throw error
             }
-            var modifications: [Event.FetchedRecordZoneChanges.Modification] = []
-            modifications.reserveCapacity(page.modificationResultsByID.count)
-            for result in page.modificationResultsByID.values {
-                // A record whose asset could not be downloaded fails the page: it is read again.
-                modifications.append(.init(record: try result.get()))
-            }
-            if !modifications.isEmpty || !page.deletions.isEmpty {
-                await emit(
-                    .fetchedRecordZoneChanges(
-                        .init(
-                            modifications: modifications,
-                            deletions: page.deletions.map { .init(recordID: $0.recordID, recordType: $0.recordType) })),
-                    to: delegate)
-            }
-            state.withSnapshot { snapshot in
-                snapshot.zoneChangeTokens[zoneID] = page.changeToken
-                if !page.moreComing { snapshot.unfetchedZoneIDs.removeAll { $0 == zoneID } }
-            }
-            await emitStateUpdate(to: delegate)
-            token = page.changeToken
-            guard page.moreComing else { return }
         }
+    }
+
+    /// Hands one page to the delegate, then stores its token and hands over the state.
+    private func apply(_ page: RecordZoneChanges, inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
+        var modifications: [Event.FetchedRecordZoneChanges.Modification] = []
+        modifications.reserveCapacity(page.modificationResultsByID.count)
+        for result in page.modificationResultsByID.values {
+            // A record whose asset could not be downloaded fails the page: it is read again.
+            modifications.append(.init(record: try result.get()))
+        }
+        if !modifications.isEmpty || !page.deletions.isEmpty {
+            await emit(
+                .fetchedRecordZoneChanges(
+                    .init(
+                        modifications: modifications,
+                        deletions: page.deletions.map { .init(recordID: $0.recordID, recordType: $0.recordType) })),
+                to: delegate)
+        }
+        state.withSnapshot { snapshot in
+            snapshot.zoneChangeTokens[zoneID] = page.changeToken
+            if !page.moreComing { snapshot.unfetchedZoneIDs.removeAll { $0 == zoneID } }
+        }
+        await emitStateUpdate(to: delegate)
     }
 }

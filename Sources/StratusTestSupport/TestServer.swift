@@ -174,6 +174,9 @@ package final class TestServer: Sendable {
             if let limit { body["resultsLimit"] = limit }
             let reply = try await database("private", "records/changes", body, user: user)
             try #require(reply.status == 200, "\(reply.text)")
+            // The head repeats where the next page starts, for clients that read ahead.
+            #expect(reply.headers.first(name: "X-Stratus-Sync-Token") == reply.syncToken)
+            #expect(reply.headers.first(name: "X-Stratus-More-Coming") == (reply.moreComing == true ? "true" : "false"))
             records += reply.records
             token = reply.syncToken
             pages += 1

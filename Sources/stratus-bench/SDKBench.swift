@@ -36,12 +36,7 @@ struct SDKBench {
 
     private func run(on bench: BenchServer, round: Int, progress: (String) -> Void) async throws -> Round {
         var result = Round()
-        let container = Container(
-            identifier: bench.credentials.container, serverURL: URL(string: bench.server.baseURL)!,
-            apiToken: bench.credentials.apiToken,
-            session: Container.Session(
-                webAuthToken: bench.webAuthToken, userRecordName: bench.userRecordName, expirationDate: .distantFuture))
-        let database = container.privateCloudDatabase
+        let database = bench.container(device: "sdk-bench").privateCloudDatabase
         let sdkZone = try await database.save(RecordZone(zoneName: "SDK")).zoneID
         _ = try await database.save(RecordZone(zoneName: "Raw"))
         let base = bench.databaseURL()

@@ -74,6 +74,14 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Deliveries timed with 100 devices listening; fewer with more devices, at least 10.")
     var pushTrials = 200
 
+    @Option(
+        parsing: .upToNextOption,
+        help: "Records in the zone a fresh sync engine fetches, one measurement each (0 skips the initial-sync workload).")
+    var syncRecords: [Int] = [100_000, 1_000_000]
+
+    @Option(help: "Edits timed from one engine to another, and as many by hand with the SDK (0 skips the sync-latency workload).")
+    var syncTrials = 200
+
     @Option(help: "Write the results as JSON to this file.")
     var output: String?
 
@@ -140,7 +148,18 @@ struct StratusBench: AsyncParsableCommand {
             }
             try await http.shutdown()
         }
-        try report(rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds, push: pushRounds)
+        let syncBench = SyncBench(durability: durability, progress: progress)
+        var syncLatencyRounds: [SyncBench.LatencyRound] = []
+        if syncTrials > 0 {
+            for _ in 1...repeats { syncLatencyRounds.append(try await syncBench.measureLatency(trials: syncTrials)) }
+        }
+        var initialSyncRounds: [SyncBench.InitialSyncRound] = []
+        for count in syncRecords where count > 0 {
+            initialSyncRounds.append(try await syncBench.measureInitialSync(records: count))
+        }
+        try report(
+            rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds, push: pushRounds,
+            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -261,7 +280,8 @@ struct StratusBench: AsyncParsableCommand {
 
     private func report(
         _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round],
-        sdk sdkRounds: [SDKBench.Round], push pushRounds: [PushBench.Round]
+        sdk sdkRounds: [SDKBench.Round], push pushRounds: [PushBench.Round], syncLatency: [SyncBench.LatencyRound],
+        initialSync: [SyncBench.InitialSyncRound]
     ) throws {
         func f(_ value: Double) -> String {
             value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
@@ -341,6 +361,28 @@ struct StratusBench: AsyncParsableCommand {
                       + "\(f(round.stratusBytesPerConnection / 1024)) / \(f(round.floorBytesPerConnection / 1024)) |")
             }
         }
+        if !syncLatency.isEmpty {
+            print("\nSync engine latency: an edit from `state.add` on one device to the other device's "
+                  + "fetchedRecordZoneChanges event, both engines syncing automatically, beside the same trip by hand "
+                  + "with the SDK (a save, the push notification, one read of the zone's changes); \(syncTrials) of each "
+                  + "per round, alternating\n")
+            print([
+                "| workload | unit | engine median (min–max) | by hand median (min–max) | engine / by hand, per round |",
+                "|---|---|---|---|---|",
+                compare(syncLatency, "edit to other device, p50", "ms", \.engineP50, \.baselineP50),
+                compare(syncLatency, "edit to other device, p99", "ms", \.engineP99, \.baselineP99),
+            ].joined(separator: "\n"))
+        }
+        if !initialSync.isEmpty {
+            print("\nInitial sync: a fresh engine fetching one zone, beside the same change feed read through the SDK "
+                  + "and as raw HTTP requests scanned for their records (the server's rate), same server, same run\n")
+            print("| records | engine (records/s, seconds) | SDK reads (records/s) | raw HTTP feed (records/s) | engine / raw |")
+            print("|---|---|---|---|---|")
+            for round in initialSync {
+                print("| \(round.records) | \(f(round.engineRate)) (\(String(format: "%.1f", Double(round.records) / round.engineRate)) s) | "
+                      + "\(f(round.sdkRate)) | \(f(round.rawRate)) | \(String(format: "%.2f", round.engineRate / round.rawRate)) |")
+            }
+        }
         if let output {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -351,12 +393,15 @@ struct StratusBench: AsyncParsableCommand {
                 let assetMegabytes: Int, assetRounds: [AssetBench.Round]
                 let sdkRecords: Int, sdkCalls: Int, sdkRounds: [SDKBench.Round]
                 let pushRounds: [PushBench.Round]
+                let syncTrials: Int, syncLatencyRounds: [SyncBench.LatencyRound]
+                let initialSyncRounds: [SyncBench.InitialSyncRound]
             }
             try encoder.encode(Document(
                 records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
                 environment: environment.rawValue, rounds: rounds, queryRecords: queryRecords, querySeedRecordsPerSecond: seedRate, queryRounds: queryRounds,
                 assetMegabytes: assetMegabytes, assetRounds: assetRounds, sdkRecords: sdkRecords, sdkCalls: sdkCalls,
-                sdkRounds: sdkRounds, pushRounds: pushRounds)).write(to: URL(fileURLWithPath: output))
+                sdkRounds: sdkRounds, pushRounds: pushRounds, syncTrials: syncTrials, syncLatencyRounds: syncLatency,
+                initialSyncRounds: initialSync)).write(to: URL(fileURLWithPath: output))
         }
     }
 }

@@ -111,4 +111,46 @@ struct QueryAndChangeTests {
             #expect(gone?.code == .zoneNotFound)
         }
     }
+
+    @Test("a zone's pages read ahead are the pages read one call at a time; an early stop and an expired token end the sequence")
+    func pagesReadAhead() async throws {
+        try await withServer { server in
+            let phone = try await server.signedInContainer("mei")
+            let database = phone.privateCloudDatabase
+            let zone = try await database.save(RecordZone(zoneName: "Notes")).zoneID
+            let records = (0..<25).map { Record(recordType: "Note", recordID: .init(recordName: "n\($0)", zoneID: zone)) }
+            _ = try await database.modifyRecords(saving: records, deleting: [])
+            _ = try await database.deleteRecord(withID: records[3].recordID)
+
+            var oneByOne: [(ids: Set<Record.ID>, deleted: [Record.ID], token: ServerChangeToken)] = []
+            var token: ServerChangeToken?
+            repeat {
+                let page = try await database.recordZoneChanges(inZoneWith: zone, since: token, resultsLimit: 4)
+                oneByOne.append((Set(page.modificationResultsByID.keys), page.deletions.map(\.recordID), page.changeToken))
+                token = page.moreComing ? page.changeToken : nil
+            } while token != nil
+            var ahead: [(ids: Set<Record.ID>, deleted: [Record.ID], token: ServerChangeToken)] = []
+            for try await page in database.recordZoneChangePages(inZoneWith: zone, since: nil, resultsLimit: 4) {
+                ahead.append((Set(page.modificationResultsByID.keys), page.deletions.map(\.recordID), page.changeToken))
+            }
+            #expect(ahead.count == oneByOne.count && ahead.count == 7)
+            #expect(ahead.map(\.ids) == oneByOne.map(\.ids))
+            #expect(ahead.map(\.deleted) == oneByOne.map(\.deleted))
+            #expect(ahead.map(\.token) == oneByOne.map(\.token))
+            #expect(ahead.reduce(into: Set()) { $0.formUnion($1.ids) } == Set(records.map(\.recordID)).subtracting([records[3].recordID]))
+
+            // From the middle, and stopping after one page: the request sent ahead is dropped.
+            var iterator = database.recordZoneChangePages(inZoneWith: zone, since: oneByOne[2].token, resultsLimit: 4)
+                .makeAsyncIterator()
+            #expect(try await iterator.next()?.changeToken == oneByOne[3].token)
+
+            // A failure is thrown once, then the sequence is over.
+            let other = try await database.save(RecordZone(zoneName: "Other")).zoneID
+            let otherToken = try await database.recordZoneChanges(inZoneWith: other, since: nil).changeToken
+            var failing = database.recordZoneChangePages(inZoneWith: zone, since: otherToken).makeAsyncIterator()
+            let expired = await cloudError { _ = try await failing.next() }
+            #expect(expired?.code == .changeTokenExpired)
+            #expect(try await failing.next() == nil)
+        }
+    }
 }
