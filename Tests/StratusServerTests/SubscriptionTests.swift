@@ -39,7 +39,8 @@ struct SubscriptionTests {
         #expect(UUID(uuidString: generated) != nil, "a create without an ID gets a UUID")
         #expect((items[0]["zoneID"] as? [String: Any])?["ownerRecordName"] as? String != nil, "zone IDs carry their owner")
         #expect(items[2]["firesOn"] as? [String] == ["create", "delete"])
-        #expect(((items[2]["query"] as? [String: Any])?["sortBy"] as? [Any] ?? []).isEmpty, "subscriptions do not sort")
+        let sortBy = (items[2]["query"] as? [String: Any])?["sortBy"] as? [Any]
+        #expect(sortBy?.isEmpty != false, "subscriptions do not sort")
 
         let listed = try await server.database("private", "subscriptions/list", user: alice)
         #expect(subscriptions(listed).compactMap { $0["subscriptionID"] as? String }.sorted() == [generated, "notes", "urgent"].sorted())

@@ -124,6 +124,7 @@ public actor NotesDevice: SyncEngineDelegate {
     }
 
     /// Sends a local edit that waits, then applies the changes other devices made.
+    @discardableResult
     public func sync() async throws -> SyncOutcome {
         refusal = nil
         unresolved = nil

@@ -56,7 +56,8 @@ public struct AccountOptions: ParsableArguments {
 }
 
 /// Writes a line straight to standard output, so it shows at once in a pipe or a file too (where
-/// `print` would hold it in a buffer while a long command runs).
+/// `print` would hold it in a buffer while a long command runs). A reader that went away (`| head`)
+/// is not an error: the line is dropped.
 public func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    try? FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
 }
