@@ -31,11 +31,7 @@ struct DeviceOptions: ParsableArguments {
     var directory: URL { URL(fileURLWithPath: state, isDirectory: true) }
 
     func store(automaticallySync: Bool = false) async throws -> ContactsStore {
-        do {
-            return try await ContactsStore(stateDirectory: directory, automaticallySync: automaticallySync)
-        } catch let failure as DeviceDirectory.NotSetUp {
-            throw ValidationError(failure.description)
-        }
+        try await openDevice { try await ContactsStore(stateDirectory: directory, automaticallySync: automaticallySync) }
     }
 }
 

@@ -25,11 +25,7 @@ struct DeviceOptions: ParsableArguments {
     var directory: URL { URL(fileURLWithPath: state, isDirectory: true) }
 
     func device() async throws -> NotesDevice {
-        do {
-            return try await NotesDevice(stateDirectory: directory)
-        } catch let failure as DeviceDirectory.NotSetUp {
-            throw ValidationError(failure.description)
-        }
+        try await openDevice { try await NotesDevice(stateDirectory: directory) }
     }
 }
 

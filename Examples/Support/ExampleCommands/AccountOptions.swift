@@ -61,3 +61,13 @@ public struct AccountOptions: ParsableArguments {
 public func say(_ line: String) {
     try? FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
 }
+
+/// Opens a device's local store; a state directory that is not set up yet becomes a usage error
+/// that says which command to run first.
+public func openDevice<Store>(_ open: () async throws -> Store) async throws -> Store {
+    do {
+        return try await open()
+    } catch let failure as DeviceDirectory.NotSetUp {
+        throw ValidationError(failure.description)
+    }
+}
