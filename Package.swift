@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "StratusModel", targets: ["StratusModel"]),
         .library(name: "StratusStorage", targets: ["StratusStorage"]),
         .library(name: "StratusSQLite", targets: ["StratusSQLite"]),
+        .library(name: "StratusPostgres", targets: ["StratusPostgres"]),
         .library(name: "StratusServer", targets: ["StratusServer"]),
         .library(name: "Stratus", targets: ["Stratus"]),
         .library(name: "StratusSync", targets: ["StratusSync"]),
@@ -32,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(name: "StratusModel", swiftSettings: swiftSettings),
@@ -50,6 +52,16 @@ let package = Package(
             dependencies: [
                 "StratusStorage", "StratusModel", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StratusPostgres",
+            dependencies: [
+                "StratusStorage", "StratusModel",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -98,8 +110,9 @@ let package = Package(
         .target(
             name: "StratusTestSupport",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusModel", "Stratus",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusModel", "Stratus",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -109,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "stratus",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusStorage", "StratusModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -119,7 +132,7 @@ let package = Package(
         .executableTarget(
             name: "stratus-bench",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusStorage", "StratusModel", "Stratus", "StratusSync",
+                "StratusServer", "StratusSQLite", "StratusPostgres", .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -163,6 +176,11 @@ let package = Package(
         .testTarget(
             name: "StratusSQLiteTests",
             dependencies: ["StratusSQLite", "StratusStorageConformance", "StratusStorage", "StratusModel"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StratusPostgresTests",
+            dependencies: ["StratusPostgres", "StratusStorageConformance", "StratusStorage", "StratusModel", "StratusTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -649,7 +649,7 @@ public final class SQLiteStorage: StratusStorage {
     ) async throws -> RecordChangesPage {
         try await withDatabase(database) { db, databaseID in
             let zoneState = try Self.requireZone(db, databaseID, zone)
-            let start = try Self.validate(position, scopeID: zoneState.id, sequence: zoneState.sequence,
+            let start = try ChangePosition.start(after: position, scopeID: zoneState.id, sequence: zoneState.sequence,
                                           purged: zoneState.purgedSequence, what: "zone '\(zone)'")
             var sql = "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND seq > ?"
             var arguments: StatementArguments = [zoneState.id, start]
@@ -669,38 +669,13 @@ public final class SQLiteStorage: StratusStorage {
         }
     }
 
-    /// Checks a feed position against the zone or database it claims to be in; returns the sequence
-    /// number to read after.
-    private static func validate(
-        _ position: ChangePosition?, scopeID: Int64, sequence: Int64, purged: Int64, what: String
-    ) throws -> Int64 {
-        guard let position else { return 0 }
-        guard position.scopeID == scopeID else {
-            throw StratusError(
-                .changeTokenExpired,
-                "the sync token is not from the current history of \(what) (it was deleted and created again, or the "
-                    + "token belongs elsewhere); fetch again without a token")
-        }
-        guard position.sequence >= purged else {
-            throw StratusError(
-                .changeTokenExpired,
-                "the sync token is older than the tombstone horizon of \(what); fetch again without a token")
-        }
-        guard position.sequence <= sequence else {
-            throw StratusError(
-                .changeTokenExpired,
-                "the sync token is ahead of \(what) (was the server restored from a backup?); fetch without a token")
-        }
-        return position.sequence
-    }
-
     public func databaseChanges(
         in database: DatabaseLocator, after position: ChangePosition?, limit: Int
     ) async throws -> DatabaseChangesPage {
         try await withDatabase(database) { db, databaseID in
             let row = try Row.fetchOne(db, sql: "SELECT seq, purged_seq FROM databases WHERE id = ?", arguments: [databaseID])!
             let sequence: Int64 = row["seq"]
-            let start = try Self.validate(position, scopeID: databaseID, sequence: sequence,
+            let start = try ChangePosition.start(after: position, scopeID: databaseID, sequence: sequence,
                                           purged: row["purged_seq"], what: "database")
             let rows = try Row.fetchAll(
                 db,
@@ -927,25 +902,23 @@ public final class SQLiteStorage: StratusStorage {
     public func queryRecords(_ query: RecordQuery, zones names: [String]?, in database: DatabaseLocator) async throws
         -> QueryPage
     {
-        try await withDatabase(database) { db, databaseID in
-            let zoneIDs: [(String, Int64)]
+        let zoneIDs: [(String, Int64)] = try await withDatabase(database) { db, databaseID in
             if let names {
-                zoneIDs = try names.map { ($0, try Self.requireZone(db, databaseID, $0).id) }
-            } else {
-                zoneIDs = try Row.fetchAll(
-                    db, sql: "SELECT name, id FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name",
-                    arguments: [databaseID]
-                ).map { ($0["name"], $0["id"]) }
+                return try names.map { ($0, try Self.requireZone(db, databaseID, $0).id) }
             }
-            return try QueryExecutor.run(
-                query, reader: QueryReader(db: db, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
-                                           zones: zoneIDs.map(\.0), recordType: query.recordType))
+            return try Row.fetchAll(
+                db, sql: "SELECT name, id FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name",
+                arguments: [databaseID]
+            ).map { ($0["name"], $0["id"]) }
         }
+        return try await QueryExecutor.run(
+            query, reader: QueryReader(pool: pool, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
+                                       zones: zoneIDs.map(\.0), recordType: query.recordType))
     }
 
-    /// Reads the query index of some zones for ``QueryExecutor``, inside one read transaction.
+    /// Reads the query index of some zones for ``QueryExecutor``, one read per step.
     private struct QueryReader: QueryIndexReader {
-        let db: Database
+        let pool: DatabasePool
         let zoneIDs: [String: Int64]
         let zones: [String]
         let recordType: String
@@ -972,7 +945,7 @@ public final class SQLiteStorage: StratusStorage {
         func scanValues(
             zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?,
             limit: Int
-        ) throws -> [(value: QueryScalar, name: String)] {
+        ) async throws -> [(value: QueryScalar, name: String)] {
             var sql = "SELECT value, name FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = 0"
             var arguments: StatementArguments = [zoneIDs[zone], recordType, field]
             let bounds = Self.bounds(range)
@@ -984,12 +957,14 @@ public final class SQLiteStorage: StratusStorage {
             }
             sql += descending ? " ORDER BY value DESC, name DESC LIMIT ?" : " ORDER BY value, name LIMIT ?"
             arguments += [limit]
-            return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { row in
-                QueryScalar(row[0] as DatabaseValue).map { ($0, row[1]) }
+            return try await pool.read { [sql, arguments] db in
+                try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { row in
+                    QueryScalar(row[0] as DatabaseValue).map { ($0, row[1]) }
+                }
             }
         }
 
-        func candidates(_ source: CandidateSource) throws -> [(zone: String, name: String)] {
+        func candidates(_ source: CandidateSource) async throws -> [(zone: String, name: String)] {
             let zoneList = zones.map { _ in "?" }.joined(separator: ",")
             var arguments = StatementArguments(zones.map { zoneIDs[$0]! })
             arguments += [recordType]
@@ -1018,12 +993,16 @@ public final class SQLiteStorage: StratusStorage {
                 sql = "SELECT zone_id, name FROM records WHERE zone_id IN (\(zoneList)) AND record_type = ? AND deleted = 0"
             }
             let zoneNames = zoneNames
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in (zoneNames[row[0]] ?? "", row[1]) }
+            return try await pool.read { [sql, arguments] db in
+                try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in (zoneNames[row[0]] ?? "", row[1]) }
+            }
         }
 
-        func records(zone: String, names: [String]) throws -> [StoredRecord] {
+        func records(zone: String, names: [String]) async throws -> [StoredRecord] {
             guard let zoneID = zoneIDs[zone] else { return [] }
-            return try SQLiteStorage.fetchRecords(db, zoneID: zoneID, names: names).values.filter { !$0.deleted }
+            return try await pool.read { db in
+                try SQLiteStorage.fetchRecords(db, zoneID: zoneID, names: names).values.filter { !$0.deleted }
+            }
         }
     }
 

@@ -1,3 +1,5 @@
+import StratusModel
+
 /// A position in a change order: which zone or database incarnation, and how far into it.
 ///
 /// A zone that is deleted and created again gets a new `scopeID`, so positions in the old one no
@@ -75,5 +77,33 @@ public struct DatabaseChangesPage: Hashable, Sendable {
         self.zones = zones
         self.position = position
         self.moreComing = moreComing
+    }
+}
+
+extension ChangePosition {
+    /// Checks a feed position against the zone or database it claims to be in (`scopeID`, its last
+    /// `sequence` and its purge horizon); returns the sequence number to read after, 0 without a
+    /// position. `what` names the zone or database in the `CHANGE_TOKEN_EXPIRED` reasons.
+    public static func start(
+        after position: ChangePosition?, scopeID: Int64, sequence: Int64, purged: Int64, what: String
+    ) throws -> Int64 {
+        guard let position else { return 0 }
+        guard position.scopeID == scopeID else {
+            throw StratusError(
+                .changeTokenExpired,
+                "the sync token is not from the current history of \(what) (it was deleted and created again, or the "
+                    + "token belongs elsewhere); fetch again without a token")
+        }
+        guard position.sequence >= purged else {
+            throw StratusError(
+                .changeTokenExpired,
+                "the sync token is older than the tombstone horizon of \(what); fetch again without a token")
+        }
+        guard position.sequence <= sequence else {
+            throw StratusError(
+                .changeTokenExpired,
+                "the sync token is ahead of \(what) (was the server restored from a backup?); fetch without a token")
+        }
+        return position.sequence
     }
 }

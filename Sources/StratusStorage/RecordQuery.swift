@@ -160,21 +160,21 @@ public enum CandidateSource: Sendable {
 /// What a backend provides for queries; ``QueryExecutor`` does the rest, so every backend answers
 /// a query the same way. Zones are named; the reader was made for the zones the query covers.
 ///
-/// The methods are synchronous so that the SQLite backend answers a query inside one read
-/// transaction: one snapshot, and no thread hop per step. (A backend with an asynchronous driver
-/// reads its steps' results ahead, or gets an asynchronous twin of the executor.)
-public protocol QueryIndexReader {
+/// The methods are asynchronous because PostgreSQL's driver is; each step is one read, and steps
+/// of one query may see different committed states. The executor copes: every record it returns
+/// is checked against the filters as read, and paging goes by the last key returned.
+public protocol QueryIndexReader: Sendable {
     /// The zones the query covers.
     var zones: [String] { get }
     /// The value entries of `field` in `zone` within `range`, ordered by (value, record name)
     /// ascending or descending, strictly after `after` in that order, at most `limit` of them.
     func scanValues(
         zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?, limit: Int
-    ) throws -> [(value: QueryScalar, name: String)]
+    ) async throws -> [(value: QueryScalar, name: String)]
     /// The names of the records the source selects, in every covered zone, each once.
-    func candidates(_ source: CandidateSource) throws -> [(zone: String, name: String)]
+    func candidates(_ source: CandidateSource) async throws -> [(zone: String, name: String)]
     /// The live records of `zone` with these names, in any order.
-    func records(zone: String, names: [String]) throws -> [StoredRecord]
+    func records(zone: String, names: [String]) async throws -> [StoredRecord]
 }
 
 /// Runs queries over a ``QueryIndexReader``.
@@ -191,11 +191,11 @@ public protocol QueryIndexReader {
 /// change in between.
 public enum QueryExecutor {
     /// Runs a query.
-    public static func run(_ query: RecordQuery, reader: some QueryIndexReader) throws -> QueryPage {
+    public static func run(_ query: RecordQuery, reader: some QueryIndexReader) async throws -> QueryPage {
         if reader.zones.count == 1, let plan = orderedScan(query) {
-            return try scan(query, plan, zone: reader.zones[0], reader: reader)
+            return try await scan(query, plan, zone: reader.zones[0], reader: reader)
         }
-        return try collect(query, reader: reader)
+        return try await collect(query, reader: reader)
     }
 
     private struct ScanPlan {
@@ -231,7 +231,7 @@ public enum QueryExecutor {
 
     private static func scan(
         _ query: RecordQuery, _ plan: ScanPlan, zone: String, reader: some QueryIndexReader
-    ) throws -> QueryPage {
+    ) async throws -> QueryPage {
         var after = query.after.flatMap { cursor in cursor.keys.first.map { ($0, cursor.name) } }
         // The index range already holds the driving field's equality, range and prefix filters.
         var residual = query
@@ -241,12 +241,12 @@ public enum QueryExecutor {
         var seen = Set<String>()
         let batchSize = min(max(query.limit + 1, 32), 1000)
         while items.count <= query.limit {
-            let entries = try reader.scanValues(
+            let entries = try await reader.scanValues(
                 zone: zone, field: plan.field, range: plan.range, descending: plan.descending, after: after,
                 limit: batchSize)
             guard let last = entries.last else { break }
             after = (last.value, last.name)
-            let records = try reader.records(zone: zone, names: entries.map(\.name))
+            let records = try await reader.records(zone: zone, names: entries.map(\.name))
             let byName = Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
             for entry in entries where items.count <= query.limit && seen.insert(entry.name).inserted {
                 guard let record = byName[entry.name], residual.admit(record) else { continue }
@@ -312,13 +312,15 @@ public enum QueryExecutor {
         return best?.source ?? .allOfType
     }
 
-    private static func collect(_ query: RecordQuery, reader: some QueryIndexReader) throws -> QueryPage {
-        let candidates = try reader.candidates(source(query))
+    private static func collect(_ query: RecordQuery, reader: some QueryIndexReader) async throws -> QueryPage {
+        let candidates = try await reader.candidates(source(query))
         var rows: [(keys: [QueryScalar], item: QueryPage.Item)] = []
         for (zone, names) in Dictionary(grouping: candidates, by: \.zone).sorted(by: { $0.key < $1.key }) {
             let names = names.map(\.name)
             for start in stride(from: 0, to: names.count, by: 500) {
-                for record in try reader.records(zone: zone, names: Array(names[start..<min(start + 500, names.count)])) {
+                for record in try await reader.records(
+                    zone: zone, names: Array(names[start..<min(start + 500, names.count)]))
+                {
                     if let createdBy = query.createdBy, record.created.userRecordName != createdBy { continue }
                     guard let fields = try? record.queryFields(), query.matches(fields) else { continue }
                     let keys = query.sorts.compactMap { $0.sortKey(fields) }

@@ -132,6 +132,11 @@ public protocol StratusStorage: Sendable {
     /// Deletes push tokens not used since `timestamp`; returns how many went.
     func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int
 
+    // MARK: Instances
+
+    /// How server instances sharing this storage tell each other about changes, when several can.
+    var messageBus: (any InstanceMessageBus)? { get }
+
     // MARK: Maintenance
 
     /// Removes record tombstones and deleted-zone markers last changed before `timestamp`; feeds

@@ -1,0 +1,173 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The versioned schema of a Stratus PostgreSQL database. Migrations run in order on start, in one
+/// transaction, and are never edited once released: a change is a new migration.
+///
+/// Several instances may start at once against one database: an advisory lock held for the
+/// duration of a migration run makes the others wait and then find nothing left to do.
+enum PostgresMigrations {
+    struct Migration {
+        let version: Int
+        let name: String
+        let statements: [String]
+    }
+
+    /// The lock key every instance takes while migrating ("stratus" in ASCII).
+    static let lockKey: Int64 = 0x7374_7261_7475_73
+
+    /// Names compare by bytes (`COLLATE "C"`), as in SQLite: ordered listings, query ties and
+    /// cursors agree across backends whatever the database's locale.
+    static let all: [Migration] = [
+        Migration(
+            version: 1, name: "accounts, zones, records, references, schemas, the query index, assets",
+            statements: [
+                "CREATE TABLE settings (key text PRIMARY KEY, value text NOT NULL)",
+                """
+                CREATE TABLE containers (
+                    id text COLLATE "C" PRIMARY KEY, allows_sign_up boolean NOT NULL, created_ms bigint NOT NULL)
+                """,
+                """
+                CREATE TABLE api_tokens (
+                    token_hash text PRIMARY KEY,
+                    container_id text COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    name text NOT NULL, created_ms bigint NOT NULL)
+                """,
+                """
+                CREATE TABLE users (
+                    container_id text COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    record_name text COLLATE "C" NOT NULL, username text COLLATE "C" NOT NULL,
+                    password_hash text NOT NULL, created_ms bigint NOT NULL,
+                    PRIMARY KEY (container_id, record_name), UNIQUE (container_id, username))
+                """,
+                """
+                CREATE TABLE sessions (
+                    token_hash text PRIMARY KEY, container_id text COLLATE "C" NOT NULL,
+                    user_record_name text COLLATE "C" NOT NULL, expires_ms bigint NOT NULL)
+                """,
+                """
+                CREATE TABLE databases (
+                    id bigserial PRIMARY KEY,
+                    container_id text COLLATE "C" NOT NULL, environment text NOT NULL, scope text NOT NULL,
+                    owner text COLLATE "C" NOT NULL,
+                    seq bigint NOT NULL DEFAULT 0, purged_seq bigint NOT NULL DEFAULT 0,
+                    UNIQUE (container_id, environment, scope, owner))
+                """,
+                """
+                CREATE TABLE zones (
+                    id bigserial PRIMARY KEY,
+                    database_id bigint NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+                    name text COLLATE "C" NOT NULL,
+                    seq bigint NOT NULL DEFAULT 0, purged_seq bigint NOT NULL DEFAULT 0,
+                    change_seq bigint NOT NULL, deleted boolean NOT NULL DEFAULT false,
+                    created_ms bigint NOT NULL, changed_ms bigint NOT NULL)
+                """,
+                "CREATE UNIQUE INDEX zones_live_name ON zones (database_id, name) WHERE NOT deleted",
+                "CREATE INDEX zones_change_order ON zones (database_id, change_seq)",
+                "CREATE INDEX zones_tombstones ON zones (changed_ms) WHERE deleted",
+                """
+                CREATE TABLE records (
+                    zone_id bigint NOT NULL, name text COLLATE "C" NOT NULL, record_type text COLLATE "C" NOT NULL,
+                    change_tag text NOT NULL, fields bytea NOT NULL,
+                    created_ms bigint NOT NULL, created_by text NOT NULL, created_device text,
+                    modified_ms bigint NOT NULL, modified_by text NOT NULL, modified_device text,
+                    seq bigint NOT NULL, deleted boolean NOT NULL,
+                    PRIMARY KEY (zone_id, name))
+                """,
+                "CREATE INDEX records_change_order ON records (zone_id, seq)",
+                "CREATE INDEX records_tombstones ON records (modified_ms) WHERE deleted",
+                "CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE NOT deleted",
+                """
+                CREATE TABLE record_references (
+                    zone_id bigint NOT NULL, source text COLLATE "C" NOT NULL, target text COLLATE "C" NOT NULL,
+                    action text NOT NULL, PRIMARY KEY (zone_id, source, target, action))
+                """,
+                "CREATE INDEX record_references_target ON record_references (zone_id, target, action)",
+                """
+                CREATE TABLE schemas (
+                    container_id text COLLATE "C" NOT NULL, environment text NOT NULL, version bigint NOT NULL,
+                    definition bytea NOT NULL, PRIMARY KEY (container_id, environment))
+                """,
+                // A value is a number (integers exactly, reals by their shortest decimal, which keeps
+                // their order) or a string; a field has one type, so the other column holds a constant.
+                // `scalar` says which it was: 0 integer, 1 real, 2 string.
+                """
+                CREATE TABLE record_index (
+                    zone_id bigint NOT NULL, record_type text COLLATE "C" NOT NULL, field text COLLATE "C" NOT NULL,
+                    kind integer NOT NULL, number numeric NOT NULL, string text COLLATE "C" NOT NULL,
+                    scalar integer NOT NULL, longitude double precision, name text COLLATE "C" NOT NULL,
+                    PRIMARY KEY (zone_id, record_type, field, kind, number, string, name))
+                """,
+                """
+                CREATE TABLE assets (
+                    checksum text PRIMARY KEY, size bigint NOT NULL, registered_ms bigint NOT NULL)
+                """,
+                """
+                CREATE TABLE record_assets (
+                    zone_id bigint NOT NULL, name text COLLATE "C" NOT NULL, checksum text NOT NULL,
+                    PRIMARY KEY (zone_id, name, checksum))
+                """,
+                "CREATE INDEX record_assets_checksum ON record_assets (checksum)",
+                """
+                CREATE TABLE subscriptions (
+                    container_id text COLLATE "C" NOT NULL, environment text NOT NULL, scope text NOT NULL,
+                    owner text COLLATE "C" NOT NULL, subscriber text COLLATE "C" NOT NULL,
+                    subscription_id text COLLATE "C" NOT NULL, definition bytea NOT NULL, created_ms bigint NOT NULL,
+                    PRIMARY KEY (container_id, environment, scope, owner, subscriber, subscription_id))
+                """,
+                """
+                CREATE TABLE push_tokens (
+                    token_hash text PRIMARY KEY, container_id text COLLATE "C" NOT NULL, environment text NOT NULL,
+                    user_record_name text, device_id text, created_ms bigint NOT NULL, used_ms bigint NOT NULL)
+                """,
+                "CREATE INDEX push_tokens_used ON push_tokens (used_ms)",
+            ]),
+        Migration(
+            version: 2, name: "messages between instances",
+            statements: [
+                // Messages too large for a NOTIFY payload wait here for the other instances.
+                """
+                CREATE TABLE instance_messages (
+                    id bigserial PRIMARY KEY, payload bytea NOT NULL, created_ms bigint NOT NULL)
+                """,
+                "CREATE INDEX instance_messages_age ON instance_messages (created_ms)",
+            ]),
+    ]
+
+    /// The latest version this build knows.
+    static var latestVersion: Int { all.last?.version ?? 0 }
+
+    /// Applies the migrations the database lacks; returns the versions applied.
+    @discardableResult
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+            try await connection.run(
+                """
+                CREATE TABLE IF NOT EXISTS stratus_migrations (
+                    version integer PRIMARY KEY, name text NOT NULL, applied_ms bigint NOT NULL)
+                """, logger: logger)
+            var applied: Set<Int> = []
+            for try await version in try await connection.run(
+                "SELECT version FROM stratus_migrations", logger: logger
+            ).decode(Int.self) {
+                applied.insert(version)
+            }
+            var done: [Int] = []
+            for migration in all where !applied.contains(migration.version) {
+                for statement in migration.statements {
+                    try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                try await connection.run(
+                    """
+                    INSERT INTO stratus_migrations (version, name, applied_ms)
+                    VALUES (\(migration.version), \(migration.name), \(now))
+                    """, logger: logger)
+                done.append(migration.version)
+            }
+            return done
+        }
+    }
+}

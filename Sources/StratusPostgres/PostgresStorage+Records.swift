@@ -1,0 +1,437 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import StratusModel
+public import StratusStorage
+
+extension PostgresStorage {
+    // MARK: Databases and zones
+
+    /// The database's storage identifier, or `nil` before its first write.
+    func existingDatabase(_ connection: PostgresConnection, _ locator: DatabaseLocator) async throws -> Int64? {
+        try await connection.run(
+            """
+            SELECT id FROM databases WHERE container_id = \(locator.container)
+                AND environment = \(locator.environment.rawValue) AND scope = \(locator.scope.rawValue)
+                AND owner = \(locator.owner)
+            """, logger: logger
+        ).decode(Int64.self).collect().first
+    }
+
+    /// The database's storage identifier, creating the database and its default zone on first use.
+    /// Two instances creating it at once are ordered by the unique key: one inserts, the other waits
+    /// for it and finds the row.
+    func ensureDatabase(_ connection: PostgresConnection, _ locator: DatabaseLocator) async throws -> Int64 {
+        if let id = try await existingDatabase(connection, locator) { return id }
+        let inserted = try await connection.run(
+            """
+            INSERT INTO databases (container_id, environment, scope, owner)
+            VALUES (\(locator.container), \(locator.environment.rawValue), \(locator.scope.rawValue), \(locator.owner))
+            ON CONFLICT (container_id, environment, scope, owner) DO NOTHING RETURNING id
+            """, logger: logger
+        ).decode(Int64.self).collect().first
+        guard let id = inserted else { return try await existingDatabase(connection, locator)! }
+        try await connection.run(
+            """
+            INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms)
+            VALUES (\(id), \(ZoneID.defaultZoneName), 0, 0, 0)
+            """, logger: logger)
+        return id
+    }
+
+    /// Runs `body` with the database's identifier: on a plain connection when the database exists,
+    /// otherwise in a transaction that creates it first.
+    func withDatabase<T: Sendable>(
+        _ locator: DatabaseLocator, _ body: (PostgresConnection, Int64) async throws -> T
+    ) async throws -> T {
+        let existing = try await read { connection -> T? in
+            guard let id = try await existingDatabase(connection, locator) else { return nil }
+            return try await body(connection, id)
+        }
+        if let existing { return existing }
+        return try await transaction { connection in try await body(connection, try await ensureDatabase(connection, locator)) }
+    }
+
+    static let zoneColumns = "id, name, seq, purged_seq, deleted"
+
+    static func zoneStates(_ rows: PostgresRowSequence) async throws -> [ZoneState] {
+        try await rows.decode((Int64, String, Int64, Int64, Bool).self).collect().map {
+            ZoneState(name: $0.1, id: $0.0, sequence: $0.2, purgedSequence: $0.3, deleted: $0.4)
+        }
+    }
+
+    /// A live zone by name; with `lock`, its row stays locked until the transaction ends, which is
+    /// how writers of a zone take turns.
+    func liveZone(
+        _ connection: PostgresConnection, _ databaseID: Int64, _ name: String, lock: Bool = false
+    ) async throws -> ZoneState? {
+        try await Self.zoneStates(
+            connection.run(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT \(Self.zoneColumns) FROM zones WHERE database_id = $1 AND name = $2 AND NOT deleted
+                        \(lock ? "FOR UPDATE" : "")
+                        """, binds: Self.binds(databaseID, name)), logger: logger)
+        ).first
+    }
+
+    func requireZone(
+        _ connection: PostgresConnection, _ databaseID: Int64, _ name: String, lock: Bool = false
+    ) async throws -> ZoneState {
+        guard let zone = try await liveZone(connection, databaseID, name, lock: lock) else {
+            throw StratusError(.zoneNotFound, "zone '\(name)' does not exist")
+        }
+        return zone
+    }
+
+    /// Takes the database's next sequence number, which orders zone changes; the row stays locked
+    /// until commit, so zone changes commit in sequence order.
+    func nextDatabaseSequence(_ connection: PostgresConnection, _ databaseID: Int64) async throws -> Int64 {
+        try await connection.run(
+            "UPDATE databases SET seq = seq + 1 WHERE id = \(databaseID) RETURNING seq", logger: logger
+        ).decode(Int64.self).collect()[0]
+    }
+
+    static func binds(_ values: any PostgresDynamicTypeEncodable...) -> PostgresBindings {
+        var binds = PostgresBindings(capacity: values.count)
+        for value in values { binds.append(value) }
+        return binds
+    }
+
+    public func zones(in database: DatabaseLocator) async throws -> [ZoneState] {
+        try await withDatabase(database) { connection, databaseID in
+            try await Self.zoneStates(
+                connection.run(
+                    """
+                    SELECT \(unescaped: Self.zoneColumns) FROM zones WHERE database_id = \(databaseID) AND NOT deleted
+                    ORDER BY name != \(ZoneID.defaultZoneName), name
+                    """, logger: logger))
+        }
+    }
+
+    public func zone(named name: String, in database: DatabaseLocator) async throws -> ZoneState? {
+        try await withDatabase(database) { connection, databaseID in try await liveZone(connection, databaseID, name) }
+    }
+
+    public func createZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> ZoneState {
+        try await transaction { connection in
+            let databaseID = try await ensureDatabase(connection, database)
+            if let zone = try await liveZone(connection, databaseID, name) { return zone }
+            // Taking the database's sequence locks its row: a concurrent creation of the same name
+            // waits here, then finds the zone.
+            let changeSequence = try await nextDatabaseSequence(connection, databaseID)
+            if let zone = try await liveZone(connection, databaseID, name) { return zone }
+            return try await Self.zoneStates(
+                connection.run(
+                    """
+                    INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms)
+                    VALUES (\(databaseID), \(name), \(changeSequence), \(timestamp), \(timestamp))
+                    RETURNING \(unescaped: Self.zoneColumns)
+                    """, logger: logger))[0]
+        }
+    }
+
+    public func deleteZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> Bool {
+        precondition(name != ZoneID.defaultZoneName, "the default zone cannot be deleted")
+        return try await transaction { connection in
+            let databaseID = try await ensureDatabase(connection, database)
+            guard let zone = try await liveZone(connection, databaseID, name, lock: true) else { return false }
+            for table in ["records", "record_references", "record_index", "record_assets"] {
+                try await connection.run(
+                    PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: Self.binds(zone.id)),
+                    logger: logger)
+            }
+            let changeSequence = try await nextDatabaseSequence(connection, databaseID)
+            try await connection.run(
+                """
+                UPDATE zones SET deleted = true, change_seq = \(changeSequence), changed_ms = \(timestamp)
+                WHERE id = \(zone.id)
+                """, logger: logger)
+            return true
+        }
+    }
+
+    // MARK: Records
+
+    static let recordColumns = """
+        name, record_type, change_tag, fields, created_ms, created_by, created_device, modified_ms, modified_by,
+        modified_device, seq, deleted
+        """
+
+    /// Decodes rows of ``recordColumns``.
+    static func storedRecords(_ rows: PostgresRowSequence) async throws -> [StoredRecord] {
+        var records: [StoredRecord] = []
+        for try await row in rows {
+            let (name, type, tag, fields, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy, modifiedDevice,
+                 sequence, deleted) = try row.decode(
+                    (String, String, String, ByteBuffer, Int64, String, String?, Int64, String, String?, Int64, Bool).self)
+            records.append(
+                StoredRecord(
+                    name: name, recordType: type, changeTag: tag, fieldsJSON: Array(fields.readableBytesView),
+                    created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
+                    modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
+                    deleted: deleted, sequence: sequence))
+        }
+        return records
+    }
+
+    /// The stored rows (tombstones included) of `names` in a zone.
+    func fetchRecords(
+        _ connection: PostgresConnection, zoneID: Int64, names: [String]
+    ) async throws -> [String: StoredRecord] {
+        guard !names.isEmpty else { return [:] }
+        let records = try await Self.storedRecords(
+            connection.run(
+                """
+                SELECT \(unescaped: Self.recordColumns) FROM records WHERE zone_id = \(zoneID) AND name = ANY(\(names))
+                """, logger: logger))
+        return Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// A write batch rolled back because one of its writes failed; carries the results to report.
+    private struct AtomicFailure: Error {
+        let results: [RecordWriteResult]
+    }
+
+    public func modifyRecords(
+        _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
+    ) async throws -> ModifyRecordsOutcome {
+        do {
+            return try await transaction { connection in
+                let databaseID = try await ensureDatabase(connection, database)
+                let zoneState = try await requireZone(connection, databaseID, zone, lock: true)
+                let loaded = try await loadSchema(
+                    connection, container: database.container, environment: database.environment)
+                var schema = SchemaInForce(loaded.schema, environment: database.environment)
+                var batch = RecordBatch(
+                    zoneID: zoneState.id, sequence: zoneState.sequence,
+                    current: try await fetchRecords(connection, zoneID: zoneState.id, names: writes.map(\.recordName)))
+                var results: [RecordWriteResult] = []
+                results.reserveCapacity(writes.count)
+                for write in writes {
+                    var result = RecordWritePlanner.plan(
+                        write, current: batch.current[write.recordName], context: context, schema: &schema)
+                    if case .success(let record) = result {
+                        result = try await apply(
+                            record, uploadedAssets: write.uploadedAssets, context: context, schema: schema.schema,
+                            batch: &batch, connection)
+                    }
+                    results.append(result)
+                }
+                if atomic, results.contains(where: { (try? $0.get()) == nil }) {
+                    throw AtomicFailure(
+                        results: RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName)))
+                }
+                try await batch.flush(connection, schema: schema.schema, logger: logger)
+                if schema.changed {
+                    // Writers of other zones may have grown the schema since it was read: then this
+                    // batch runs again against theirs, so no type or field is lost or contradicted.
+                    try await lockSchema(connection, container: database.container, environment: database.environment)
+                    let latest = try await loadSchema(
+                        connection, container: database.container, environment: database.environment)
+                    guard latest.version == loaded.version else { throw RetryTransaction() }
+                    try await storeSchema(
+                        connection, schema.schema, container: database.container, environment: database.environment)
+                }
+                if batch.sequence > zoneState.sequence {
+                    // The default zone has no place in the database feed, so it does not advance it.
+                    let changeSequence = zone == ZoneID.defaultZoneName
+                        ? nil : try await nextDatabaseSequence(connection, databaseID)
+                    try await connection.run(
+                        """
+                        UPDATE zones SET seq = \(batch.sequence), change_seq = coalesce(\(changeSequence), change_seq),
+                            changed_ms = \(context.timestamp)
+                        WHERE id = \(zoneState.id)
+                        """, logger: logger)
+                }
+                return ModifyRecordsOutcome(results: results, changes: batch.changes)
+            }
+        } catch let failure as AtomicFailure {
+            return ModifyRecordsOutcome(results: failure.results, changes: [])
+        }
+    }
+
+    /// Writes a planned record with its reference rules: a saved record's `VALIDATE` targets must
+    /// exist and its `DELETE_SELF` targets stay under their limit; deleting a record deletes the
+    /// records that point at it with `DELETE_SELF` (recursively) and fails while a record outside
+    /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
+    ///
+    /// Plain saves are only buffered in the batch; a check that reads references or assets first
+    /// flushes it, so it sees every earlier write of the batch.
+    private func apply(
+        _ planned: StoredRecord, uploadedAssets: Set<String>, context: WriteContext, schema: Schema,
+        batch: inout RecordBatch, _ connection: PostgresConnection
+    ) async throws -> RecordWriteResult {
+        let zoneID = batch.zoneID
+        let assets = RecordWritePlanner.assetChecksums(of: planned)
+        let links = RecordWritePlanner.enforcedReferences(of: planned)
+        if !assets.isEmpty || !links.isEmpty || planned.deleted {
+            try await batch.flush(connection, schema: schema, logger: logger)
+        }
+        for checksum in assets.sorted() {
+            let uploaded = uploadedAssets.contains(checksum)
+            let known = try await connection.run(
+                uploaded
+                    ? "SELECT 1 FROM assets WHERE checksum = \(checksum)"
+                    : """
+                    SELECT 1 FROM record_assets WHERE zone_id = \(zoneID) AND name = \(planned.name)
+                        AND checksum = \(checksum)
+                    """, logger: logger
+            ).collect().count > 0
+            guard known else {
+                return .failure(
+                    RecordWriteFailure(
+                        .badRequest,
+                        uploaded
+                            ? "record '\(planned.name)': asset \(checksum) is no longer stored; upload it again"
+                            : "record '\(planned.name)': asset \(checksum) is not in this record; save a new asset with "
+                                + "the receipt from its upload (assets/upload or assets/rereference)"))
+            }
+        }
+        var writes = [planned]
+        if planned.deleted {
+            var doomed = [planned.name: planned]
+            var frontier = [planned.name]
+            while let target = frontier.popLast() {
+                for source in try await referrers(connection, zoneID: zoneID, target: target, action: .deleteSelf)
+                where doomed[source] == nil {
+                    guard let record = try await fetchRecords(connection, zoneID: zoneID, names: [source])[source],
+                        !record.deleted
+                    else { continue }
+                    batch.current[source] = record
+                    doomed[source] = RecordWritePlanner.tombstone(of: record, context: context)
+                    writes.append(doomed[source]!)
+                    frontier.append(source)
+                }
+            }
+            for name in doomed.keys.sorted() {
+                let guardians = try await referrers(connection, zoneID: zoneID, target: name, action: .validate)
+                if let guardian = guardians.sorted().first(where: { doomed[$0] == nil }) {
+                    let cascade = name == planned.name ? "" : " (deleted with it through DELETE_SELF)"
+                    return .failure(
+                        RecordWriteFailure(
+                            .validatingReferenceError,
+                            "record '\(name)'\(cascade) is referenced by '\(guardian)' with action VALIDATE; "
+                                + "delete or change '\(guardian)' first"))
+                }
+            }
+        } else {
+            for link in links {
+                switch link.action {
+                case .validate where link.target != planned.name:
+                    let target = try await fetchRecords(connection, zoneID: zoneID, names: [link.target])[link.target]
+                    guard let target, !target.deleted else {
+                        return .failure(
+                            RecordWriteFailure(
+                                .validatingReferenceError,
+                                "record '\(planned.name)' references '\(link.target)' with action VALIDATE, "
+                                    + "but '\(link.target)' does not exist in this zone"))
+                    }
+                case .deleteSelf:
+                    let count = try await connection.run(
+                        """
+                        SELECT count(*) FROM record_references
+                        WHERE zone_id = \(zoneID) AND target = \(link.target)
+                            AND action = \(ReferenceAction.deleteSelf.rawValue) AND source != \(planned.name)
+                        """, logger: logger
+                    ).decode(Int64.self).collect()[0]
+                    let limit = context.limits.maxDeleteSelfReferencesPerTarget
+                    guard count < limit else {
+                        return .failure(
+                            RecordWriteFailure(
+                                .badRequest,
+                                "record '\(link.target)' already has \(count) DELETE_SELF references; the limit is "
+                                    + "\(limit), so '\(planned.name)' cannot add one"))
+                    }
+                default:
+                    break
+                }
+            }
+        }
+        var written = writes
+        for index in written.indices {
+            if batch.buffers(written[index].name) { try await batch.flush(connection, schema: schema, logger: logger) }
+            written[index] = batch.add(written[index], schema: schema)
+        }
+        batch.addAssets(assets, of: planned.name)
+        batch.addReferences(links, of: planned.name)
+        return .success(written[0])
+    }
+
+    private func referrers(
+        _ connection: PostgresConnection, zoneID: Int64, target: String, action: ReferenceAction
+    ) async throws -> [String] {
+        try await connection.run(
+            """
+            SELECT source FROM record_references
+            WHERE zone_id = \(zoneID) AND target = \(target) AND action = \(action.rawValue)
+            """, logger: logger
+        ).decode(String.self).collect()
+    }
+
+    public func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws
+        -> [StoredRecord?]
+    {
+        try await withDatabase(database) { connection, databaseID in
+            let zoneState = try await requireZone(connection, databaseID, zone)
+            let records = try await fetchRecords(connection, zoneID: zoneState.id, names: names)
+            return names.map { records[$0].flatMap { $0.deleted ? nil : $0 } }
+        }
+    }
+
+    public func recordChanges(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?
+    ) async throws -> RecordChangesPage {
+        try await withDatabase(database) { connection, databaseID in
+            let zoneState = try await requireZone(connection, databaseID, zone)
+            let start = try ChangePosition.start(
+                after: position, scopeID: zoneState.id, sequence: zoneState.sequence,
+                purged: zoneState.purgedSequence, what: "zone '\(zone)'")
+            // Only changes up to the zone's sequence as read above: a later commit may already have
+            // moved records past it, and they come with the next read.
+            let types = recordTypes.map { Array($0) }
+            var records = try await Self.storedRecords(
+                connection.run(
+                    """
+                    SELECT \(unescaped: Self.recordColumns) FROM records
+                    WHERE zone_id = \(zoneState.id) AND seq > \(start) AND seq <= \(zoneState.sequence)
+                        AND (\(types == nil) OR deleted OR record_type = ANY(\(types ?? [])))
+                    ORDER BY seq LIMIT \(limit + 1)
+                    """, logger: logger))
+            let moreComing = records.count > limit
+            if moreComing { records.removeLast(records.count - limit) }
+            let end = moreComing ? records[records.count - 1].sequence : zoneState.sequence
+            return RecordChangesPage(
+                zone: zoneState, records: records, position: ChangePosition(scopeID: zoneState.id, sequence: end),
+                moreComing: moreComing)
+        }
+    }
+
+    public func databaseChanges(
+        in database: DatabaseLocator, after position: ChangePosition?, limit: Int
+    ) async throws -> DatabaseChangesPage {
+        try await withDatabase(database) { connection, databaseID in
+            let (sequence, purged) = try await connection.run(
+                "SELECT seq, purged_seq FROM databases WHERE id = \(databaseID)", logger: logger
+            ).decode((Int64, Int64).self).collect()[0]
+            let start = try ChangePosition.start(
+                after: position, scopeID: databaseID, sequence: sequence, purged: purged, what: "database")
+            let rows = try await connection.run(
+                """
+                SELECT \(unescaped: Self.zoneColumns), change_seq FROM zones
+                WHERE database_id = \(databaseID) AND change_seq > \(start) AND change_seq <= \(sequence)
+                    AND name != \(ZoneID.defaultZoneName)
+                ORDER BY change_seq LIMIT \(limit + 1)
+                """, logger: logger
+            ).decode((Int64, String, Int64, Int64, Bool, Int64).self).collect()
+            let moreComing = rows.count > limit
+            let page = rows.prefix(limit)
+            let end = moreComing ? page.last!.5 : sequence
+            return DatabaseChangesPage(
+                zones: page.map { ZoneState(name: $0.1, id: $0.0, sequence: $0.2, purgedSequence: $0.3, deleted: $0.4) },
+                position: ChangePosition(scopeID: databaseID, sequence: end), moreComing: moreComing)
+        }
+    }
+}

@@ -1,0 +1,24 @@
+/// Carries messages between server instances that share one storage: several processes over one
+/// PostgreSQL database. What one instance broadcasts reaches every other instance, not itself.
+///
+/// Delivery is at most once: an instance that loses its link misses what is sent meanwhile, and its
+/// stream says so with ``InstanceMessage/gap`` once the link is back.
+public protocol InstanceMessageBus: Sendable {
+    /// Sends a message to the other instances.
+    func broadcast(_ message: [UInt8]) async throws
+    /// The messages of other instances as they arrive, for as long as the bus runs. Call once.
+    func messages() -> AsyncStream<InstanceMessage>
+}
+
+/// What arrives on an ``InstanceMessageBus``.
+public enum InstanceMessage: Sendable, Equatable {
+    /// A message another instance broadcast.
+    case message([UInt8])
+    /// The link to the other instances was lost and is back: messages sent meanwhile are lost.
+    case gap
+}
+
+extension StratusStorage {
+    /// Storage that one process owns has no other instances to talk to.
+    public var messageBus: (any InstanceMessageBus)? { nil }
+}
