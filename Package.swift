@@ -110,7 +110,7 @@ let package = Package(
         .target(
             name: "StratusTestSupport",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusModel", "Stratus",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusModel", "StratusStorage", "Stratus",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -192,7 +192,8 @@ extension PostgresStorage {
             zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?,
             limit: Int
         ) async throws -> [(value: QueryScalar, name: String)] {
-            var statement = Statement(sql: "SELECT number::text, string, scalar, name FROM record_index WHERE ")
+            // The text form gets its own name: ORDER BY `number` must mean the numeric column.
+            var statement = Statement(sql: "SELECT number::text AS number_text, string, scalar, name FROM record_index WHERE ")
             statement.sql += "zone_id = \(statement.bind(zoneIDs[zone] ?? -1)) AND record_type = \(statement.bind(recordType))"
             statement.sql += " AND field = \(statement.bind(field)) AND kind = 0"
             statement.bound(range)

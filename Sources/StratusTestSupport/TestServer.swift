@@ -5,13 +5,17 @@ import Logging
 import NIOCore
 import StratusModel
 import StratusServer
+import StratusPostgres
 import StratusSQLite
+import StratusStorage
 import Testing
 
-/// A real Stratus server on a loopback port over a real SQLite file in a temporary directory.
+/// A real Stratus server on a loopback port over a real SQLite file in a temporary directory, or,
+/// when `STRATUS_TEST_STORAGE=postgres`, over a new database on the test PostgreSQL server
+/// (`scripts/test` runs the server suites both ways).
 package final class TestServer: Sendable {
     package let directory: URL
-    package let storage: SQLiteStorage
+    package let storage: any StratusStorage
     package let credentials: ServerCredentials
     package let configuration: ServerConfiguration
     private let server: EmbeddedServer
@@ -30,7 +34,7 @@ package final class TestServer: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = configuration
         configuration.assetsDirectory = configuration.assetsDirectory ?? directory.appendingPathComponent("assets").path
-        let storage = try SQLiteStorage(path: directory.appendingPathComponent("stratus.sqlite").path)
+        let storage = try await openStorage(in: directory)
         let credentialsFile = directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
             storage: storage, configuration: configuration, credentialsFile: credentialsFile)
@@ -42,8 +46,28 @@ package final class TestServer: Sendable {
             configuration: configuration)
     }
 
+    /// Whether test servers run on PostgreSQL.
+    package static var usesPostgres: Bool { ProcessInfo.processInfo.environment["STRATUS_TEST_STORAGE"] == "postgres" }
+
+    /// The storage of a data directory: its SQLite file, or the PostgreSQL database it names (a new
+    /// one on first use).
+    private static func openStorage(in directory: URL) async throws -> any StratusStorage {
+        guard usesPostgres else {
+            return try SQLiteStorage(path: directory.appendingPathComponent("stratus.sqlite").path)
+        }
+        let urlFile = directory.appendingPathComponent("postgres-url")
+        let url: String
+        if let saved = try? String(contentsOf: urlFile, encoding: .utf8) {
+            url = saved
+        } else {
+            url = try await TestPostgres.createDatabase().url
+            try url.write(to: urlFile, atomically: true, encoding: .utf8)
+        }
+        return try await PostgresStorage.connect(url: url, maximumConnections: 8)
+    }
+
     private init(
-        directory: URL, storage: SQLiteStorage, server: EmbeddedServer, credentials: ServerCredentials,
+        directory: URL, storage: any StratusStorage, server: EmbeddedServer, credentials: ServerCredentials,
         configuration: ServerConfiguration
     ) {
         self.directory = directory
@@ -56,6 +80,7 @@ package final class TestServer: Sendable {
     /// Stops the server gracefully and waits for it.
     package func stop() async throws {
         try await server.stop()
+        (storage as? PostgresStorage)?.shutdown()
     }
 
     /// A new server on this stopped server's port and data: the server after a restart.
