@@ -55,6 +55,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(name: "StratusProcess", swiftSettings: swiftSettings),
         .target(
             name: "StratusPostgres",
             dependencies: [
@@ -110,7 +111,7 @@ let package = Package(
         .target(
             name: "StratusTestSupport",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusModel", "StratusStorage", "Stratus",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusProcess", "StratusModel", "StratusStorage", "Stratus",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -132,7 +133,8 @@ let package = Package(
         .executableTarget(
             name: "stratus-bench",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusPostgres", .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusProcess",
+                .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -180,7 +182,10 @@ let package = Package(
         ),
         .testTarget(
             name: "StratusPostgresTests",
-            dependencies: ["StratusPostgres", "StratusStorageConformance", "StratusStorage", "StratusModel", "StratusTestSupport"],
+            dependencies: [
+                "StratusPostgres", "StratusStorageConformance", "StratusStorage", "StratusModel", "StratusTestSupport",
+                "StratusServer", "StratusSQLite",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -215,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "StratusTests",
             dependencies: [
-                "Stratus", "StratusTestSupport", "StratusServer", "StratusModel",
+                "Stratus", "StratusTestSupport", "StratusServer", "StratusModel", "StratusProcess",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

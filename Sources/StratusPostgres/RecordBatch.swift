@@ -39,6 +39,7 @@ struct RecordBatch {
 
     /// Buffers a record with the zone's next sequence number and change tag, and the index, reference
     /// and asset rows its previous version leaves behind; returns the record as it will be stored.
+    @discardableResult
     mutating func add(_ planned: StoredRecord, schema: Schema) -> StoredRecord {
         var record = planned
         sequence += 1

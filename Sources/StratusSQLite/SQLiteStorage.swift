@@ -1032,6 +1032,77 @@ public final class SQLiteStorage: StratusStorage {
         }
     }
 
+    // MARK: Export and import
+
+    public func users(container: String) async throws -> [UserInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM users WHERE container_id = ? ORDER BY record_name", arguments: [container])
+                .map(Self.userInfo)
+        }
+    }
+
+    public func apiTokens(container: String) async throws -> [APITokenInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM api_tokens WHERE container_id = ? ORDER BY created_ms, token_hash",
+                arguments: [container]
+            ).map { APITokenInfo(hash: $0["token_hash"], container: container, name: $0["name"], createdAt: $0["created_ms"]) }
+        }
+    }
+
+    public func databases(container: String) async throws -> [DatabaseLocator] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT environment, scope, owner FROM databases WHERE container_id = ? ORDER BY id",
+                arguments: [container]
+            ).compactMap { row in
+                guard let environment = ContainerEnvironment(rawValue: row["environment"]),
+                    let scope = DatabaseScope(rawValue: row["scope"])
+                else { return nil }
+                return DatabaseLocator(container: container, environment: environment, scope: scope, owner: row["owner"])
+            }
+        }
+    }
+
+    public func importRecords(_ records: [StoredRecord], zone: String, in database: DatabaseLocator) async throws {
+        try await pool.write { db in
+            let databaseID = try Self.ensureDatabase(db, database)
+            if try Self.liveZone(db, databaseID, zone) == nil {
+                let timestamp = records.first?.modified.timestamp ?? 0
+                try db.execute(
+                    sql: "INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [databaseID, zone, try Self.nextDatabaseSequence(db, databaseID), timestamp, timestamp])
+            }
+            let zoneState = try Self.requireZone(db, databaseID, zone)
+            let schema = try self.loadSchema(db, container: database.container, environment: database.environment)
+            var current = try Self.fetchRecords(db, zoneID: zoneState.id, names: records.map(\.name))
+            var sequence = zoneState.sequence
+            for var record in records {
+                sequence += 1
+                record.sequence = sequence
+                record.changeTag = ChangeTag.make(zoneID: zoneState.id, sequence: sequence)
+                let previous = current[record.name]
+                try Self.upsert(db, zoneID: zoneState.id, record)
+                try Self.updateIndexEntries(db, zoneID: zoneState.id, from: previous, to: record, schema: schema)
+                current[record.name] = record
+                for table in ["record_references WHERE zone_id = ? AND source = ?", "record_assets WHERE zone_id = ? AND name = ?"] {
+                    try db.execute(sql: "DELETE FROM \(table)", arguments: [zoneState.id, record.name])
+                }
+                for checksum in RecordWritePlanner.assetChecksums(of: record) {
+                    try db.execute(
+                        sql: "INSERT INTO record_assets (zone_id, name, checksum) VALUES (?, ?, ?)",
+                        arguments: [zoneState.id, record.name, checksum])
+                }
+                for link in RecordWritePlanner.enforcedReferences(of: record) {
+                    try db.execute(
+                        sql: "INSERT INTO record_references (zone_id, source, target, action) VALUES (?, ?, ?, ?)",
+                        arguments: [zoneState.id, record.name, link.target, link.action.rawValue])
+                }
+            }
+            try db.execute(sql: "UPDATE zones SET seq = ? WHERE id = ?", arguments: [sequence, zoneState.id])
+        }
+    }
+
     // MARK: Maintenance
 
     public func purgeTombstones(before timestamp: Int64) async throws -> Int {

@@ -138,9 +138,10 @@ final class PushDevice: Sendable {
     }
 
     /// Queues notifications, each replacing a waiting one with the same key, and hands the queue to
-    /// a waiting connection.
-    func enqueue(_ newEntries: [Entry]) {
+    /// a waiting connection. With `missed`, the device is also told it may have missed some.
+    func enqueue(_ newEntries: [Entry], missed: Bool = false) {
         let handOver = state.withLock { state -> HandOver? in
+            if missed { state.missed = true }
             for entry in newEntries {
                 if state.entries.updateValue(entry, forKey: entry.key) != nil {
                     state.order.removeAll { $0 == entry.key }

@@ -14,6 +14,11 @@ import Synchronization
 /// device of the subscriber except the one that made the change. Connections take notifications
 /// from their device's queue (``PushDevice``). Devices that went away keep their queue for
 /// `pushRetentionSeconds`, after which a reconnect is told it may have missed notifications.
+///
+/// When several instances share the storage (its ``StratusStorage/messageBus``), each event is also
+/// sent to the others, and theirs are handled here like local ones: a device hears of every change
+/// whichever instance it is connected to. When the link to the others was lost for a while, every
+/// device here is told it may have missed notifications.
 final class PushHub: Service {
     /// Something that may fire subscriptions.
     enum Event: Sendable {
@@ -35,6 +40,9 @@ final class PushHub: Service {
     private let logger: Logger
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
+    /// Local events waiting to go to the other instances.
+    private let outgoing: AsyncStream<Event>
+    private let outgoingContinuation: AsyncStream<Event>.Continuation
     private let registry = Mutex(Registry())
 
     init(storage: any StratusStorage, configuration: ServerConfiguration, logger: Logger) {
@@ -42,11 +50,13 @@ final class PushHub: Service {
         self.configuration = configuration
         self.logger = logger
         (events, continuation) = AsyncStream.makeStream()
+        (outgoing, outgoingContinuation) = AsyncStream.makeStream()
     }
 
     /// Hands an event to the hub; returns at once.
     func publish(_ event: Event) {
         continuation.yield(event)
+        if storage.messageBus != nil { outgoingContinuation.yield(event) }
     }
 
     func run() async throws {
@@ -54,6 +64,10 @@ final class PushHub: Service {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.processEvents() }
                 group.addTask { await self.pruneAwayDevices() }
+                if let bus = self.storage.messageBus {
+                    group.addTask { await self.send(to: bus) }
+                    group.addTask { await self.receive(from: bus) }
+                }
                 await group.next()
                 group.cancelAll()
             }
@@ -70,6 +84,33 @@ final class PushHub: Service {
                 try await handle(event, subscriptions: &subscriptions)
             } catch {
                 logger.error("push: an event could not be handled", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Sends local events to the other instances, in order.
+    private func send(to bus: any InstanceMessageBus) async {
+        for await event in outgoing {
+            do {
+                try await bus.broadcast(event.jsonBytes)
+            } catch {
+                logger.error("push: an event could not be sent to the other instances", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Handles the other instances' events as local ones.
+    private func receive(from bus: any InstanceMessageBus) async {
+        for await message in bus.messages() {
+            switch message {
+            case .message(let bytes):
+                do {
+                    continuation.yield(try Event(jsonBytes: bytes))
+                } catch {
+                    logger.error("push: a message from another instance is not an event", metadata: ["error": "\(error)"])
+                }
+            case .gap:
+                for device in registry.withLock({ Array($0.devices.values) }) { device.enqueue([], missed: true) }
             }
         }
     }

@@ -36,18 +36,23 @@ public enum ServerBootstrap {
         storage: any StratusStorage, configuration: ServerConfiguration, credentialsFile: URL
     ) async throws -> ServerCredentials? {
         if try await storage.setting(AdminEndpoints.adminTokenHashSetting) == nil {
-            let accounts = AccountService(storage: storage, configuration: configuration)
             let adminToken = Secrets.makeToken()
-            if try await storage.container(defaultContainer) == nil {
-                try await accounts.createContainer(defaultContainer)
+            let adminTokenHash = Secrets.hash(adminToken)
+            // Instances starting together on one database: the first to set the admin token sets up.
+            if try await storage.initializeSetting(AdminEndpoints.adminTokenHashSetting, to: adminTokenHash)
+                == adminTokenHash
+            {
+                let accounts = AccountService(storage: storage, configuration: configuration)
+                if try await storage.container(defaultContainer) == nil {
+                    try await accounts.createContainer(defaultContainer)
+                }
+                let apiToken = try await accounts.createAPIToken(container: defaultContainer)
+                let credentials = ServerCredentials(
+                    url: "http://\(configuration.host):\(configuration.port)", container: defaultContainer,
+                    apiToken: apiToken, adminToken: adminToken)
+                try write(credentials, to: credentialsFile)
+                return credentials
             }
-            let apiToken = try await accounts.createAPIToken(container: defaultContainer)
-            try await storage.setSetting(AdminEndpoints.adminTokenHashSetting, to: Secrets.hash(adminToken))
-            let credentials = ServerCredentials(
-                url: "http://\(configuration.host):\(configuration.port)", container: defaultContainer,
-                apiToken: apiToken, adminToken: adminToken)
-            try write(credentials, to: credentialsFile)
-            return credentials
         }
         guard let data = try? Data(contentsOf: credentialsFile) else { return nil }
         return try? JSONDecoder().decode(ServerCredentials.self, from: data)

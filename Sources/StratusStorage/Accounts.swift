@@ -54,3 +54,23 @@ public struct SessionInfo: Hashable, Sendable {
         self.expiresAt = expiresAt
     }
 }
+
+/// An API token of a container, by the hash of its secret.
+public struct APITokenInfo: Hashable, Sendable {
+    /// The SHA-256 hash of the token, in hex.
+    public var hash: String
+    /// The container it opens.
+    public var container: String
+    /// A name to remember it by.
+    public var name: String
+    /// When it was made, in milliseconds since 1970.
+    public var createdAt: Int64
+
+    /// Creates a token description.
+    public init(hash: String, container: String, name: String, createdAt: Int64) {
+        self.hash = hash
+        self.container = container
+        self.name = name
+        self.createdAt = createdAt
+    }
+}

@@ -132,6 +132,19 @@ public protocol StratusStorage: Sendable {
     /// Deletes push tokens not used since `timestamp`; returns how many went.
     func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int
 
+    // MARK: Export and import
+
+    /// The users of a container, by record name.
+    func users(container: String) async throws -> [UserInfo]
+    /// The API tokens of a container (their hashes), by creation.
+    func apiTokens(container: String) async throws -> [APITokenInfo]
+    /// The databases of a container that were ever written, in a stable order.
+    func databases(container: String) async throws -> [DatabaseLocator]
+    /// Writes records as they are, stamps and tombstones included, into a zone (created when
+    /// missing), with their index, reference and asset rows, in one transaction; each gets the zone's
+    /// next sequence number and a new change tag. No rule is checked: this restores an export.
+    func importRecords(_ records: [StoredRecord], zone: String, in database: DatabaseLocator) async throws
+
     // MARK: Instances
 
     /// How server instances sharing this storage tell each other about changes, when several can.

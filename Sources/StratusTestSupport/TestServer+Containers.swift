@@ -41,3 +41,13 @@ package func withServer(
     }
     try await server.stopAndRemove()
 }
+
+/// Where the package's executables are built: beside the test bundle.
+package var productsDirectory: URL {
+    #if os(macOS)
+    for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+        return bundle.bundleURL.deletingLastPathComponent()
+    }
+    #endif
+    return Bundle.main.bundleURL
+}

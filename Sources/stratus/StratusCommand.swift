@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import StratusModel
 import StratusServer
+import StratusPostgres
 import StratusSQLite
 import StratusStorage
 
@@ -15,18 +16,34 @@ struct StratusCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Admin.self, SchemaCommand.self])
 }
 
-/// Options naming the data directory, shared by every command that opens storage.
+/// Options naming where data lives, shared by every command that opens storage.
 struct DataOptions: ParsableArguments {
-    @Option(name: .long, help: "The data directory (created on first start).")
+    @Option(name: .long, help: "The data directory (created on first start): the SQLite file, credentials.json, assets.")
     var data: String = "./stratus-data"
 
     var directory: URL { URL(fileURLWithPath: data, isDirectory: true) }
 
-    @Option(help: "Commit durability: 'full' syncs every commit to disk, 'normal' survives process crashes only.")
+    @Option(
+        help: ArgumentHelp(
+            "Keep data in PostgreSQL instead of DATA/stratus.sqlite: postgres://user[:password]@host[:port]/database "
+                + "(?sslmode=disable|prefer|require). Also STRATUS_DATABASE. Several instances may share it."))
+    var database: String?
+
+    @Option(help: "Commit durability of the SQLite file: 'full' syncs every commit to disk, 'normal' survives process crashes only.")
     var durability: SQLiteStorage.Durability = .full
 
-    func openStorage() throws -> SQLiteStorage {
+    /// The PostgreSQL URL from `--database` or `STRATUS_DATABASE`, if any.
+    var databaseURL: String? {
+        database ?? ProcessInfo.processInfo.environment["STRATUS_DATABASE"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Opens the storage: PostgreSQL when a database URL is given, else the SQLite file in the data
+    /// directory. Either way its schema is brought up to date.
+    func openStorage() async throws -> any StratusStorage {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if let databaseURL {
+            return try await PostgresStorage.connect(url: databaseURL)
+        }
         return try SQLiteStorage(
             path: directory.appendingPathComponent("stratus.sqlite").path,
             configuration: .init(durability: durability))
@@ -45,6 +62,11 @@ struct Serve: AsyncParsableCommand {
             + "token and the admin token, and writes them to DATA/credentials.json.")
 
     @OptionGroup var storageOptions: DataOptions
+
+    @Option(
+        help: ArgumentHelp(
+            "Where asset bytes live (default DATA/assets): a directory, which instances sharing a database must share."))
+    var assets: String?
 
     @Option(help: "The interface to listen on.")
     var host: String = "127.0.0.1"
@@ -146,12 +168,13 @@ struct Serve: AsyncParsableCommand {
         let configuration = ServerConfiguration(
             host: host, port: port, limits: limits, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
             sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL,
-            assetsDirectory: storageOptions.directory.appendingPathComponent("assets").path,
+            assetsDirectory: assets ?? storageOptions.directory.appendingPathComponent("assets").path,
             assetGraceSeconds: Int64(assetGraceHours) * 3600,
             rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) },
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60)
-        let storage = try storageOptions.openStorage()
+        let storage = try await storageOptions.openStorage()
+        defer { (storage as? PostgresStorage)?.shutdown() }
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
             storage: storage, configuration: configuration, credentialsFile: credentialsFile)
@@ -181,7 +204,87 @@ struct Serve: AsyncParsableCommand {
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage containers, API tokens and users directly in the data directory.",
-        subcommands: [CreateContainer.self, CreateToken.self, CreateUser.self, ListContainers.self])
+        subcommands: [
+            CreateContainer.self, CreateToken.self, CreateUser.self, ListContainers.self, Migrate.self, Export.self,
+            Import.self,
+        ])
+
+    struct Migrate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Bring the storage's schema up to date (servers also do this on start) and print its version.")
+        @OptionGroup var storageOptions: DataOptions
+
+        func run() async throws {
+            let storage = try await storageOptions.openStorage()
+            if let postgres = storage as? PostgresStorage {
+                defer { postgres.shutdown() }
+                let status = try await postgres.migrationStatus()
+                print("PostgreSQL schema: versions \(status.applied.map(String.init).joined(separator: ", ")) applied; "
+                      + "latest is \(status.latest)")
+            } else {
+                print("SQLite schema is up to date: \(storageOptions.directory.appendingPathComponent("stratus.sqlite").path)")
+            }
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a container (accounts, schemas, zones, records, subscriptions) as NDJSON, to move it "
+                + "between SQLite and PostgreSQL. Progress goes to standard error.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The file to write ('-' for standard output).")
+        var output: String = "-"
+
+        func run() async throws {
+            let storage = try await storageOptions.openStorage()
+            defer { (storage as? PostgresStorage)?.shutdown() }
+            if output != "-" { _ = FileManager.default.createFile(atPath: output, contents: nil) }
+            guard let file = output == "-" ? FileHandle.standardOutput : FileHandle(forWritingAtPath: output) else {
+                throw ValidationError("--output: cannot write \(output)")
+            }
+            var buffer: [UInt8] = []
+            let counts = try await ContainerTransfer.export(
+                container: container, from: storage,
+                write: { line in
+                    buffer += line
+                    if buffer.count > 1 << 20 {
+                        try file.write(contentsOf: buffer)
+                        buffer.removeAll(keepingCapacity: true)
+                    }
+                },
+                progress: { Self.report("exported", $0) })
+            try file.write(contentsOf: buffer)
+            try file.close()
+            Self.report("exported", counts, done: true)
+        }
+
+        static func report(_ verb: String, _ counts: ContainerTransfer.Counts, done: Bool = false) {
+            FileHandle.standardError.write(
+                Data("\(done ? "done: " : "")\(verb) \(counts.records) records (\(counts.lines) lines)\n".utf8))
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Read a container written by 'admin export' into this storage, which must not have it yet.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The export file ('-' reads standard input).")
+        var file: String
+
+        func run() async throws {
+            guard let input = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file) else {
+                throw ValidationError("cannot read \(file)")
+            }
+            let storage = try await storageOptions.openStorage()
+            defer { (storage as? PostgresStorage)?.shutdown() }
+            let counts = try await ContainerTransfer.importLines(
+                NDJSONLines(input), into: storage, now: Int64(Date().timeIntervalSince1970 * 1000),
+                progress: { Export.report("imported", $0) })
+            Export.report("imported", counts, done: true)
+        }
+    }
 
     struct CreateContainer: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container and print its first API token.")
@@ -192,7 +295,7 @@ struct Admin: AsyncParsableCommand {
         var noSignUp = false
 
         func run() async throws {
-            let accounts = AccountService(storage: try storageOptions.openStorage(), configuration: .init())
+            let accounts = AccountService(storage: try await storageOptions.openStorage(), configuration: .init())
             try await accounts.createContainer(identifier, allowsSignUp: !noSignUp)
             print("container: \(identifier)\nAPI token: \(try await accounts.createAPIToken(container: identifier))")
         }
@@ -207,7 +310,7 @@ struct Admin: AsyncParsableCommand {
         var name: String = "default"
 
         func run() async throws {
-            let accounts = AccountService(storage: try storageOptions.openStorage(), configuration: .init())
+            let accounts = AccountService(storage: try await storageOptions.openStorage(), configuration: .init())
             print(try await accounts.createAPIToken(container: container, name: name))
         }
     }
@@ -227,7 +330,7 @@ struct Admin: AsyncParsableCommand {
             guard let password = password ?? readLine(strippingNewline: true) else {
                 throw ValidationError("give a password with --password or on standard input")
             }
-            let accounts = AccountService(storage: try storageOptions.openStorage(), configuration: .init())
+            let accounts = AccountService(storage: try await storageOptions.openStorage(), configuration: .init())
             let user = try await accounts.createUser(container: container, username: username, password: password)
             print("user: \(user.username)\nuserRecordName: \(user.recordName)")
         }
@@ -263,7 +366,7 @@ struct SchemaCommand: AsyncParsableCommand {
             guard let environment = ContainerEnvironment(rawValue: environment) else {
                 throw ValidationError("--environment must be development or production")
             }
-            let schemas = SchemaAdministration(storage: try storageOptions.openStorage())
+            let schemas = SchemaAdministration(storage: try await storageOptions.openStorage())
             print(try await schemas.export(container: container, environment: environment).text, terminator: "")
         }
     }
@@ -281,7 +384,7 @@ struct SchemaCommand: AsyncParsableCommand {
             let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
                 : try Data(contentsOf: URL(fileURLWithPath: file))
             let schema = try SchemaAdministration.parse(String(decoding: data, as: UTF8.self))
-            let schemas = SchemaAdministration(storage: try storageOptions.openStorage())
+            let schemas = SchemaAdministration(storage: try await storageOptions.openStorage())
             let imported = try await schemas.importSchema(schema, container: container)
             print("imported \(imported.recordTypes.count) record types into development")
         }
@@ -295,7 +398,7 @@ struct SchemaCommand: AsyncParsableCommand {
         var container: String
 
         func run() async throws {
-            let schemas = SchemaAdministration(storage: try storageOptions.openStorage())
+            let schemas = SchemaAdministration(storage: try await storageOptions.openStorage())
             let deployed = try await schemas.deploy(container: container)
             print("production now has \(deployed.recordTypes.count) record types")
         }
@@ -309,8 +412,36 @@ struct SchemaCommand: AsyncParsableCommand {
         var container: String
 
         func run() async throws {
-            try await SchemaAdministration(storage: try storageOptions.openStorage()).resetDevelopment(container: container)
+            try await SchemaAdministration(storage: try await storageOptions.openStorage()).resetDevelopment(container: container)
             print("development of \(container) is reset to production's schema")
+        }
+    }
+}
+
+/// The lines of a file, read in chunks.
+struct NDJSONLines: Sequence, IteratorProtocol {
+    let handle: FileHandle
+    var buffer: [UInt8] = []
+    var start = 0
+    var finished = false
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    mutating func next() -> [UInt8]? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                defer { start = newline + 1 }
+                return Array(buffer[start..<newline])
+            }
+            if finished {
+                guard start < buffer.count else { return nil }
+                defer { start = buffer.count }
+                return Array(buffer[start...])
+            }
+            buffer.removeFirst(start)
+            start = 0
+            let chunk = (try? handle.read(upToCount: 1 << 20)) ?? nil
+            if let chunk, !chunk.isEmpty { buffer += chunk } else { finished = true }
         }
     }
 }

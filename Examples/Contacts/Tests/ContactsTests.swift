@@ -97,7 +97,7 @@ struct ContactsTests {
     /// `afterLines` lines, and returns the lines it printed.
     func runKilled(_ arguments: [String], afterLines: Int) async throws -> [String] {
         let process = Process()
-        process.executableURL = Self.productsDirectory.appendingPathComponent("contacts")
+        process.executableURL = productsDirectory.appendingPathComponent("contacts")
         process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
@@ -122,15 +122,5 @@ struct ContactsTests {
         pending.append(handle.readDataToEndOfFile())
         lines += String(decoding: pending, as: UTF8.self).split(separator: "\n").map(String.init)
         return lines
-    }
-
-    /// Where the package's executables are built: beside the test bundle.
-    static var productsDirectory: URL {
-        #if os(macOS)
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            return bundle.bundleURL.deletingLastPathComponent()
-        }
-        #endif
-        return Bundle.main.bundleURL
     }
 }

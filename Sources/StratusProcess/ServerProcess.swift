@@ -1,19 +1,25 @@
 import Foundation
 
-/// A server running as a child process of the benchmark, so that its memory can be read apart from
-/// the clients' and each side has its own file descriptors.
-final class ServerProcess: @unchecked Sendable {
-    let process: Process
+public import Foundation
+
+/// A server running as a child process of a benchmark or a test: its memory can be read apart from
+/// the clients', each side has its own file descriptors, and it can be killed.
+public final class ServerProcess: @unchecked Sendable {
+    /// Why a server process did not start.
+    public struct StartError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The running process.
+    public let process: Process
     /// The URL it printed once listening.
-    let url: String
+    public let url: String
 
     /// Starts `executable` with `arguments` and waits for a line containing `http://` on its
     /// standard output (the URL it listens at).
-    init(executable: URL, arguments: [String]) throws {
+    public init(executable: URL, arguments: [String]) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
-            throw BenchError(
-                "\(executable.path) is missing: build it beside this executable (swift build -c release), or skip the "
-                    + "push workload with --push-devices 0")
+            throw StartError(description: "\(executable.path) is missing: build it first (swift build)")
         }
         process = Process()
         process.executableURL = executable
@@ -26,7 +32,9 @@ final class ServerProcess: @unchecked Sendable {
         let handle = output.fileHandleForReading
         while true {
             let data = handle.availableData
-            guard !data.isEmpty else { throw BenchError("\(executable.lastPathComponent) exited before it listened") }
+            guard !data.isEmpty else {
+                throw StartError(description: "\(executable.lastPathComponent) exited before it listened: \(text)")
+            }
             text += String(decoding: data, as: UTF8.self)
             if let start = text.range(of: "http://"),
                 let end = text[start.lowerBound...].firstIndex(where: { $0 == "\n" || $0 == " " })
@@ -39,14 +47,14 @@ final class ServerProcess: @unchecked Sendable {
         Thread.detachNewThread { while !handle.availableData.isEmpty {} }
     }
 
-    /// The executable beside the running benchmark (both are built into the same folder).
-    static func sibling(_ name: String) -> URL {
+    /// The executable beside the running program (both are built into the same folder).
+    public static func sibling(_ name: String) -> URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent(name)
     }
 
     /// The process's resident memory in bytes (`VmRSS`).
-    var residentBytes: Int {
+    public var residentBytes: Int {
         guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
             let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
@@ -54,8 +62,15 @@ final class ServerProcess: @unchecked Sendable {
         return kilobytes * 1024
     }
 
-    func stop() {
+    /// Asks the server to stop (SIGTERM) and waits for it.
+    public func stop() {
         process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash or a lost machine would, and waits for it.
+    public func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 }

@@ -1,0 +1,68 @@
+import NIOCore
+import PostgresNIO
+import StratusModel
+public import StratusStorage
+
+extension PostgresStorage {
+    public func users(container: String) async throws -> [UserInfo] {
+        try await read { connection in
+            try await connection.run(
+                """
+                SELECT record_name, username, password_hash, created_ms FROM users
+                WHERE container_id = \(container) ORDER BY record_name
+                """, logger: logger
+            ).decode((String, String, String, Int64).self).collect().map {
+                UserInfo(container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3)
+            }
+        }
+    }
+
+    public func apiTokens(container: String) async throws -> [APITokenInfo] {
+        try await read { connection in
+            try await connection.run(
+                """
+                SELECT token_hash, name, created_ms FROM api_tokens
+                WHERE container_id = \(container) ORDER BY created_ms, token_hash
+                """, logger: logger
+            ).decode((String, String, Int64).self).collect().map {
+                APITokenInfo(hash: $0.0, container: container, name: $0.1, createdAt: $0.2)
+            }
+        }
+    }
+
+    public func databases(container: String) async throws -> [DatabaseLocator] {
+        try await read { connection in
+            try await connection.run(
+                "SELECT environment, scope, owner FROM databases WHERE container_id = \(container) ORDER BY id",
+                logger: logger
+            ).decode((String, String, String).self).collect().compactMap { row in
+                guard let environment = ContainerEnvironment(rawValue: row.0), let scope = DatabaseScope(rawValue: row.1)
+                else { return nil }
+                return DatabaseLocator(container: container, environment: environment, scope: scope, owner: row.2)
+            }
+        }
+    }
+
+    public func importRecords(_ records: [StoredRecord], zone: String, in database: DatabaseLocator) async throws {
+        if zone != ZoneID.defaultZoneName, try await self.zone(named: zone, in: database) == nil {
+            _ = try await createZone(named: zone, in: database, timestamp: records.first?.modified.timestamp ?? 0)
+        }
+        try await transaction { connection in
+            let databaseID = try await ensureDatabase(connection, database)
+            let zoneState = try await requireZone(connection, databaseID, zone, lock: true)
+            let schema = try await loadSchema(connection, container: database.container, environment: database.environment)
+            var batch = RecordBatch(
+                zoneID: zoneState.id, sequence: zoneState.sequence,
+                current: try await fetchRecords(connection, zoneID: zoneState.id, names: records.map(\.name)))
+            for record in records {
+                if batch.buffers(record.name) { try await batch.flush(connection, schema: schema.schema, logger: logger) }
+                batch.add(record, schema: schema.schema)
+                batch.addAssets(RecordWritePlanner.assetChecksums(of: record), of: record.name)
+                batch.addReferences(RecordWritePlanner.enforcedReferences(of: record), of: record.name)
+            }
+            try await batch.flush(connection, schema: schema.schema, logger: logger)
+            try await connection.run(
+                "UPDATE zones SET seq = \(batch.sequence) WHERE id = \(zoneState.id)", logger: logger)
+        }
+    }
+}

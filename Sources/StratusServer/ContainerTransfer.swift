@@ -1,0 +1,222 @@
+import Foundation
+import StratusModel
+public import StratusStorage
+
+/// Moves a container between storages (SQLite and PostgreSQL) as NDJSON: one JSON object per line,
+/// each with a `type`: `container`, `apiToken`, `user`, `schema`, `zone`, `asset`, `record`,
+/// `subscription`, in an order an import can follow.
+///
+/// What survives: the container and its settings, API tokens and users (by their hashes, so the
+/// same secrets keep working), both schemas, every zone, every live record with its creation and
+/// modification stamps, asset references (the bytes stay in the asset directory or bucket, which
+/// the new server must reach), and subscriptions. What does not: tombstones, change tags and sync
+/// tokens, which name the old storage's zones — clients get `CHANGE_TOKEN_EXPIRED` once and fetch
+/// again from the start, and a save with an old change tag gets `CONFLICT` with the server record.
+public enum ContainerTransfer {
+    /// How much a transfer moved.
+    public struct Counts: Sendable, Equatable {
+        /// Lines written or read.
+        public var lines = 0
+        /// Records among them.
+        public var records = 0
+    }
+
+    /// Writes a container's export, calling `write` with each line (newline included) and
+    /// `progress` every 10,000 records.
+    @discardableResult
+    public static func export(
+        container identifier: String, from storage: any StratusStorage, write: ([UInt8]) throws -> Void,
+        progress: (Counts) -> Void = { _ in }
+    ) async throws -> Counts {
+        guard let container = try await storage.container(identifier) else {
+            throw StratusError(.notFound, "container '\(identifier)' does not exist")
+        }
+        var counts = Counts()
+        func line(_ body: (inout JSONWriter) -> Void) throws {
+            var writer = JSONWriter()
+            writer.beginObject()
+            body(&writer)
+            writer.endObject()
+            try write(writer.bytes + [UInt8(ascii: "\n")])
+            counts.lines += 1
+        }
+        try line { writer in
+            writer.field("type", "container")
+            writer.field("identifier", container.identifier)
+            writer.field("allowsSignUp", container.allowsSignUp)
+            writer.field("createdAt", container.createdAt)
+        }
+        for token in try await storage.apiTokens(container: identifier) {
+            try line { writer in
+                writer.field("type", "apiToken")
+                writer.field("hash", token.hash)
+                writer.field("name", token.name)
+                writer.field("createdAt", token.createdAt)
+            }
+        }
+        for user in try await storage.users(container: identifier) {
+            try line { writer in
+                writer.field("type", "user")
+                writer.field("recordName", user.recordName)
+                writer.field("username", user.username)
+                writer.field("passwordHash", user.passwordHash)
+                writer.field("createdAt", user.createdAt)
+            }
+        }
+        for environment in ContainerEnvironment.allCases {
+            let schema = try await storage.schema(container: identifier, environment: environment)
+            try line { writer in
+                writer.field("type", "schema")
+                writer.field("environment", environment.rawValue)
+                writer.key("definition")
+                writer.raw(schema.jsonBytes)
+            }
+        }
+        var assets = Set<String>()
+        for database in try await storage.databases(container: identifier) {
+            for zone in try await storage.zones(in: database) {
+                try line { writer in
+                    writer.field("type", "zone")
+                    writer.field("database", database)
+                    writer.field("name", zone.name)
+                }
+                var position: ChangePosition?
+                while true {
+                    let page = try await storage.recordChanges(
+                        zone: zone.name, in: database, after: position, limit: 1_000, recordTypes: nil)
+                    for record in page.records where !record.deleted {
+                        for asset in try assetValues(of: record) where assets.insert(asset.checksum).inserted {
+                            try line { writer in
+                                writer.field("type", "asset")
+                                writer.field("checksum", asset.checksum)
+                                writer.field("size", asset.size)
+                            }
+                        }
+                        try line { writer in
+                            writer.field("type", "record")
+                            writer.field("database", database)
+                            writer.field("zone", zone.name)
+                            writer.field("record", record)
+                        }
+                        counts.records += 1
+                        if counts.records.isMultiple(of: 10_000) { progress(counts) }
+                    }
+                    position = page.position
+                    if !page.moreComing { break }
+                }
+            }
+            for subscription in try await storage.subscriptions(in: database, subscriber: nil) {
+                try line { writer in
+                    writer.field("type", "subscription")
+                    writer.field("database", database)
+                    writer.field("subscriber", subscription.subscriber)
+                    writer.field("createdAt", subscription.createdAt)
+                    writer.key("definition")
+                    writer.raw(subscription.definition.jsonBytes)
+                }
+            }
+        }
+        progress(counts)
+        return counts
+    }
+
+    /// The assets a record holds, with their sizes.
+    private static func assetValues(of record: StoredRecord) throws -> [(checksum: String, size: Int64)] {
+        guard !RecordWritePlanner.assetChecksums(of: record).isEmpty else { return [] }
+        return try record.decodeFields().values.flatMap(\.elements).compactMap { value in
+            guard case .asset(let asset) = value, let checksum = asset.fileChecksum else { return nil }
+            return (checksum, asset.size ?? 0)
+        }
+    }
+
+    /// Imports an export read line by line from `lines` into a storage that does not have the
+    /// container yet (`EXISTS` otherwise), calling `progress` every 10,000 records. A bad line fails
+    /// the import with `BAD_REQUEST` naming its number.
+    @discardableResult
+    public static func importLines(
+        _ lines: some Sequence<[UInt8]>, into storage: any StratusStorage, now: Int64,
+        progress: (Counts) -> Void = { _ in }
+    ) async throws -> Counts {
+        var counts = Counts()
+        var container: String?
+        var pending: (database: DatabaseLocator, zone: String, records: [StoredRecord])?
+        func flush() async throws {
+            if let batch = pending, !batch.records.isEmpty {
+                try await storage.importRecords(batch.records, zone: batch.zone, in: batch.database)
+            }
+            pending = nil
+        }
+        for bytes in lines where !bytes.isEmpty {
+            counts.lines += 1
+            do {
+                let object = try JSONValue.parse(bytes).object()
+                let type: String = try object.decode("type")
+                if type != "record" { try await flush() }
+                if type != "container", container == nil {
+                    throw StratusError.badRequest("the first line must be the container")
+                }
+                switch type {
+                case "container":
+                    let identifier: String = try object.decode("identifier")
+                    try await storage.createContainer(
+                        ContainerInfo(identifier: identifier, allowsSignUp: try object.decode("allowsSignUp"),
+                                      createdAt: try object.decode("createdAt")))
+                    container = identifier
+                case "apiToken":
+                    try await storage.createAPIToken(
+                        hash: try object.decode("hash"), container: container!, name: try object.decode("name"),
+                        createdAt: try object.decode("createdAt"))
+                case "user":
+                    try await storage.createUser(
+                        UserInfo(container: container!, recordName: try object.decode("recordName"),
+                                 username: try object.decode("username"), passwordHash: try object.decode("passwordHash"),
+                                 createdAt: try object.decode("createdAt")))
+                case "schema":
+                    let environment: String = try object.decode("environment")
+                    guard let environment = ContainerEnvironment(rawValue: environment) else {
+                        throw StratusError.badRequest("environment must be development or production")
+                    }
+                    let schema: Schema = try object.decode("definition")
+                    _ = try await storage.updateSchema(container: container!, environment: environment) { _ in schema }
+                case "zone":
+                    let database: DatabaseLocator = try object.decode("database")
+                    let name: String = try object.decode("name")
+                    if name != ZoneID.defaultZoneName {
+                        _ = try await storage.createZone(named: name, in: database, timestamp: now)
+                    }
+                case "asset":
+                    try await storage.registerAsset(
+                        checksum: try object.decode("checksum"), size: try object.decode("size"), timestamp: now)
+                case "record":
+                    let database: DatabaseLocator = try object.decode("database")
+                    let zone: String = try object.decode("zone")
+                    let record: StoredRecord = try object.decode("record")
+                    guard database.container == container else {
+                        throw StratusError.badRequest("the record is in container '\(database.container)'")
+                    }
+                    if pending.map({ $0.database != database || $0.zone != zone || $0.records.count >= 500 }) ?? false {
+                        try await flush()
+                    }
+                    if pending == nil { pending = (database, zone, []) }
+                    pending!.records.append(record)
+                    counts.records += 1
+                    if counts.records.isMultiple(of: 10_000) { progress(counts) }
+                case "subscription":
+                    try await storage.saveSubscription(
+                        StoredSubscription(
+                            database: try object.decode("database"), subscriber: try object.decode("subscriber"),
+                            definition: try object.decode("definition"), createdAt: try object.decode("createdAt")))
+                default:
+                    throw StratusError.badRequest("unknown type '\(type)'")
+                }
+            } catch let error as StratusError {
+                throw StratusError(error.code, "line \(counts.lines): \(error.reason)")
+            } catch {
+                throw StratusError.badRequest("line \(counts.lines): \(error)")
+            }
+        }
+        try await flush()
+        progress(counts)
+        return counts
+    }
+}

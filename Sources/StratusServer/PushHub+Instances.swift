@@ -1,0 +1,58 @@
+import StratusModel
+import StratusStorage
+
+/// Events as messages between instances: every instance matches every change against the
+/// subscriptions and notifies the devices connected to it.
+extension PushHub.Event: JSONWritable, JSONDecodable {
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        switch self {
+        case .records(let database, let zone, let changes, let deviceID):
+            writer.field("kind", "records")
+            writer.field("database", database)
+            writer.field("zone", zone)
+            writer.field("deviceID", deviceID)
+            writer.key("changes")
+            writer.beginArray()
+            for change in changes {
+                writer.beginObject()
+                writer.field("previous", change.previous)
+                writer.field("record", change.record)
+                writer.endObject()
+            }
+            writer.endArray()
+        case .zone(let database, let name, let deleted, let deviceID):
+            writer.field("kind", "zone")
+            writer.field("database", database)
+            writer.field("name", name)
+            writer.field("deleted", deleted)
+            writer.field("deviceID", deviceID)
+        case .subscriptionsChanged(let database):
+            writer.field("kind", "subscriptions")
+            writer.field("database", database)
+        }
+        writer.endObject()
+    }
+
+    init(json: JSONValue) throws {
+        let object = try json.object()
+        let database: DatabaseLocator = try object.decode("database")
+        switch try object.decode("kind") as String {
+        case "records":
+            let changes = try (try object.decode("changes") as [JSONValue]).map { value in
+                let change = try value.object()
+                return RecordChange(previous: try change.decodeIfPresent("previous"), record: try change.decode("record"))
+            }
+            self = .records(
+                database, zone: try object.decode("zone"), changes: changes, deviceID: try object.decodeIfPresent("deviceID"))
+        case "zone":
+            self = .zone(
+                database, name: try object.decode("name"), deleted: try object.decode("deleted"),
+                deviceID: try object.decodeIfPresent("deviceID"))
+        case "subscriptions":
+            self = .subscriptionsChanged(database)
+        case let kind:
+            throw StratusError.badRequest("instance message: unknown event kind '\(kind)'")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Stratus
+import StratusProcess
+import StratusServer
+import StratusTestSupport
+import Testing
+
+/// Two `stratus serve` processes over one PostgreSQL database, as behind a load balancer.
+@Suite("Several server instances on one PostgreSQL database")
+struct MultiInstanceTests {
+    /// Starts `stratus serve` on the database with its own data directory and the shared assets.
+    static func startInstance(database: String, root: URL, name: String) throws -> ServerProcess {
+        try ServerProcess(
+            executable: productsDirectory.appendingPathComponent("stratus"),
+            arguments: [
+                "serve", "--database", database, "--data", root.appendingPathComponent(name).path, "--port", "0",
+                "--assets", root.appendingPathComponent("assets").path, "--log-level", "warning",
+            ])
+    }
+
+    @Test("writers through both instances lose nothing, feeds list each change once, push crosses instances, one survives the other")
+    func twoInstances() async throws {
+        let database = try await TestPostgres.createDatabase()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-instances-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let first = try Self.startInstance(database: database.url, root: root, name: "a")
+        defer { first.kill() }
+        let second = try Self.startInstance(database: database.url, root: root, name: "b")
+        defer { second.kill() }
+        let credentials = try JSONDecoder().decode(
+            ServerCredentials.self, from: Data(contentsOf: root.appendingPathComponent("a/credentials.json")))
+
+        func container(_ instance: ServerProcess, device: String, session: Container.Session? = nil) -> Container {
+            var configuration = Container.Configuration(
+                retryPolicy: RetryPolicy(initialBackoff: .milliseconds(20)), deviceID: device)
+            configuration.assetCacheDirectory = root.appendingPathComponent("cache-\(device)")
+            return Container(
+                identifier: credentials.container, serverURL: URL(string: instance.url)!, apiToken: credentials.apiToken,
+                session: session, configuration: configuration)
+        }
+
+        let phone = container(first, device: "phone")
+        try await phone.signUp(username: "mei", password: "correct horse")
+        let session = try #require(phone.session)
+        let laptop = container(second, device: "laptop", session: session)
+        let zone = try await phone.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
+        try await phone.privateCloudDatabase.save(Subscription.recordZone(zoneID: zone, subscriptionID: "notes"))
+
+        // A device connected to B hears of a write through A.
+        let events = PushEventCollector(laptop)
+        #expect(await events.wait { $0.gaps == 1 })
+        try await Task.sleep(for: .milliseconds(200))
+        var note = Record(recordType: "Note", recordID: .init(recordName: "first", zoneID: zone))
+        note["title"] = "through A"
+        _ = try await phone.privateCloudDatabase.save(note)
+        #expect(await events.wait { $0.notifications.count >= 1 }, "the write through A reached the device on B")
+        #expect(events.notifications.first?.subscriptionID == "notes")
+
+        // Eight writers, alternating between the instances, 25 records each.
+        let writers = 8
+        let perWriter = 25
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                let client = container(writer.isMultiple(of: 2) ? first : second, device: "writer-\(writer)", session: session)
+                group.addTask {
+                    for index in 0..<perWriter {
+                        var record = Record(recordType: "Note", recordID: .init(recordName: "w\(writer)-\(index)", zoneID: zone))
+                        record["title"] = "writer \(writer) note \(index)"
+                        _ = try await client.privateCloudDatabase.save(record)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let expected = Set((0..<writers).flatMap { writer in (0..<perWriter).map { "w\(writer)-\($0)" } }).union(["first"])
+        for instance in [first, second] {
+            var names: [String] = []
+            for try await page in container(instance, device: "reader", session: session).privateCloudDatabase
+                .recordZoneChangePages(inZoneWith: zone, since: nil, resultsLimit: 37)
+            {
+                names += page.modificationResultsByID.keys.map(\.recordName)
+            }
+            #expect(names.count == expected.count, "each change is listed exactly once by \(instance.url)")
+            #expect(Set(names) == expected, "nothing is lost through \(instance.url)")
+        }
+
+        // Killing A leaves B serving.
+        first.kill()
+        var last = Record(recordType: "Note", recordID: .init(recordName: "after", zoneID: zone))
+        last["title"] = "through B alone"
+        _ = try await laptop.privateCloudDatabase.save(last)
+        #expect(try await laptop.privateCloudDatabase.record(for: last.recordID)["title"] as? String == "through B alone")
+    }
+}
