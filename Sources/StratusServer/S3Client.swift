@@ -4,12 +4,20 @@ import NIOCore
 import NIOHTTP1
 import StratusModel
 
-/// Signed requests to an S3-compatible service through path-style URLs (`<endpoint>/<bucket>/<key>`),
-/// on the shared HTTP client. Any failure, a service out of reach or an unexpected status, throws an
-/// `INTERNAL_ERROR` naming the request and, when the service gives them, its error code and message.
+/// Signed requests to an S3-compatible service through path-style URLs (`<endpoint>/<bucket>/<key>`).
+/// Any failure, a service out of reach or an unexpected status, throws an `INTERNAL_ERROR` naming the
+/// request and, when the service gives them, its error code and message.
 struct S3Client: Sendable {
     /// How long a request may take until its response starts, an upload's bytes included.
     static let timeout = TimeAmount.minutes(10)
+    /// The HTTP client of every bucket, for the life of the process. Connecting gives up after 10
+    /// seconds (`HTTPClient.shared` keeps retrying for 90), a response silent for 90 seconds fails,
+    /// and redirects are answers: S3 redirects a request signed for the wrong region, and the
+    /// signature would not survive the redirect anyway.
+    private static let http = HTTPClient(
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        configuration: HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(90))))
 
     /// The service's base URL, without a trailing `/`.
     let endpoint: String
@@ -44,7 +52,7 @@ struct S3Client: Sendable {
         if let body { request.body = body }
         let response: HTTPClientResponse
         do {
-            response = try await HTTPClient.shared.execute(request, timeout: Self.timeout)
+            response = try await Self.http.execute(request, timeout: Self.timeout)
         } catch {
             throw StratusError(.internalError, "\(what) to the asset bucket at \(endpoint) failed: \(error)")
         }
