@@ -179,11 +179,14 @@ final class AssetStore: Sendable {
                 failures.append(error)
             }
         }
-        state.withLock { state in state.recentlyStored = state.recentlyStored.filter { $0.value >= now - graceMilliseconds } }
+        state.withLock { state in
+            state.recentlyStored = state.recentlyStored.filter { $0.value >= now - graceMilliseconds }
+        }
         if let failure = failures.first {
             throw StratusError(
                 .internalError,
-                "could not delete \(failures.count) of \(checksums.count) unreferenced assets, whose bytes stay: \(failure)")
+                "could not delete \(failures.count) of \(checksums.count) unreferenced assets, whose bytes stay: "
+                    + "\(failure)")
         }
         return removed
     }

@@ -38,7 +38,9 @@ public struct S3Bucket: Sendable, Equatable {
     /// Parses `s3://bucket` or `s3://bucket/key/prefix`, as a command line takes it, into the
     /// settings of that bucket; `nil` when `url` is not such a URL with a bucket name of lowercase
     /// letters, digits, dots and hyphens, or `endpoint` is not an `http` or `https` URL.
-    public init?(url: String, endpoint: String, region: String = "us-east-1", accessKeyID: String, secretAccessKey: String) {
+    public init?(
+        url: String, endpoint: String, region: String = "us-east-1", accessKeyID: String, secretAccessKey: String
+    ) {
         guard url.hasPrefix("s3://"), let endpointURL = URLComponents(string: endpoint),
             endpointURL.scheme == "http" || endpointURL.scheme == "https", endpointURL.host?.isEmpty == false
         else { return nil }
@@ -47,8 +49,9 @@ public struct S3Bucket: Sendable, Equatable {
         guard !bucket.isEmpty,
             bucket.utf8.allSatisfy({ (97...122).contains($0) || (48...57).contains($0) || $0 == 45 || $0 == 46 })
         else { return nil }
+        let prefix = path.dropFirst().filter { !$0.isEmpty }.joined(separator: "/")
         self.init(
-            endpoint: endpoint, bucket: String(bucket), prefix: path.dropFirst().filter { !$0.isEmpty }.joined(separator: "/"),
-            region: region, accessKeyID: accessKeyID, secretAccessKey: secretAccessKey)
+            endpoint: endpoint, bucket: String(bucket), prefix: prefix, region: region, accessKeyID: accessKeyID,
+            secretAccessKey: secretAccessKey)
     }
 }

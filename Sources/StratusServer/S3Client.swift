@@ -39,13 +39,16 @@ struct S3Client: Sendable {
         let what = "\(method) \(path)"
         guard let base = URLComponents(string: endpoint), base.scheme == "http" || base.scheme == "https",
             let host = base.host, !host.isEmpty
-        else { throw StratusError(.internalError, "the asset bucket's endpoint '\(endpoint)' is not an http or https URL") }
-        var request = HTTPClientRequest(url: endpoint + S3Signer.encodePath(path))
+        else {
+            throw StratusError(.internalError, "the asset bucket's endpoint '\(endpoint)' is not an http or https URL")
+        }
+        let encodedPath = S3Signer.encodePath(path)
+        var request = HTTPClientRequest(url: endpoint + encodedPath)
         request.method = method
         let authority = base.port.map { "\(host):\($0)" } ?? host
         for (name, value) in signer.signedHeaders(
-            method: method.rawValue, path: base.percentEncodedPath + S3Signer.encodePath(path), headers: headers.merging(["host": authority]) { $1 },
-            payloadHash: payloadHash, date: Date())
+            method: method.rawValue, path: base.percentEncodedPath + encodedPath,
+            headers: headers.merging(["host": authority]) { $1 }, payloadHash: payloadHash, date: Date())
         {
             request.headers.add(name: name, value: value)
         }
@@ -61,7 +64,8 @@ struct S3Client: Sendable {
             let code = Self.element("Code", of: document).map { " \($0)" } ?? ""
             let message = Self.element("Message", of: document).map { ": \($0)" } ?? ""
             throw StratusError(
-                .internalError, "the asset bucket at \(endpoint) answered \(what) with \(response.status.code)\(code)\(message)")
+                .internalError,
+                "the asset bucket at \(endpoint) answered \(what) with \(response.status.code)\(code)\(message)")
         }
         return response
     }

@@ -1,5 +1,5 @@
-public import Hummingbird
 import Foundation
+public import Hummingbird
 import HummingbirdCore
 public import Logging
 import NIOCore

@@ -166,6 +166,8 @@ struct S3AssetTests {
         defer { Task { try? await offline.stopAndRemove() } }
         let (bob, _) = try await offline.signUp("bob")
         let failed = try await AssetTests.upload(offline, AssetTests.randomBytes(1000), user: bob)
-        #expect(failed.status == 500 && failed.reason.contains("to the asset bucket at http://127.0.0.1:9 failed"), "\(failed.text)")
+        #expect(
+            failed.status == 500 && failed.reason.contains("to the asset bucket at http://127.0.0.1:9 failed"),
+            "\(failed.text)")
     }
 }
