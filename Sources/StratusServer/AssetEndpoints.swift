@@ -208,21 +208,20 @@ extension DatabaseEndpoints {
             throw StratusError(
                 .notFound, "record '\(recordName)' has no asset \(checksum) in field '\(fieldName)' that you can read")
         }
-        let path = assets.path(of: checksum)
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let size = (attributes[.size] as? NSNumber)?.intValue
-        else { throw StratusError(.internalError, "the bytes of asset \(checksum) are missing") }
+        guard let size = try await assets.blobs.size(of: checksum) else {
+            throw StratusError(.internalError, "the bytes of asset \(checksum) are missing")
+        }
         var headers: HTTPFields = [
             .contentType: "application/octet-stream", .acceptRanges: "bytes", .eTag: "\"\(checksum)\"",
         ]
         guard size > 0 else { return Response(status: .ok, headers: headers, body: ResponseBody()) }
         switch ByteRange(header: request.headers[.range], size: size) {
         case .whole:
-            let body = try await FileIO().loadFile(path: path, range: 0...(size - 1), context: context)
+            let body = try await assets.blobs.body(of: checksum, range: 0...(size - 1), context: context)
             return Response(status: .ok, headers: headers, body: body)
         case .part(let range):
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(size)"
-            let body = try await FileIO().loadFile(path: path, range: range, context: context)
+            let body = try await assets.blobs.body(of: checksum, range: range, context: context)
             return Response(status: .partialContent, headers: headers, body: body)
         case .unsatisfiable:
             headers[.contentRange] = "bytes */\(size)"

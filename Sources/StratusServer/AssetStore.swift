@@ -8,32 +8,34 @@ import StratusStorage
 import Synchronization
 import _NIOFileSystem
 
-/// Asset bytes, stored by content under a directory: `<hh>/<sha256 hex>`, where `hh` is the first
-/// two digits. Identical content is stored once, whoever uploads it and however often.
+/// Assets, stored by content: the bytes live in an ``AssetBlobStore`` (a directory or an S3-compatible
+/// bucket) under their SHA-256 checksum, so identical content is stored once, whoever uploads it and
+/// however often.
 ///
-/// Uploads stream to a temporary file while being hashed, then move into place, so memory stays
+/// Uploads stream to a temporary file while being hashed, then go to the blob store, so memory stays
 /// flat whatever the size. A record refers to an asset by its checksum; storage tracks which records
 /// refer to which assets, and ``collect(now:)`` deletes the bytes nobody refers to any more.
 final class AssetStore: Sendable {
-    /// The directory holding the assets.
-    let directory: String
+    /// Where the bytes live.
+    let blobs: any AssetBlobStore
     let storage: any StratusStorage
     let tokens: SyncTokenCodec
     /// How long an uploaded asset is kept without any record referring to it, in milliseconds.
     let graceMilliseconds: Int64
-    /// Checksums of assets put in place recently, which a concurrent collection must not delete.
-    private let recentlyStored = Mutex<[String: Int64]>([:])
+    private let state = Mutex(State())
 
-    init(directory: String, storage: any StratusStorage, tokens: SyncTokenCodec, graceSeconds: Int64) {
-        self.directory = directory
+    private struct State {
+        /// Checksums of assets stored recently, which a concurrent collection must not delete.
+        var recentlyStored: [String: Int64] = [:]
+        /// The deletions under way, which an upload of the same content waits for.
+        var deletions: [String: Task<Void, any Error>] = [:]
+    }
+
+    init(blobs: any AssetBlobStore, storage: any StratusStorage, tokens: SyncTokenCodec, graceSeconds: Int64) {
+        self.blobs = blobs
         self.storage = storage
         self.tokens = tokens
         graceMilliseconds = graceSeconds * 1000
-    }
-
-    /// The file holding the asset with this checksum.
-    func path(of checksum: String) -> String {
-        "\(directory)/\(checksum.prefix(2))/\(checksum)"
     }
 
     static func isChecksum(_ text: String) -> Bool {
@@ -110,8 +112,8 @@ final class AssetStore: Sendable {
     /// Streams an upload into the store and returns its checksum and size; `LIMIT_EXCEEDED` when it
     /// is larger than `limit` bytes, in which case nothing is kept.
     func receive(_ body: RequestBody, limit: Int) async throws -> (checksum: String, size: Int64) {
-        let temporary = "\(directory)/tmp/\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: "\(directory)/tmp", withIntermediateDirectories: true)
+        let temporary = "\(blobs.stagingDirectory)/\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: blobs.stagingDirectory, withIntermediateDirectories: true)
         var hasher = SHA256()
         var size = 0
         do {
@@ -135,35 +137,57 @@ final class AssetStore: Sendable {
             throw error
         }
         let checksum = hasher.finalize().hexDigits
-        let final = path(of: checksum)
-        recentlyStored.withLock { $0[checksum] = Self.now() }
-        try FileManager.default.createDirectory(
-            atPath: "\(directory)/\(checksum.prefix(2))", withIntermediateDirectories: true)
-        // rename(2) replaces an existing file atomically: equal content, so readers see no change.
-        guard rename(temporary, final) == 0 else {
-            try? FileManager.default.removeItem(atPath: temporary)
-            throw StratusError(.internalError, "could not store the asset")
+        // Marked before its bytes are stored, so collection leaves them; after a deletion of the same
+        // content already under way, so that deletion cannot remove them.
+        while let deletion = state.withLock({ state -> Task<Void, any Error>? in
+            if let deletion = state.deletions[checksum] { return deletion }
+            state.recentlyStored[checksum] = Self.now()
+            return nil
+        }) {
+            _ = await deletion.result
         }
+        try await blobs.put(temporary, checksum: checksum, size: Int64(size))
         try await storage.registerAsset(checksum: checksum, size: Int64(size), timestamp: Self.now())
         return (checksum, Int64(size))
     }
 
     /// Deletes the assets that no record has referred to since the grace period; returns how many.
+    /// A deletion that fails does not stop the others; the error then names how many failed.
     @discardableResult
     func collect(now: Int64 = now()) async throws -> Int {
         let checksums = try await storage.collectAssets(registeredBefore: now - graceMilliseconds)
         var removed = 0
+        var failures: [any Error] = []
         for checksum in checksums {
-            // An upload of the same content since the storage forgot it keeps the file: it was
-            // registered again, and is put in place after it is marked here.
-            let deleted = recentlyStored.withLock { recent -> Bool in
-                if let stored = recent[checksum], stored >= now - graceMilliseconds { return false }
-                recent[checksum] = nil
-                return unlink(path(of: checksum)) == 0
+            // An upload of the same content since the storage forgot it keeps the bytes: it was
+            // registered again, and is marked before its bytes are stored.
+            let deletion = state.withLock { state -> Task<Void, any Error>? in
+                if let stored = state.recentlyStored[checksum], stored >= now - graceMilliseconds { return nil }
+                state.recentlyStored[checksum] = nil
+                let deletion = Task {
+                    defer { self.state.withLock { $0.deletions[checksum] = nil } }
+                    try await self.blobs.delete(checksum)
+                }
+                state.deletions[checksum] = deletion
+                return deletion
             }
-            if deleted { removed += 1 }
+            guard let deletion else { continue }
+            do {
+                try await deletion.value
+                removed += 1
+            } catch {
+                failures.append(error)
+            }
         }
-        recentlyStored.withLock { recent in recent = recent.filter { $0.value >= now - graceMilliseconds } }
+        state.withLock { state in
+            state.recentlyStored = state.recentlyStored.filter { $0.value >= now - graceMilliseconds }
+        }
+        if let failure = failures.first {
+            throw StratusError(
+                .internalError,
+                "could not delete \(failures.count) of \(checksums.count) unreferenced assets, whose bytes stay: "
+                    + "\(failure)")
+        }
         return removed
     }
 }

@@ -20,8 +20,13 @@ public struct ServerConfiguration: Sendable {
     /// The URL clients reach the server at, used in sign-in redirects; derived from each request's
     /// `Host` header when `nil`.
     public var publicURL: String?
-    /// The directory asset bytes are stored in; without one the server accepts no assets.
+    /// The directory asset bytes are stored in; without one or an ``assetsBucket`` the server accepts
+    /// no assets. Several server instances can share it.
     public var assetsDirectory: String?
+    /// The S3-compatible bucket asset bytes are stored in instead of ``assetsDirectory``; `nil` by
+    /// default. Uploads are staged while they are hashed in `<assetsDirectory>/tmp` when a directory
+    /// is set too, otherwise in the system's temporary directory.
+    public var assetsBucket: S3Bucket?
     /// How long an uploaded asset is kept while no record refers to it, in seconds (one day by
     /// default): the time a client has between uploading and saving the record.
     public var assetGraceSeconds: Int64
@@ -45,7 +50,8 @@ public struct ServerConfiguration: Sendable {
         host: String = "127.0.0.1", port: Int = 8080, limits: Limits = Limits(),
         tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
         sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil,
-        assetsDirectory: String? = nil, assetGraceSeconds: Int64 = 24 * 3600, rateLimit: RateLimit? = nil,
+        assetsDirectory: String? = nil, assetsBucket: S3Bucket? = nil, assetGraceSeconds: Int64 = 24 * 3600,
+        rateLimit: RateLimit? = nil,
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600
     ) {
@@ -55,6 +61,7 @@ public struct ServerConfiguration: Sendable {
         self.pushRetentionSeconds = pushRetentionSeconds
         self.pushTokenLifetimeSeconds = pushTokenLifetimeSeconds
         self.assetsDirectory = assetsDirectory
+        self.assetsBucket = assetsBucket
         self.assetGraceSeconds = assetGraceSeconds
         self.host = host
         self.port = port

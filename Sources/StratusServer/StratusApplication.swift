@@ -1,3 +1,4 @@
+import Foundation
 public import Hummingbird
 import HummingbirdCore
 public import Logging
@@ -48,8 +49,18 @@ public enum StratusApplication {
     static func makeRouters(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub
     ) -> (http: Router<BasicRequestContext>, push: PushEndpoints, assets: AssetStore?) {
-        let assets = configuration.assetsDirectory.map {
-            AssetStore(directory: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
+        let directory = configuration.assetsDirectory.map(DirectoryAssetBlobStore.init)
+        let blobs: (any AssetBlobStore)? =
+            if let bucket = configuration.assetsBucket {
+                S3AssetBlobStore(
+                    bucket: bucket,
+                    stagingDirectory: directory?.stagingDirectory
+                        ?? FileManager.default.temporaryDirectory.appendingPathComponent("stratus-uploads").path)
+            } else {
+                directory
+            }
+        let assets = blobs.map {
+            AssetStore(blobs: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
         }
         let router = Router()
         router.add(middleware: ErrorMiddleware())

@@ -127,8 +127,8 @@ struct AssetTests {
         #expect(copy.records.first?["serverErrorCode"] == nil, "\(copy.text)")
 
         let store = AssetStore(
-            directory: server.directory.appendingPathComponent("assets").path, storage: server.storage,
-            tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
+            blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
+            storage: server.storage, tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
         let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
         #expect(try await store.collect(now: later) == 1, "only the asset nobody saved goes")
         #expect(!Self.assetFiles(server).contains { $0.hasSuffix(orphan["fileChecksum"] as! String) })
