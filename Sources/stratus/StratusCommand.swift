@@ -65,8 +65,39 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Where asset bytes live (default DATA/assets): a directory, which instances sharing a database must share."))
+            "Where asset bytes live (default DATA/assets): a directory, which instances sharing a database must share, "
+                + "or an S3-compatible bucket, s3://bucket[/prefix], with --s3-endpoint and the keys."))
     var assets: String?
+
+    @Option(help: "The S3-compatible endpoint of an s3:// --assets bucket, e.g. https://s3.eu-west-1.amazonaws.com.")
+    var s3Endpoint: String?
+
+    @Option(help: "The region requests to the bucket are signed for.")
+    var s3Region: String = "us-east-1"
+
+    @Option(help: "The bucket's access key ID (also STRATUS_S3_ACCESS_KEY).")
+    var s3AccessKey: String?
+
+    @Option(help: "The bucket's secret access key (prefer STRATUS_S3_SECRET_KEY, which keeps it out of the process list).")
+    var s3SecretKey: String?
+
+    /// The bucket of an `s3://` `--assets`, or `nil` for a directory.
+    func assetsBucket() throws -> S3Bucket? {
+        guard let assets, assets.hasPrefix("s3://") else { return nil }
+        let environment = ProcessInfo.processInfo.environment
+        guard let endpoint = s3Endpoint else { throw ValidationError("--assets \(assets) needs --s3-endpoint") }
+        guard let accessKey = s3AccessKey ?? environment["STRATUS_S3_ACCESS_KEY"],
+            let secretKey = s3SecretKey ?? environment["STRATUS_S3_SECRET_KEY"]
+        else { throw ValidationError("--assets \(assets) needs --s3-access-key and --s3-secret-key (or STRATUS_S3_ACCESS_KEY and STRATUS_S3_SECRET_KEY)") }
+        guard let bucket = S3Bucket(
+            url: assets, endpoint: endpoint, region: s3Region, accessKeyID: accessKey, secretAccessKey: secretKey)
+        else {
+            throw ValidationError(
+                "--assets must be a directory or s3://bucket[/prefix] (bucket: lowercase letters, digits, dots, hyphens) "
+                    + "and --s3-endpoint an http(s) URL")
+        }
+        return bucket
+    }
 
     @Option(help: "The interface to listen on.")
     var host: String = "127.0.0.1"
@@ -168,7 +199,9 @@ struct Serve: AsyncParsableCommand {
         let configuration = ServerConfiguration(
             host: host, port: port, limits: limits, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
             sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL,
-            assetsDirectory: assets ?? storageOptions.directory.appendingPathComponent("assets").path,
+            assetsDirectory: assets.flatMap { $0.hasPrefix("s3://") ? nil : $0 }
+                ?? storageOptions.directory.appendingPathComponent("assets").path,
+            assetsBucket: try assetsBucket(),
             assetGraceSeconds: Int64(assetGraceHours) * 3600,
             rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) },
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,

@@ -1,0 +1,105 @@
+import Foundation
+import StratusModel
+import StratusPostgres
+import StratusServer
+import StratusSQLite
+import StratusStorage
+import StratusTestSupport
+import Testing
+
+@Suite("Moving a container from SQLite to PostgreSQL")
+struct ContainerTransferTests {
+    @Test("export then import keeps accounts, schemas, zones, records with their stamps, assets and subscriptions")
+    func roundTrip() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try SQLiteStorage(path: directory.appendingPathComponent("source.sqlite").path)
+        try await source.createContainer(ContainerInfo(identifier: "c", allowsSignUp: false, createdAt: 5))
+        try await source.createAPIToken(hash: "token-hash", container: "c", name: "app", createdAt: 6)
+        try await source.createUser(
+            UserInfo(container: "c", recordName: "_mei", username: "mei", passwordHash: "bcrypt", createdAt: 7))
+        let mei = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_mei")
+        _ = try await source.createZone(named: "Notes", in: mei, timestamp: 8)
+        _ = try await source.createZone(named: "Empty", in: mei, timestamp: 8)
+        let checksum = String(repeating: "b", count: 64)
+        try await source.registerAsset(checksum: checksum, size: 42, timestamp: 9)
+        var writes = (0..<1_200).map { index in
+            RecordWrite(
+                operationType: .create, recordName: "n\(index)", recordType: "Note",
+                fields: ["title": .string("note \(index)"), "rank": .int64(Int64(index))])
+        }
+        writes.append(
+            RecordWrite(
+                operationType: .create, recordName: "photo", recordType: "Photo",
+                fields: [
+                    "file": .asset(AssetValue(fileChecksum: checksum, size: 42)),
+                    "note": .reference(Reference(recordName: "n1", action: .deleteSelf)),
+                ], uploadedAssets: [checksum]))
+        for start in stride(from: 0, to: writes.count, by: 400) {
+            let outcome = try await source.modifyRecords(
+                Array(writes[start..<min(start + 400, writes.count)]), zone: "Notes", in: mei, atomic: true,
+                context: WriteContext(userRecordName: "_mei", deviceID: "phone", timestamp: 1_000 + Int64(start)))
+            #expect(outcome.results.allSatisfy { (try? $0.get()) != nil })
+        }
+        _ = try await source.modifyRecords(
+            [RecordWrite(operationType: .forceDelete, recordName: "n0")], zone: "Notes", in: mei, atomic: true,
+            context: WriteContext(userRecordName: "_mei", timestamp: 3_000))
+        let subscription = try SubscriptionDictionary(
+            jsonBytes: Array(#"{"subscriptionID":"notes","subscriptionType":"zone","zoneID":{"zoneName":"Notes"}}"#.utf8))
+        try await source.saveSubscription(
+            StoredSubscription(database: mei, subscriber: "_mei", definition: subscription, createdAt: 11))
+
+        var export: [UInt8] = []
+        var reports = 0
+        let exported = try await ContainerTransfer.export(
+            container: "c", from: source, write: { export += $0 }, progress: { _ in reports += 1 })
+        #expect(exported.records == 1_200, "live records only: n0 was deleted")
+        #expect(reports >= 1)
+
+        let database = try await TestPostgres.createDatabase()
+        let target = try await PostgresStorage.connect(url: database.url, maximumConnections: 4)
+        defer { target.shutdown() }
+        let lines = export.split(separator: UInt8(ascii: "\n")).map(Array.init)
+        let imported = try await ContainerTransfer.importLines(lines, into: target, now: 20_000)
+        #expect(imported == exported)
+
+        #expect(try await target.container("c") == ContainerInfo(identifier: "c", allowsSignUp: false, createdAt: 5))
+        #expect(try await target.containerForAPIToken(hash: "token-hash") == "c", "the same API token keeps working")
+        #expect(try await target.user(container: "c", username: "mei")?.passwordHash == "bcrypt")
+        #expect(try await target.schema(container: "c", environment: .development)
+                == source.schema(container: "c", environment: .development))
+        #expect(try await target.zones(in: mei).map(\.name) == ["_defaultZone", "Empty", "Notes"])
+        let names = ["n0", "n1", "n799", "photo"]
+        let before = try await source.lookupRecords(names: names, zone: "Notes", in: mei)
+        let after = try await target.lookupRecords(names: names, zone: "Notes", in: mei)
+        #expect(after[0] == nil)
+        for (old, new) in zip(before.dropFirst(), after.dropFirst()) {
+            let old = try #require(old)
+            let new = try #require(new)
+            #expect(new.fieldsJSON == old.fieldsJSON && new.recordType == old.recordType)
+            #expect(new.created == old.created && new.modified == old.modified, "stamps survive")
+        }
+        let feed = try await target.recordChanges(zone: "Notes", in: mei, after: nil, limit: 2_000, recordTypes: nil)
+        #expect(feed.records.count == 1_200 && !feed.moreComing)
+        #expect(try await target.collectAssets(registeredBefore: 1_000_000) == [], "the record still holds its asset")
+        #expect(try await target.subscriptions(in: mei, subscriber: nil).map(\.subscriptionID) == ["notes"])
+        // References still act: deleting n1 deletes the photo that points at it with DELETE_SELF.
+        let outcome = try await target.modifyRecords(
+            [RecordWrite(operationType: .forceDelete, recordName: "n1")], zone: "Notes", in: mei, atomic: true,
+            context: WriteContext(userRecordName: "_mei", timestamp: 30_000))
+        #expect(outcome.changes.map(\.record.name).sorted() == ["n1", "photo"])
+        // Queries read the imported index.
+        let page = try await target.queryRecords(
+            RecordQuery(
+                recordType: "Note", filters: [], sorts: [QuerySort(fieldName: "rank", ascending: false)],
+                fields: try await target.schema(container: "c", environment: .development).recordTypes["Note"]!.fields,
+                limit: 3),
+            zones: ["Notes"], in: mei)
+        #expect(page.items.map(\.record.name) == ["n1199", "n1198", "n1197"])
+
+        await #expect(throws: StratusError.self, "a second import finds the container") {
+            try await ContainerTransfer.importLines(lines, into: target, now: 20_000)
+        }
+    }
+}
