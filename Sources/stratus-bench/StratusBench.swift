@@ -82,6 +82,15 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Edits timed from one engine to another, and as many by hand with the SDK (0 skips the sync-latency workload).")
     var syncTrials = 200
 
+    @Option(help: "A PostgreSQL server where the bench may create databases, for the PostgreSQL workload (default: STRATUS_BENCH_POSTGRES_URL; without one it is skipped).")
+    var postgres: String?
+
+    @Option(help: "Records written per round by the PostgreSQL workload (0 skips it).")
+    var postgresRecords = 40_000
+
+    @Option(help: "Concurrent writers of the PostgreSQL workload, each into a zone of its own.")
+    var postgresWriters = 8
+
     @Option(help: "Write the results as JSON to this file.")
     var output: String?
 
@@ -148,6 +157,13 @@ struct StratusBench: AsyncParsableCommand {
             }
             try await http.shutdown()
         }
+        var postgresRounds: [PostgresBench.Round] = []
+        if let url = postgres ?? ProcessInfo.processInfo.environment["STRATUS_BENCH_POSTGRES_URL"], postgresRecords > 0 {
+            let bench = PostgresBench(
+                serverURL: url, records: postgresRecords, batch: batch, writers: postgresWriters, saves: saves,
+                progress: progress)
+            for round in 1...repeats { postgresRounds.append(try await bench.measureRound(round)) }
+        }
         let syncBench = SyncBench(durability: durability, progress: progress)
         var syncLatencyRounds: [SyncBench.LatencyRound] = []
         if syncTrials > 0 {
@@ -159,7 +175,7 @@ struct StratusBench: AsyncParsableCommand {
         }
         try report(
             rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds, push: pushRounds,
-            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds)
+            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds, postgres: postgresRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -281,7 +297,7 @@ struct StratusBench: AsyncParsableCommand {
     private func report(
         _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round],
         sdk sdkRounds: [SDKBench.Round], push pushRounds: [PushBench.Round], syncLatency: [SyncBench.LatencyRound],
-        initialSync: [SyncBench.InitialSyncRound]
+        initialSync: [SyncBench.InitialSyncRound], postgres postgresRounds: [PostgresBench.Round]
     ) throws {
         func f(_ value: Double) -> String {
             value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
@@ -383,6 +399,22 @@ struct StratusBench: AsyncParsableCommand {
                       + "\(f(round.sdkRate)) | \(f(round.rawRate)) | \(String(format: "%.2f", round.engineRate / round.rawRate)) |")
             }
         }
+        if !postgresRounds.isEmpty {
+            print("\nPostgreSQL: \(postgresRecords) records per round by \(postgresWriters) writers (a zone each, "
+                  + "\(batch)/request), then \(saves) single saves; Stratus as `stratus serve` processes over one database, "
+                  + "beside the same rows through postgres-nio; same run\n")
+            print([
+                "| workload | unit | Stratus median (min–max) | raw median (min–max) | Stratus / raw, per round |",
+                "|---|---|---|---|---|",
+                compare(postgresRounds, "batched creates, 1 instance vs raw INSERT", "records/s", \.oneInstanceWrites, \.rawInsertWrites),
+                compare(postgresRounds, "batched creates, 1 instance vs raw COPY", "records/s", \.oneInstanceWrites, \.rawCopyWrites),
+                compare(postgresRounds, "batched creates, 2 instances vs raw INSERT", "records/s", \.twoInstanceWrites, \.rawInsertWrites),
+                compare(postgresRounds, "batched creates, 2 instances vs 1 instance", "records/s", \.twoInstanceWrites, \.oneInstanceWrites),
+                compare(postgresRounds, "single save p50, 1 instance", "ms", \.oneInstanceSaveP50, \.rawSaveP50),
+                compare(postgresRounds, "single save p99, 1 instance", "ms", \.oneInstanceSaveP99, \.rawSaveP99),
+                compare(postgresRounds, "single save p50, 2 instances", "ms", \.twoInstanceSaveP50, \.rawSaveP50),
+            ].joined(separator: "\n"))
+        }
         if let output {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -395,13 +427,15 @@ struct StratusBench: AsyncParsableCommand {
                 let pushRounds: [PushBench.Round]
                 let syncTrials: Int, syncLatencyRounds: [SyncBench.LatencyRound]
                 let initialSyncRounds: [SyncBench.InitialSyncRound]
+                let postgresRecords: Int, postgresWriters: Int, postgresRounds: [PostgresBench.Round]
             }
             try encoder.encode(Document(
                 records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
                 environment: environment.rawValue, rounds: rounds, queryRecords: queryRecords, querySeedRecordsPerSecond: seedRate, queryRounds: queryRounds,
                 assetMegabytes: assetMegabytes, assetRounds: assetRounds, sdkRecords: sdkRecords, sdkCalls: sdkCalls,
                 sdkRounds: sdkRounds, pushRounds: pushRounds, syncTrials: syncTrials, syncLatencyRounds: syncLatency,
-                initialSyncRounds: initialSync)).write(to: URL(fileURLWithPath: output))
+                initialSyncRounds: initialSync, postgresRecords: postgresRecords, postgresWriters: postgresWriters,
+                postgresRounds: postgresRounds)).write(to: URL(fileURLWithPath: output))
         }
     }
 }

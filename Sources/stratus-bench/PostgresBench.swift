@@ -1,0 +1,249 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import StratusModel
+import StratusPostgres
+import StratusProcess
+
+/// Stratus on PostgreSQL: batched writes and single saves through one `stratus serve` process and
+/// through two sharing the database, beside raw `INSERT` and `COPY` of the same rows through
+/// postgres-nio, in one run.
+///
+/// Every writer has a zone of its own: writes to one zone take turns by design (its sequence
+/// numbers are handed out in commit order), so the concurrency a deployment gets is across zones.
+struct PostgresBench {
+    struct Round: Encodable {
+        var oneInstanceWrites = 0.0
+        var twoInstanceWrites = 0.0
+        var rawInsertWrites = 0.0
+        var rawCopyWrites = 0.0
+        var oneInstanceSaveP50 = 0.0
+        var oneInstanceSaveP99 = 0.0
+        var twoInstanceSaveP50 = 0.0
+        var twoInstanceSaveP99 = 0.0
+        var rawSaveP50 = 0.0
+        var rawSaveP99 = 0.0
+    }
+
+    /// A server where the bench may create databases.
+    let serverURL: String
+    let records: Int
+    let batch: Int
+    let writers: Int
+    let saves: Int
+    let progress: (String) -> Void
+
+    func measureRound(_ round: Int) async throws -> Round {
+        var result = Round()
+        for instances in [1, 2] {
+            progress("round \(round): PostgreSQL, \(instances) instance(s): \(records) records by \(writers) writers, then \(saves) saves")
+            let (rate, latencies) = try await measureStratus(instances: instances)
+            if instances == 1 {
+                result.oneInstanceWrites = rate
+                result.oneInstanceSaveP50 = percentile(latencies, 0.5) * 1000
+                result.oneInstanceSaveP99 = percentile(latencies, 0.99) * 1000
+            } else {
+                result.twoInstanceWrites = rate
+                result.twoInstanceSaveP50 = percentile(latencies, 0.5) * 1000
+                result.twoInstanceSaveP99 = percentile(latencies, 0.99) * 1000
+            }
+        }
+        progress("round \(round): PostgreSQL, raw INSERT and COPY of the same rows through postgres-nio")
+        try await measureRaw(into: &result)
+        return result
+    }
+
+    /// A new, empty database on the server.
+    private func createDatabase() async throws -> String {
+        let name = "stratus_bench_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await withClient(serverURL, connections: 1) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        }
+        var components = URLComponents(string: serverURL)!
+        components.path = "/" + name
+        return components.string!
+    }
+
+    @discardableResult
+    private func withClient<T: Sendable>(
+        _ url: String, connections: Int, _ body: @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
+        let client = PostgresClient(
+            configuration: try PostgresStorage.configuration(url: url, maximumConnections: connections),
+            backgroundLogger: Logger(label: "stratus-bench"))
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
+    }
+
+    // MARK: Stratus
+
+    private func measureStratus(instances: Int) async throws -> (rate: Double, saveLatencies: [Double]) {
+        let database = try await createDatabase()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-bench-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        var servers: [ServerProcess] = []
+        defer { for server in servers { server.stop() } }
+        for index in 0..<instances {
+            servers.append(
+                try ServerProcess(
+                    executable: ServerProcess.sibling("stratus"),
+                    arguments: [
+                        "serve", "--database", database, "--data", root.appendingPathComponent("\(index)").path,
+                        "--port", "0", "--log-level", "error", "--assets", root.appendingPathComponent("assets").path,
+                    ]))
+        }
+        let credentials = try JSONValue.parse(
+            Array(try Data(contentsOf: root.appendingPathComponent("0/credentials.json")))).object()
+        let container: String = try credentials.decode("container")
+        let apiToken: String = try credentials.decode("apiToken")
+        let http = HTTPClient.shared
+        let session = try JSONValue.parse(Array(try await StratusBench.post(
+            http, "\(servers[0].url)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
+            Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
+        let webAuthToken: String = try session.decode("ckWebAuthToken")
+        let tokens = "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webAuthToken)"
+        let bases = servers.map { "\($0.url)/database/1/\(container)/development/private" }
+        for writer in 0..<writers {
+            _ = try await StratusBench.post(
+                http, "\(bases[0])/zones/modify\(tokens)",
+                Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"W\#(writer)"}}}]}"#.utf8))
+        }
+        let perWriter = records / writers
+        let batch = batch
+        let writers = writers
+        let bodies = (0..<writers).map { writer in
+            stride(from: 0, to: perWriter, by: batch).map {
+                Workload.modifyBody($0..<min($0 + batch, perWriter), zone: "W\(writer)", prefix: "r")
+            }
+        }
+        let seconds = try await measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<writers {
+                    let base = bases[writer % bases.count]
+                    group.addTask {
+                        for body in bodies[writer] {
+                            let reply = try await StratusBench.post(http, "\(base)/records/modify\(tokens)", body)
+                            guard occurrences(of: "serverErrorCode", in: Array(reply.readableBytesView)).isEmpty else {
+                                throw BenchError("a write failed: \(String(buffer: reply).prefix(300))")
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        var latencies: [Double] = []
+        for index in 0..<saves {
+            let body = Workload.modifyBody(index..<index + 1, zone: "W0", prefix: "s")
+            let base = bases[index % bases.count]
+            latencies.append(try await measure { _ = try await StratusBench.post(http, "\(base)/records/modify\(tokens)", body) })
+        }
+        return (Double(perWriter * writers) / seconds, latencies)
+    }
+
+    // MARK: Raw postgres-nio
+
+    /// The same rows as Stratus writes them (name, type, tag, fields, stamps, sequence).
+    private struct Rows {
+        var names: [String] = []
+        var fields: [ByteBuffer] = []
+        var sequences: [Int64] = []
+    }
+
+    private func rows(writer: Int, _ range: Range<Int>, fields: [[UInt8]], prefix: String) -> Rows {
+        var rows = Rows()
+        for index in range {
+            rows.names.append("\(prefix)\(index)")
+            rows.fields.append(ByteBuffer(bytes: fields[index % fields.count]))
+            rows.sequences.append(Int64(index + 1))
+        }
+        return rows
+    }
+
+    private static let table = """
+        CREATE TABLE raw_records (
+            zone_id bigint NOT NULL, name text COLLATE "C" NOT NULL, record_type text NOT NULL, change_tag text NOT NULL,
+            fields bytea NOT NULL, created_ms bigint NOT NULL, created_by text NOT NULL, modified_ms bigint NOT NULL,
+            modified_by text NOT NULL, seq bigint NOT NULL, deleted boolean NOT NULL, PRIMARY KEY (zone_id, name))
+        """
+
+    private func measureRaw(into result: inout Round) async throws {
+        let fields = (0..<1_000).map(Workload.fieldsJSON)
+        let perWriter = records / writers
+        let batch = batch
+        let writers = writers
+        let database = try await createDatabase()
+        let logger = Logger(label: "stratus-bench")
+        let insertRows = (0..<writers).map { writer in
+            stride(from: 0, to: perWriter, by: batch).map {
+                rows(writer: writer, $0..<min($0 + batch, perWriter), fields: fields, prefix: "r")
+            }
+        }
+        let saveRows = (0..<saves).map { rows(writer: 0, $0..<$0 + 1, fields: fields, prefix: "s") }
+        let copyText = (0..<writers).map { writer in
+            var text = ""
+            for index in 0..<perWriter {
+                let hex = fields[index % fields.count].map { String(format: "%02x", $0) }.joined()
+                text += "\(writer)\tc\(index)\tRow\tt\(index)\t\\\\x\(hex)\t1\t_bench\t1\t_bench\t\(index + 1)\tf\n"
+            }
+            return ByteBuffer(string: text)
+        }
+        let (insertSeconds, copySeconds, latencies) = try await withClient(database, connections: writers) { client in
+            try await client.query(PostgresQuery(unsafeSQL: Self.table))
+            let insertSeconds = try await measure {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<writers {
+                        group.addTask {
+                            for rows in insertRows[writer] {
+                                try await Self.insert(client, zone: writer, rows, logger: logger)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            let copySeconds = try await measure {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<writers {
+                        group.addTask {
+                            try await client.withConnection { connection in
+                                try await connection.copyFrom(table: "raw_records", logger: logger) { writer2 in
+                                    try await writer2.write(copyText[writer])
+                                }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            var latencies: [Double] = []
+            for rows in saveRows {
+                latencies.append(try await measure { try await Self.insert(client, zone: 0, rows, logger: logger) })
+            }
+            return (insertSeconds, copySeconds, latencies)
+        }
+        result.rawInsertWrites = Double(perWriter * writers) / insertSeconds
+        result.rawCopyWrites = Double(perWriter * writers) / copySeconds
+        result.rawSaveP50 = percentile(latencies, 0.5) * 1000
+        result.rawSaveP99 = percentile(latencies, 0.99) * 1000
+    }
+
+    /// One multi-row `INSERT … SELECT FROM unnest(…)` in its own transaction, as Stratus sends a batch.
+    private static func insert(_ client: PostgresClient, zone: Int, _ rows: Rows, logger: Logger) async throws {
+        try await client.query(
+            """
+            INSERT INTO raw_records (zone_id, name, record_type, change_tag, fields, created_ms, created_by, modified_ms,
+                modified_by, seq, deleted)
+            SELECT \(Int64(zone)), r.name, 'Row', 't' || r.seq, r.fields, 1, '_bench', 1, '_bench', r.seq, false
+            FROM unnest(\(rows.names)::text[], \(rows.fields)::bytea[], \(rows.sequences)::int8[]) AS r(name, fields, seq)
+            """, logger: logger)
+    }
+}
