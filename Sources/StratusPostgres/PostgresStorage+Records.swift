@@ -189,6 +189,38 @@ extension PostgresStorage {
         return Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
+    /// Locks a zone for a write transaction and returns its database's ID, its state and the version of
+    /// the environment's schema (`nil` before the first), in one round trip when the database exists.
+    private func lockZoneForWriting(
+        _ connection: PostgresConnection, _ zone: String, in database: DatabaseLocator
+    ) async throws -> (databaseID: Int64, zone: ZoneState, schemaVersion: Int64?) {
+        let rows = try await connection.run(
+            """
+            SELECT z.id, z.name, z.seq, z.purged_seq, z.deleted, z.database_id,
+                (SELECT version FROM schemas WHERE container_id = \(database.container)
+                    AND environment = \(database.environment.rawValue))
+            FROM zones z JOIN databases d ON d.id = z.database_id
+            WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
+                AND d.scope = \(database.scope.rawValue) AND d.owner = \(database.owner)
+                AND z.name = \(zone) AND NOT z.deleted
+            FOR UPDATE OF z
+            """, logger: logger
+        ).decode((Int64, String, Int64, Int64, Bool, Int64, Int64?).self).collect()
+        if let row = rows.first {
+            return (row.5, ZoneState(name: row.1, id: row.0, sequence: row.2, purgedSequence: row.3, deleted: row.4), row.6)
+        }
+        // The database's first write (its default zone is made now), or no such zone.
+        let databaseID = try await ensureDatabase(connection, database)
+        let state = try await requireZone(connection, databaseID, zone, lock: true)
+        let version = try await connection.run(
+            """
+            SELECT version FROM schemas
+            WHERE container_id = \(database.container) AND environment = \(database.environment.rawValue)
+            """, logger: logger
+        ).decode(Int64.self).collect().first
+        return (databaseID, state, version)
+    }
+
     /// A write batch rolled back because one of its writes failed; carries the results to report.
     private struct AtomicFailure: Error {
         let results: [RecordWriteResult]
@@ -199,10 +231,10 @@ extension PostgresStorage {
     ) async throws -> ModifyRecordsOutcome {
         do {
             return try await transaction { connection in
-                let databaseID = try await ensureDatabase(connection, database)
-                let zoneState = try await requireZone(connection, databaseID, zone, lock: true)
+                let (databaseID, zoneState, schemaVersion) = try await lockZoneForWriting(connection, zone, in: database)
                 let loaded = try await loadSchema(
-                    connection, container: database.container, environment: database.environment)
+                    connection, container: database.container, environment: database.environment,
+                    version: schemaVersion)
                 var schema = SchemaInForce(loaded.schema, environment: database.environment)
                 var batch = RecordBatch(
                     zoneID: zoneState.id, sequence: zoneState.sequence,
@@ -235,12 +267,15 @@ extension PostgresStorage {
                         connection, schema.schema, container: database.container, environment: database.environment)
                 }
                 if batch.sequence > zoneState.sequence {
-                    // The default zone has no place in the database feed, so it does not advance it.
-                    let changeSequence = zone == ZoneID.defaultZoneName
-                        ? nil : try await nextDatabaseSequence(connection, databaseID)
+                    // The default zone has no place in the database feed, so it does not advance it. The
+                    // database's counter is taken in the same statement, and its row stays locked to commit.
                     try await connection.run(
                         """
-                        UPDATE zones SET seq = \(batch.sequence), change_seq = coalesce(\(changeSequence), change_seq),
+                        WITH database_change AS (
+                            UPDATE databases SET seq = seq + 1 WHERE id = \(databaseID) AND \(zone != ZoneID.defaultZoneName)
+                            RETURNING seq)
+                        UPDATE zones SET seq = \(batch.sequence),
+                            change_seq = coalesce((SELECT seq FROM database_change), change_seq),
                             changed_ms = \(context.timestamp)
                         WHERE id = \(zoneState.id)
                         """, logger: logger)

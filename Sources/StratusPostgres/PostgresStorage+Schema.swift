@@ -9,16 +9,22 @@ extension PostgresStorage {
     // MARK: Schema
 
     /// The schema of a container's environment with its version (0 before the first), decoded once
-    /// per version.
+    /// per version. A caller that already read the version passes it.
     func loadSchema(
-        _ connection: PostgresConnection, container: String, environment: ContainerEnvironment
+        _ connection: PostgresConnection, container: String, environment: ContainerEnvironment,
+        version knownVersion: Int64?? = nil
     ) async throws -> (version: Int64, schema: Schema) {
         let key = container + "\u{0}" + environment.rawValue
-        guard let version = try await connection.run(
-            "SELECT version FROM schemas WHERE container_id = \(container) AND environment = \(environment.rawValue)",
-            logger: logger
-        ).decode(Int64.self).collect().first
-        else { return (0, Schema()) }
+        let version: Int64?
+        if let knownVersion {
+            version = knownVersion
+        } else {
+            version = try await connection.run(
+                "SELECT version FROM schemas WHERE container_id = \(container) AND environment = \(environment.rawValue)",
+                logger: logger
+            ).decode(Int64.self).collect().first
+        }
+        guard let version else { return (0, Schema()) }
         if let cached = schemas.withLock({ $0[key] }), cached.version == version { return (version, cached.schema) }
         let rows = try await connection.run(
             """

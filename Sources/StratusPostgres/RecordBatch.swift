@@ -82,7 +82,6 @@ struct RecordBatch {
     mutating func flush(_ connection: PostgresConnection, schema: Schema, logger: Logger) async throws {
         guard !records.isEmpty else { return }
         try await upsert(connection, logger: logger)
-        try await removedEntries.delete(connection, zoneID: zoneID, logger: logger)
         try await addedEntries.insert(connection, zoneID: zoneID, logger: logger)
         if !referencesCleared.isEmpty {
             try await connection.run(
@@ -115,9 +114,20 @@ struct RecordBatch {
         changes = pendingChanges
     }
 
+    /// Writes the records and removes the index entries their previous versions no longer have, in
+    /// one statement.
     private func upsert(_ connection: PostgresConnection, logger: Logger) async throws {
+        let removed = removedEntries
         try await connection.run(
             """
+            WITH removed_entries AS (
+                DELETE FROM record_index i
+                USING unnest(\(removed.recordTypes)::text[], \(removed.fields)::text[], \(removed.kinds)::int4[],
+                    \(removed.numbers)::text[], \(removed.strings)::text[], \(removed.names)::text[])
+                    AS d(record_type, field, kind, number, string, name)
+                WHERE i.zone_id = \(zoneID) AND i.record_type = d.record_type AND i.field = d.field
+                    AND i.kind = d.kind AND i.number = d.number::numeric AND i.string = d.string AND i.name = d.name
+                RETURNING 1)
             INSERT INTO records (zone_id, name, record_type, change_tag, fields, created_ms, created_by, created_device,
                 modified_ms, modified_by, modified_device, seq, deleted)
             SELECT \(zoneID), r.name, r.record_type, r.change_tag, r.fields, r.created_ms, r.created_by,
@@ -206,18 +216,6 @@ struct IndexRows {
                 \(strings)::text[], \(scalars)::int4[], \(longitudes)::float8[], \(hasLongitude)::bool[], \(names)::text[])
                 AS e(record_type, field, kind, number, string, scalar, longitude, has_longitude, name)
             ON CONFLICT DO NOTHING
-            """, logger: logger)
-    }
-
-    func delete(_ connection: PostgresConnection, zoneID: Int64, logger: Logger) async throws {
-        guard !isEmpty else { return }
-        try await connection.run(
-            """
-            DELETE FROM record_index i
-            USING unnest(\(recordTypes)::text[], \(fields)::text[], \(kinds)::int4[], \(numbers)::text[],
-                \(strings)::text[], \(names)::text[]) AS d(record_type, field, kind, number, string, name)
-            WHERE i.zone_id = \(zoneID) AND i.record_type = d.record_type AND i.field = d.field AND i.kind = d.kind
-                AND i.number = d.number::numeric AND i.string = d.string AND i.name = d.name
             """, logger: logger)
     }
 }

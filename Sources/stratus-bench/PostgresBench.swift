@@ -33,6 +33,8 @@ struct PostgresBench {
     let batch: Int
     let writers: Int
     let saves: Int
+    /// Development indexes every field on first save; production has a deployed schema indexing `count` only.
+    let environment: ContainerEnvironment
     let progress: (String) -> Void
 
     func measureRound(_ round: Int) async throws -> Round {
@@ -66,13 +68,20 @@ struct PostgresBench {
         return components.string!
     }
 
+    /// A lease may come before `run()` starts, which postgres-nio warns about.
+    static let quietLogger: Logger = {
+        var logger = Logger(label: "stratus-bench")
+        logger.logLevel = .error
+        return logger
+    }()
+
     @discardableResult
     private func withClient<T: Sendable>(
         _ url: String, connections: Int, _ body: @Sendable (PostgresClient) async throws -> T
     ) async throws -> T {
         let client = PostgresClient(
             configuration: try PostgresStorage.configuration(url: url, maximumConnections: connections),
-            backgroundLogger: Logger(label: "stratus-bench"))
+            backgroundLogger: Self.quietLogger)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 await client.run()
@@ -110,7 +119,13 @@ struct PostgresBench {
             Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
         let webAuthToken: String = try session.decode("ckWebAuthToken")
         let tokens = "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webAuthToken)"
-        let bases = servers.map { "\($0.url)/database/1/\(container)/development/private" }
+        if environment == .production {
+            let storage = try await PostgresStorage.connect(url: database, maximumConnections: 1)
+            defer { storage.shutdown() }
+            let schema = try Schema(parsing: QueryBench.schema)
+            _ = try await storage.updateSchema(container: container, environment: .production) { _ in schema }
+        }
+        let bases = servers.map { "\($0.url)/database/1/\(container)/\(environment.rawValue)/private" }
         for writer in 0..<writers {
             _ = try await StratusBench.post(
                 http, "\(bases[0])/zones/modify\(tokens)",

@@ -161,7 +161,7 @@ struct StratusBench: AsyncParsableCommand {
         if let url = postgres ?? ProcessInfo.processInfo.environment["STRATUS_BENCH_POSTGRES_URL"], postgresRecords > 0 {
             let bench = PostgresBench(
                 serverURL: url, records: postgresRecords, batch: batch, writers: postgresWriters, saves: saves,
-                progress: progress)
+                environment: environment, progress: progress)
             for round in 1...repeats { postgresRounds.append(try await bench.measureRound(round)) }
         }
         let syncBench = SyncBench(durability: durability, progress: progress)
@@ -401,7 +401,7 @@ struct StratusBench: AsyncParsableCommand {
         }
         if !postgresRounds.isEmpty {
             print("\nPostgreSQL: \(postgresRecords) records per round by \(postgresWriters) writers (a zone each, "
-                  + "\(batch)/request), then \(saves) single saves; Stratus as `stratus serve` processes over one database, "
+                  + "\(batch)/request, \(environment.rawValue) environment), then \(saves) single saves; Stratus as `stratus serve` processes over one database, "
                   + "beside the same rows through postgres-nio; same run\n")
             print([
                 "| workload | unit | Stratus median (min–max) | raw median (min–max) | Stratus / raw, per round |",
