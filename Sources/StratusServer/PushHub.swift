@@ -94,7 +94,10 @@ final class PushHub: Service {
             do {
                 try await bus.broadcast(event.jsonBytes)
             } catch {
-                logger.error("push: an event could not be sent to the other instances", metadata: ["error": "\(error)"])
+                // Shutting down cancels a send in flight; anything else is worth knowing.
+                if !Task.isCancelled {
+                    logger.error("push: an event could not be sent to the other instances", metadata: ["error": "\(error)"])
+                }
             }
         }
     }

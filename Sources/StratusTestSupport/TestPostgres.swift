@@ -31,8 +31,16 @@ package enum TestPostgres {
     package static func createDatabase() async throws -> Database {
         let server = try serverURL()
         let name = "stratus_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await execute("CREATE DATABASE \(name)", at: server)
+        guard var components = URLComponents(string: server) else { throw TestPostgresMissing() }
+        components.path = "/" + name
+        return Database(name: name, url: components.string!)
+    }
+
+    /// Runs one statement on the database at `url`, as an administrator would with psql.
+    package static func execute(_ sql: String, at url: String) async throws {
         let client = PostgresClient(
-            configuration: try PostgresStorage.configuration(url: server, maximumConnections: 1),
+            configuration: try PostgresStorage.configuration(url: url, maximumConnections: 1),
             backgroundLogger: {
                 // A lease may come before `run()` starts, which postgres-nio warns about.
                 var logger = Logger(label: "stratus-test-postgres")
@@ -42,10 +50,7 @@ package enum TestPostgres {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+            try await client.query(PostgresQuery(unsafeSQL: sql))
         }
-        guard var components = URLComponents(string: server) else { throw TestPostgresMissing() }
-        components.path = "/" + name
-        return Database(name: name, url: components.string!)
     }
 }

@@ -18,7 +18,7 @@ struct MultiInstanceTests {
             ])
     }
 
-    @Test("writers through both instances lose nothing, feeds list each change once, push crosses instances, one survives the other")
+    @Test("writers through both instances lose nothing, feeds list each change once, push crosses instances and survives a lost listener, one instance survives the other")
     func twoInstances() async throws {
         let database = try await TestPostgres.createDatabase()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-instances-\(UUID().uuidString)")
@@ -83,6 +83,22 @@ struct MultiInstanceTests {
             #expect(names.count == expected.count, "each change is listed exactly once by \(instance.url)")
             #expect(Set(names) == expected, "nothing is lost through \(instance.url)")
         }
+
+        // The listening connections break (as when the database restarts or a proxy drops them): each
+        // instance listens again, its devices hear that they may have missed notifications, and
+        // changes cross instances again.
+        let before = events.gaps
+        try await TestPostgres.execute(
+            """
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE datname = '\(database.name)' AND query LIKE 'LISTEN%'
+            """, at: database.url)
+        #expect(await events.wait { $0.gaps > before }, "the device on B heard about the gap")
+        let heard = events.notifications.count
+        var again = Record(recordType: "Note", recordID: .init(recordName: "again", zoneID: zone))
+        again["title"] = "through A after the reconnect"
+        _ = try await phone.privateCloudDatabase.save(again)
+        #expect(await events.wait { $0.notifications.count > heard }, "changes cross instances again")
 
         // Killing A leaves B serving.
         first.kill()
