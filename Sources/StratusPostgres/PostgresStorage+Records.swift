@@ -315,13 +315,7 @@ extension PostgresStorage {
                     """, logger: logger
             ).collect().count > 0
             guard known else {
-                return .failure(
-                    RecordWriteFailure(
-                        .badRequest,
-                        uploaded
-                            ? "record '\(planned.name)': asset \(checksum) is no longer stored; upload it again"
-                            : "record '\(planned.name)': asset \(checksum) is not in this record; save a new asset with "
-                                + "the receipt from its upload (assets/upload or assets/rereference)"))
+                return .failure(RecordWritePlanner.unknownAsset(record: planned.name, checksum: checksum, uploaded: uploaded))
             }
         }
         var writes = [planned]
@@ -343,12 +337,9 @@ extension PostgresStorage {
             for name in doomed.keys.sorted() {
                 let guardians = try await referrers(connection, zoneID: zoneID, target: name, action: .validate)
                 if let guardian = guardians.sorted().first(where: { doomed[$0] == nil }) {
-                    let cascade = name == planned.name ? "" : " (deleted with it through DELETE_SELF)"
                     return .failure(
-                        RecordWriteFailure(
-                            .validatingReferenceError,
-                            "record '\(name)'\(cascade) is referenced by '\(guardian)' with action VALIDATE; "
-                                + "delete or change '\(guardian)' first"))
+                        RecordWritePlanner.guardedDeletion(
+                            record: name, cascaded: name != planned.name, guardian: guardian))
                 }
             }
         } else {
@@ -357,11 +348,7 @@ extension PostgresStorage {
                 case .validate where link.target != planned.name:
                     let target = try await fetchRecords(connection, zoneID: zoneID, names: [link.target])[link.target]
                     guard let target, !target.deleted else {
-                        return .failure(
-                            RecordWriteFailure(
-                                .validatingReferenceError,
-                                "record '\(planned.name)' references '\(link.target)' with action VALIDATE, "
-                                    + "but '\(link.target)' does not exist in this zone"))
+                        return .failure(RecordWritePlanner.missingTarget(record: planned.name, target: link.target))
                     }
                 case .deleteSelf:
                     let count = try await connection.run(
@@ -374,10 +361,8 @@ extension PostgresStorage {
                     let limit = context.limits.maxDeleteSelfReferencesPerTarget
                     guard count < limit else {
                         return .failure(
-                            RecordWriteFailure(
-                                .badRequest,
-                                "record '\(link.target)' already has \(count) DELETE_SELF references; the limit is "
-                                    + "\(limit), so '\(planned.name)' cannot add one"))
+                            RecordWritePlanner.tooManyDeleteSelfReferences(
+                                record: planned.name, target: link.target, count: Int(count), limit: limit))
                     }
                 default:
                     break

@@ -446,12 +446,8 @@ public final class SQLiteStorage: StratusStorage {
                     arguments: [zoneID, planned.name, checksum]) != nil
             guard known else {
                 return .failure(
-                    RecordWriteFailure(
-                        .badRequest,
-                        uploadedAssets.contains(checksum)
-                            ? "record '\(planned.name)': asset \(checksum) is no longer stored; upload it again"
-                            : "record '\(planned.name)': asset \(checksum) is not in this record; save a new asset with "
-                                + "the receipt from its upload (assets/upload or assets/rereference)"))
+                    RecordWritePlanner.unknownAsset(
+                        record: planned.name, checksum: checksum, uploaded: uploadedAssets.contains(checksum)))
             }
         }
         var writes = [planned]
@@ -478,12 +474,9 @@ public final class SQLiteStorage: StratusStorage {
                         sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
                     arguments: [zoneID, name, ReferenceAction.validate.rawValue])
                 if let guardian = guardians.sorted().first(where: { doomed[$0] == nil }) {
-                    let cascade = name == planned.name ? "" : " (deleted with it through DELETE_SELF)"
                     return .failure(
-                        RecordWriteFailure(
-                            .validatingReferenceError,
-                            "record '\(name)'\(cascade) is referenced by '\(guardian)' with action VALIDATE; "
-                                + "delete or change '\(guardian)' first"))
+                        RecordWritePlanner.guardedDeletion(
+                            record: name, cascaded: name != planned.name, guardian: guardian))
                 }
             }
         } else {
@@ -491,11 +484,7 @@ public final class SQLiteStorage: StratusStorage {
                 switch link.action {
                 case .validate where link.target != planned.name:
                     guard let target = try fetchRecord(db, zoneID: zoneID, name: link.target), !target.deleted else {
-                        return .failure(
-                            RecordWriteFailure(
-                                .validatingReferenceError,
-                                "record '\(planned.name)' references '\(link.target)' with action VALIDATE, "
-                                    + "but '\(link.target)' does not exist in this zone"))
+                        return .failure(RecordWritePlanner.missingTarget(record: planned.name, target: link.target))
                     }
                 case .deleteSelf:
                     let count = try Int.fetchOne(
@@ -507,10 +496,8 @@ public final class SQLiteStorage: StratusStorage {
                     let limit = context.limits.maxDeleteSelfReferencesPerTarget
                     guard count < limit else {
                         return .failure(
-                            RecordWriteFailure(
-                                .badRequest,
-                                "record '\(link.target)' already has \(count) DELETE_SELF references; the limit is "
-                                    + "\(limit), so '\(planned.name)' cannot add one"))
+                            RecordWritePlanner.tooManyDeleteSelfReferences(
+                                record: planned.name, target: link.target, count: count, limit: limit))
                     }
                 default:
                     break

@@ -14,22 +14,34 @@ struct Housekeeping: Service {
     func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                let cutoff = Int64(Date().timeIntervalSince1970 * 1000) - configuration.tombstoneHorizonSeconds * 1000
-                do {
+                // Each chore runs whatever happened to the others: a bucket that is down must not keep
+                // tombstones or push tokens forever.
+                await chore("purging tombstones") {
+                    let cutoff = Int64(Date().timeIntervalSince1970 * 1000) - configuration.tombstoneHorizonSeconds * 1000
                     let removed = try await storage.purgeTombstones(before: cutoff)
                     if removed > 0 { logger.info("purged tombstones", metadata: ["count": "\(removed)"]) }
+                }
+                await chore("deleting unreferenced assets") {
                     if let collected = try await assets?.collect(), collected > 0 {
                         logger.info("deleted unreferenced assets", metadata: ["count": "\(collected)"])
                     }
+                }
+                await chore("deleting unused push tokens") {
                     let now = Int64(Date().timeIntervalSince1970 * 1000)
                     let expired = try await storage.purgePushTokens(
                         unusedSince: now - configuration.pushTokenLifetimeSeconds * 1000)
                     if expired > 0 { logger.info("deleted unused push tokens", metadata: ["count": "\(expired)"]) }
-                } catch {
-                    logger.error("housekeeping failed", metadata: ["error": "\(error)"])
                 }
                 try? await Task.sleep(for: .seconds(configuration.purgeIntervalSeconds))
             }
+        }
+    }
+
+    private func chore(_ name: String, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+        } catch {
+            logger.error("housekeeping: \(name) failed", metadata: ["error": "\(error)"])
         }
     }
 }

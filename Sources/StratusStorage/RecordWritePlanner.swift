@@ -126,6 +126,44 @@ public enum RecordWritePlanner {
         return checksums
     }
 
+    // MARK: Reference and asset rules, as every backend words them
+
+    /// A saved asset the zone cannot vouch for: gone since its upload, or not in the record before.
+    public static func unknownAsset(record: String, checksum: String, uploaded: Bool) -> RecordWriteFailure {
+        RecordWriteFailure(
+            .badRequest,
+            uploaded
+                ? "record '\(record)': asset \(checksum) is no longer stored; upload it again"
+                : "record '\(record)': asset \(checksum) is not in this record; save a new asset with "
+                    + "the receipt from its upload (assets/upload or assets/rereference)")
+    }
+
+    /// A deletion (`cascaded` when through `DELETE_SELF`) refused because `guardian` holds a `VALIDATE`
+    /// reference to the record.
+    public static func guardedDeletion(record: String, cascaded: Bool, guardian: String) -> RecordWriteFailure {
+        RecordWriteFailure(
+            .validatingReferenceError,
+            "record '\(record)'\(cascaded ? " (deleted with it through DELETE_SELF)" : "") is referenced by "
+                + "'\(guardian)' with action VALIDATE; delete or change '\(guardian)' first")
+    }
+
+    /// A save whose `VALIDATE` reference points at a record that does not exist.
+    public static func missingTarget(record: String, target: String) -> RecordWriteFailure {
+        RecordWriteFailure(
+            .validatingReferenceError,
+            "record '\(record)' references '\(target)' with action VALIDATE, but '\(target)' does not exist in this zone")
+    }
+
+    /// A save that would give `target` more `DELETE_SELF` references than `limit`.
+    public static func tooManyDeleteSelfReferences(
+        record: String, target: String, count: Int, limit: Int
+    ) -> RecordWriteFailure {
+        RecordWriteFailure(
+            .badRequest,
+            "record '\(target)' already has \(count) DELETE_SELF references; the limit is \(limit), so '\(record)' "
+                + "cannot add one")
+    }
+
     /// Turns the outcomes of an atomic batch with a failure into CloudKit's answer: failed items keep
     /// their error, every other item fails with `ATOMIC_ERROR`.
     public static func failAtomically(_ results: [RecordWriteResult], names: [String]) -> [RecordWriteResult] {
