@@ -45,15 +45,42 @@ public final class PostgresStorage: StratusStorage {
     }
 
     private init(configuration: PostgresClient.Configuration, logger: Logger) {
-        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        client = PostgresClient(configuration: configuration, backgroundLogger: Self.poolLogger(logger))
         self.logger = logger
         bus = PostgresMessageBus(client: client, logger: logger)
         let client = client
         runTask = Task { await client.run() }
     }
 
+
     /// Messages between the instances sharing this database, over `LISTEN`/`NOTIFY`.
     public var messageBus: (any InstanceMessageBus)? { bus }
+
+    /// The pool's logger: `logger` without postgres-nio's warning that a lease came before `run()`
+    /// started, which the first query after ``connect(url:maximumConnections:logger:)`` races with
+    /// harmlessly (the lease waits for the pool).
+    private static func poolLogger(_ logger: Logger) -> Logger {
+        struct EarlyLeaseFilter: LogHandler {
+            var wrapped: any LogHandler
+            var metadata: Logger.Metadata {
+                get { wrapped.metadata }
+                set { wrapped.metadata = newValue }
+            }
+            var logLevel: Logger.Level {
+                get { wrapped.logLevel }
+                set { wrapped.logLevel = newValue }
+            }
+            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+                get { wrapped[metadataKey: key] }
+                set { wrapped[metadataKey: key] = newValue }
+            }
+            func log(event: LogEvent) {
+                guard !event.message.description.contains("`PostgresClient.run()` hasn't been called yet") else { return }
+                wrapped.log(event: event)
+            }
+        }
+        return Logger(label: logger.label) { _ in EarlyLeaseFilter(wrapped: logger.handler) }
+    }
 
     /// Closes the pool's connections and stops listening for other instances' messages.
     public func shutdown() {
