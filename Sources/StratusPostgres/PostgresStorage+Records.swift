@@ -412,7 +412,7 @@ extension PostgresStorage {
             // Only changes up to the zone's sequence as read above: a later commit may already have
             // moved records past it, and they come with the next read.
             let types = recordTypes.map { Array($0) }
-            var records = try await Self.storedRecords(
+            let records = try await Self.storedRecords(
                 connection.run(
                     """
                     SELECT \(unescaped: Self.recordColumns) FROM records
@@ -420,12 +420,7 @@ extension PostgresStorage {
                         AND (\(types == nil) OR deleted OR record_type = ANY(\(types ?? [])))
                     ORDER BY seq LIMIT \(limit + 1)
                     """, logger: logger))
-            let moreComing = records.count > limit
-            if moreComing { records.removeLast(records.count - limit) }
-            let end = moreComing ? records[records.count - 1].sequence : zoneState.sequence
-            return RecordChangesPage(
-                zone: zoneState, records: records, position: ChangePosition(scopeID: zoneState.id, sequence: end),
-                moreComing: moreComing)
+            return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
     }
 

@@ -646,13 +646,8 @@ public final class SQLiteStorage: StratusStorage {
             }
             sql += " ORDER BY seq LIMIT ?"
             arguments += [limit + 1]
-            var records = try Self.fetchStoredRecords(db, db.cachedStatement(sql: sql), arguments: arguments)
-            let moreComing = records.count > limit
-            if moreComing { records.removeLast(records.count - limit) }
-            let end = moreComing ? records[records.count - 1].sequence : zoneState.sequence
-            return RecordChangesPage(
-                zone: zoneState, records: records, position: ChangePosition(scopeID: zoneState.id, sequence: end),
-                moreComing: moreComing)
+            let records = try Self.fetchStoredRecords(db, db.cachedStatement(sql: sql), arguments: arguments)
+            return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
     }
 

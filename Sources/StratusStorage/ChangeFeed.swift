@@ -61,6 +61,17 @@ public struct RecordChangesPage: Hashable, Sendable {
         self.position = position
         self.moreComing = moreComing
     }
+
+    /// The page of a read that asked for `limit + 1` records in change order: more are coming when
+    /// the extra one came, and the position is the last record returned, or the zone's last change.
+    public init(zone: ZoneState, fetched: [StoredRecord], limit: Int) {
+        let moreComing = fetched.count > limit
+        let records = Array(fetched.prefix(limit))
+        self.init(
+            zone: zone, records: records,
+            position: ChangePosition(scopeID: zone.id, sequence: moreComing ? records[records.count - 1].sequence : zone.sequence),
+            moreComing: moreComing)
+    }
 }
 
 /// One page of a database's zone change feed.

@@ -109,16 +109,11 @@ struct PostgresBench {
                         "--port", "0", "--log-level", "error", "--assets", root.appendingPathComponent("assets").path,
                     ]))
         }
-        let credentials = try JSONValue.parse(
-            Array(try Data(contentsOf: root.appendingPathComponent("0/credentials.json")))).object()
-        let container: String = try credentials.decode("container")
-        let apiToken: String = try credentials.decode("apiToken")
+        let account = try await BenchAccount.signUp(
+            on: servers[0], dataDirectory: root.appendingPathComponent("0"), username: "bench")
+        let container = account.container
+        let tokens = account.tokens
         let http = HTTPClient.shared
-        let session = try JSONValue.parse(Array(try await StratusBench.post(
-            http, "\(servers[0].url)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
-            Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
-        let webAuthToken: String = try session.decode("ckWebAuthToken")
-        let tokens = "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webAuthToken)"
         if environment == .production {
             let storage = try await PostgresStorage.connect(url: database, maximumConnections: 1)
             defer { storage.shutdown() }

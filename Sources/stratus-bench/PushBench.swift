@@ -132,16 +132,11 @@ struct StratusTarget: PushTarget {
     private static func prepare(_ server: ServerProcess, directory: URL, devices: Int, http: HTTPClient) async throws
         -> StratusTarget
     {
-        let credentials = try JSONValue.parse(Array(try Data(contentsOf: directory.appendingPathComponent("credentials.json"))))
-            .object()
-        let container: String = try credentials.decode("container")
-        let apiToken: String = try credentials.decode("apiToken")
+        let account = try await BenchAccount.signUp(on: server, dataDirectory: directory, username: "push")
+        let container = account.container
+        let apiToken = account.apiToken
+        let tokens = account.tokens
         let base = server.url
-        let session = try JSONValue.parse(Array(try await StratusBench.post(
-            http, "\(base)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
-            Array(#"{"username":"push","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
-        let webAuthToken: String = try session.decode("ckWebAuthToken")
-        let tokens = "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webAuthToken)"
         let database = "\(base)/database/1/\(container)/development/private"
         _ = try await StratusBench.post(
             http, "\(database)/zones/modify\(tokens)",

@@ -551,7 +551,9 @@ struct KintoPeer: VersusPeer {
         }
         let reply = try await send(.PUT, "/buckets/default/collections/\(collection)", body: Array("{}".utf8))
         guard reply.status == 200 || reply.status == 201 else { throw BenchError("kinto: collection: HTTP \(reply.status)") }
-        let bucket: String = try (try await get("/buckets/default").body?.object()["data"]?.object().decode("id")) ?? ""
+        guard let data = try await get("/buckets/default").body?.object()["data"],
+            let bucket: String = try? data.object().decode("id")
+        else { throw BenchError("kinto: the default bucket has no id") }
         try await VersusPostgres.execute(
             """
             INSERT INTO objects (id, parent_id, resource_name, last_modified, data, deleted)
@@ -610,17 +612,10 @@ struct StratusServer {
         var arguments = ["serve", "--data", directory.path, "--port", "0", "--log-level", "error"]
         if let postgres { arguments += ["--database", postgres] }
         let process = try ServerProcess(executable: ServerProcess.sibling("stratus"), arguments: arguments)
-        let credentials = try JSONValue.parse(
-            Array(try Data(contentsOf: directory.appendingPathComponent("credentials.json")))).object()
-        let container: String = try credentials.decode("container")
-        let apiToken: String = try credentials.decode("apiToken")
-        let session = try JSONValue.parse(Array(try await StratusBench.post(
-            HTTPClient.shared, "\(process.url)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
-            Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
+        let account = try await BenchAccount.signUp(on: process, dataDirectory: directory, username: "bench")
         let peer = StratusPeer(
-            base: "\(process.url)/database/1/\(container)/development/private", serverURL: process.url,
-            container: container, apiToken: apiToken, webAuthToken: try session.decode("ckWebAuthToken"),
-            userRecordName: try session.decode("userRecordName"), zones: ZoneRegistry())
+            base: "\(process.url)/database/1/\(account.container)/development/private", serverURL: process.url,
+            account: account, zones: ZoneRegistry())
         return StratusServer(process: process, directory: directory, peer: peer)
     }
 
@@ -642,13 +637,10 @@ final class ZoneRegistry: Sendable {
 struct StratusPeer: VersusPeer {
     let base: String
     let serverURL: String
-    let container: String
-    let apiToken: String
-    let webAuthToken: String
-    let userRecordName: String
+    let account: BenchAccount
     let zones: ZoneRegistry
     var batchLimit: Int { 200 }
-    private var tokens: String { "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webAuthToken)" }
+    private var tokens: String { account.tokens }
 
     private func post(_ endpoint: String, _ body: [UInt8]) async throws -> JSONObject {
         try JSONValue.parse(Array(try await StratusBench.post(HTTPClient.shared, "\(base)/\(endpoint)\(tokens)", body)
@@ -780,9 +772,9 @@ actor PropagationReader {
 
     private init(peer: StratusPeer) {
         container = Container(
-            identifier: peer.container, serverURL: URL(string: peer.serverURL)!, apiToken: peer.apiToken,
+            identifier: peer.account.container, serverURL: URL(string: peer.serverURL)!, apiToken: peer.account.apiToken,
             session: Container.Session(
-                webAuthToken: peer.webAuthToken, userRecordName: peer.userRecordName,
+                webAuthToken: peer.account.webAuthToken, userRecordName: peer.account.userRecordName,
                 expirationDate: Date().addingTimeInterval(86_400)),
             configuration: Container.Configuration(deviceID: "reader"))
     }
