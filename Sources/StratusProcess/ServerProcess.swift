@@ -14,10 +14,13 @@ public final class ServerProcess: @unchecked Sendable {
     public let process: Process
     /// The URL it printed once listening.
     public let url: String
+    /// What it printed on its standard output up to and including the URL's line.
+    public let banner: String
 
     /// Starts `executable` with `arguments` and waits for a line containing `http://` on its
-    /// standard output (the URL it listens at).
-    public init(executable: URL, arguments: [String]) throws {
+    /// standard output (the URL it listens at). Its standard error (the log) goes to `log` when
+    /// given, and is discarded otherwise.
+    public init(executable: URL, arguments: [String], log: URL? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw StartError(description: "\(executable.path) is missing: build it first (swift build)")
         }
@@ -26,7 +29,14 @@ public final class ServerProcess: @unchecked Sendable {
         process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let log {
+            guard FileManager.default.createFile(atPath: log.path, contents: nil),
+                let handle = FileHandle(forWritingAtPath: log.path)
+            else { throw StartError(description: "cannot write the log file \(log.path)") }
+            process.standardError = handle
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         var text = ""
         let handle = output.fileHandleForReading
@@ -40,6 +50,7 @@ public final class ServerProcess: @unchecked Sendable {
                 let end = text[start.lowerBound...].firstIndex(where: { $0 == "\n" || $0 == " " })
             {
                 url = String(text[start.lowerBound..<end])
+                banner = text
                 break
             }
         }

@@ -34,7 +34,17 @@ public final class SQLiteStorage: StratusStorage {
     private let schemas = Mutex<[String: (version: Int64, schema: Schema)]>([:])
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
+    ///
+    /// The file holds password hashes, session hashes and the secret that signs sync tokens, so it
+    /// is readable by its owner only: it is created `0600` (SQLite gives its WAL and shared-memory
+    /// files the database file's mode), and an existing file and its companions are made `0600`.
     public init(path: String, configuration: Configuration = Configuration()) throws {
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
         var grdb = GRDB.Configuration()
         let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
         grdb.prepareDatabase { db in

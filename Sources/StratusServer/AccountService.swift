@@ -31,7 +31,6 @@ public struct AccountService: Sendable {
     /// A real hash to check passwords of unknown usernames against (computed on first use).
     private static let unknownUserHash = Bcrypt.hash(Secrets.makeToken(), cost: 12)
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     // MARK: Administration
 
@@ -44,7 +43,7 @@ public struct AccountService: Sendable {
         guard !identifier.contains("/"), !identifier.contains(" ") else {
             throw StratusError.badRequest("container identifier must not contain '/' or spaces")
         }
-        let container = ContainerInfo(identifier: identifier, allowsSignUp: allowsSignUp, createdAt: Self.now())
+        let container = ContainerInfo(identifier: identifier, allowsSignUp: allowsSignUp, createdAt: configuration.clock.milliseconds)
         try await storage.createContainer(container)
         return container
     }
@@ -53,7 +52,7 @@ public struct AccountService: Sendable {
     public func createAPIToken(container: String, name: String = "default") async throws -> String {
         let token = Secrets.makeToken()
         try await storage.createAPIToken(
-            hash: Secrets.hash(token), container: container, name: name, createdAt: Self.now())
+            hash: Secrets.hash(token), container: container, name: name, createdAt: configuration.clock.milliseconds)
         return token
     }
 
@@ -65,7 +64,7 @@ public struct AccountService: Sendable {
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let user = UserInfo(
             container: container, recordName: Secrets.makeUserRecordName(), username: username, passwordHash: hash,
-            createdAt: Self.now())
+            createdAt: configuration.clock.milliseconds)
         try await storage.createUser(user)
         return user
     }
@@ -76,11 +75,8 @@ public struct AccountService: Sendable {
             throw StratusError.badRequest(
                 "username must be 1 to 64 characters of letters, digits and . _ @ + -")
         }
-        guard password.utf8.count >= 8 else {
-            throw StratusError.badRequest("password must be at least 8 characters")
-        }
-        guard password.utf8.count <= 72 else {
-            throw StratusError.badRequest("password must be at most 72 bytes (the bcrypt limit)")
+        if let violation = PasswordPolicy.violation(of: password) {
+            throw StratusError.badRequest(violation)
         }
     }
 
@@ -112,7 +108,7 @@ public struct AccountService: Sendable {
 
     private func issueSession(container: String, userRecordName: String) async throws -> IssuedSession {
         let token = Secrets.makeToken()
-        let expiresAt = Self.now() + configuration.sessionLifetimeSeconds * 1000
+        let expiresAt = configuration.clock.milliseconds + configuration.sessionLifetimeSeconds * 1000
         try await storage.createSession(
             hash: Secrets.hash(token),
             session: SessionInfo(container: container, userRecordName: userRecordName, expiresAt: expiresAt))
@@ -147,7 +143,7 @@ public struct AccountService: Sendable {
         else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is not a valid session; sign in again")
         }
-        guard session.expiresAt > Self.now() else {
+        guard session.expiresAt > configuration.clock.milliseconds else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken has expired; sign in again")
         }
         return session.userRecordName

@@ -34,7 +34,7 @@ struct AdminEndpoints: Sendable {
     let storage: any StratusStorage
     let accounts: AccountService
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<StratusRequestContext>) {
         let admin = router.group("admin/1")
         admin.get("containers") { request, _ in
             try await authenticate(request)
@@ -95,7 +95,7 @@ struct AdminEndpoints: Sendable {
 
     /// `GET|PUT …/environments/{environment}/schema` (schema language; `?format=json` for JSON),
     /// `POST …/deploy-schema` and `POST …/reset-development`.
-    private func addSchemaRoutes(to admin: RouterGroup<some RequestContext>) {
+    private func addSchemaRoutes(to admin: RouterGroup<StratusRequestContext>) {
         let schemas = SchemaAdministration(storage: storage)
         let respond = Self.respond
         admin.get("containers/:container/environments/:environment/schema") { request, context in

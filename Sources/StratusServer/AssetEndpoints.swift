@@ -62,7 +62,7 @@ enum ByteRange: Equatable {
 }
 
 extension DatabaseEndpoints {
-    func addAssetRoutes(to router: Router<some RequestContext>) {
+    func addAssetRoutes(to router: Router<StratusRequestContext>) {
         let database = router.group("database/1/:container/:environment/:database")
         database.post("assets/upload") { request, context in try await requestUploads(request, context) }
         database.post("assets/rereference") { request, context in try await rereference(request, context) }
@@ -91,8 +91,8 @@ extension DatabaseEndpoints {
     }
 
     /// `assets/upload`: one upload URL per requested field.
-    func requestUploads(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func requestUploads(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let user = try target.requireUser()
         let assets = try requireAssets()
         let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxRequestBodyBytes)
@@ -117,7 +117,7 @@ extension DatabaseEndpoints {
     }
 
     /// `POST /assets/1/upload?ticket=…`: the bytes of one asset, answered with its receipt.
-    func receiveUpload(_ request: Request, _ context: some RequestContext) async throws -> Response {
+    func receiveUpload(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let assets = try requireAssets()
         guard let ticket = request.query("ticket") else {
             throw StratusError.badRequest("ticket is required: use the url that assets/upload returned")
@@ -138,8 +138,8 @@ extension DatabaseEndpoints {
     /// `assets/rereference`: fresh receipts for assets that records the caller can read already hold,
     /// so another record can hold them without uploading the bytes again. Each item answers with
     /// the field as a Record Field Dictionary, ready to save.
-    func rereference(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func rereference(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         _ = try target.requireUser()
         let assets = try requireAssets()
         let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxRequestBodyBytes)
@@ -184,8 +184,8 @@ extension DatabaseEndpoints {
 
     /// `GET …/assets/download/{checksum}?zoneName=…&recordName=…&fieldName=…`: the bytes of an asset
     /// that a record the caller can read holds in that field, with `Range` support.
-    func download(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func download(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let assets = try requireAssets()
         let checksum = try context.parameters.require("checksum")
         guard let recordName = request.query("recordName"), let fieldName = request.query("fieldName") else {

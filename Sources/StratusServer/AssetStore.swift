@@ -113,12 +113,13 @@ final class AssetStore: Sendable {
     /// is larger than `limit` bytes, in which case nothing is kept.
     func receive(_ body: RequestBody, limit: Int) async throws -> (checksum: String, size: Int64) {
         let temporary = "\(blobs.stagingDirectory)/\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: blobs.stagingDirectory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: blobs.stagingDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var hasher = SHA256()
         var size = 0
         do {
             try await FileSystem.shared.withFileHandle(
-                forWritingAt: FilePath(temporary), options: .newFile(replaceExisting: true)
+                forWritingAt: FilePath(temporary), options: .newFile(replaceExisting: true, permissions: [.ownerRead, .ownerWrite])
             ) { handle in
                 try await handle.withBufferedWriter { writer in
                     for try await buffer in body {

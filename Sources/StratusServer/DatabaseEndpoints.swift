@@ -14,7 +14,7 @@ struct DatabaseEndpoints: Sendable {
 
     var limits: Limits { configuration.limits }
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<StratusRequestContext>) {
         let database = router.group("database/1/:container/:environment/:database")
         database.get("zones/list") { request, context in try await listZones(request, context) }
         database.post("zones/lookup") { request, context in try await lookupZones(request, context) }
@@ -82,8 +82,8 @@ struct DatabaseEndpoints: Sendable {
             deleted: zone.deleted ? true : nil)
     }
 
-    func listZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func listZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let locator = try target.locator()
         let zones = target.scope == .shared ? [] : try await storage.zones(in: locator)
         var writer = JSONWriter()
@@ -93,8 +93,8 @@ struct DatabaseEndpoints: Sendable {
         return .json(writer)
     }
 
-    func lookupZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func lookupZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         _ = try target.locator()
         let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
@@ -116,8 +116,8 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    func modifyZones(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func modifyZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let locator = try target.locator()
         let body = try await request.decodeJSON(ModifyZonesRequest.self, limit: limits.maxRequestBodyBytes)
         switch target.scope {
@@ -164,8 +164,8 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Records
 
-    func modifyRecords(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func modifyRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let user = try target.requireUser()
         let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
         let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
@@ -209,8 +209,8 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    func lookupRecords(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func lookupRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         _ = try target.locator()
         let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxRequestBodyBytes)
         let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
@@ -295,8 +295,8 @@ struct DatabaseEndpoints: Sendable {
         return (syncToken, page.moreComing)
     }
 
-    func recordChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func recordChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         try requireChangeFeeds(target, endpoint: "records/changes")
         _ = try target.locator()
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxRequestBodyBytes)
@@ -309,8 +309,8 @@ struct DatabaseEndpoints: Sendable {
         return response
     }
 
-    func zoneChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func zoneChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         try requireChangeFeeds(target, endpoint: "changes/zone")
         _ = try target.locator()
         let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxRequestBodyBytes)
@@ -336,8 +336,8 @@ struct DatabaseEndpoints: Sendable {
     }
 
     /// `changes/database` and `zones/changes`: custom zones changed, created or deleted since a token.
-    func databaseChanges(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func databaseChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         try requireChangeFeeds(target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
         let locator = try target.locator()
         let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxRequestBodyBytes)
@@ -355,8 +355,8 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Users
 
-    func caller(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func caller(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let recordName = try target.requireUser()
         let user = try await storage.user(container: target.container, recordName: recordName)
         var writer = JSONWriter()
@@ -370,8 +370,8 @@ struct DatabaseEndpoints: Sendable {
         return .json(writer)
     }
 
-    func currentUser(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func currentUser(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         return .json(CurrentUserResponse(userRecordName: try target.requireUser()))
     }
 }

@@ -80,41 +80,46 @@ struct DatabaseRequest: Sendable {
     }
 }
 
-/// Authenticates requests: the API token names the container, the web auth token the user.
+/// Reads the caller that ``AuthenticationMiddleware`` verified into what handlers need: the API
+/// token names the container, the web auth token the user.
 struct Authenticator: Sendable {
-    let accounts: AccountService
     let configuration: ServerConfiguration
 
-    /// Checks `ckAPIToken` against the container in the path.
-    func authenticateApp(_ request: Request, context: some RequestContext) async throws -> String {
-        let container = try context.parameters.require("container")
-        guard let apiToken = request.query("ckAPIToken") else {
+    /// The container of the path, whose API token came with the request (checked by the middleware).
+    func authenticateApp(_ context: StratusRequestContext) throws -> String {
+        guard let container = context.caller.container else {
             throw StratusError(.authenticationFailed, "ckAPIToken is required: pass the container's API token")
-        }
-        let tokenContainer = try await accounts.container(forAPIToken: apiToken)
-        guard tokenContainer == container else {
-            throw StratusError(.authenticationFailed, "ckAPIToken does not belong to container '\(container)'")
         }
         return container
     }
 
-    /// Authenticates a request under `/database/1/{container}/{environment}/{database}/`.
-    func authenticate(_ request: Request, context: some RequestContext) async throws -> DatabaseRequest {
-        let container = try await authenticateApp(request, context: context)
-        let environment = try Self.parse(ContainerEnvironment.self, context: context, parameter: "environment")
-        let scope = try Self.parse(DatabaseScope.self, context: context, parameter: "database")
-        var user: String?
-        if let webAuthToken = request.query("ckWebAuthToken") {
-            user = try await accounts.user(forWebAuthToken: webAuthToken, container: container)
-        }
+    /// The database a request under `/database/1/{container}/{environment}/{database}/` addresses, and
+    /// who is asking.
+    func authenticate(_ request: Request, context: StratusRequestContext) throws -> DatabaseRequest {
+        let container = try authenticateApp(context)
+        let environment = try self.environment(context)
+        guard let scope = context.caller.scope else { throw StratusError.badRequest("the path names no database") }
         return DatabaseRequest(
-            container: container, environment: environment, scope: scope, userRecordName: user,
+            container: container, environment: environment, scope: scope, userRecordName: context.caller.userRecordName,
             deviceID: request.headers[.stratusDeviceID], signInURL: signInURL(request, container: container),
             baseURL: baseURL(request))
     }
 
+    /// The environment the path names (checked by the middleware).
+    func environment(_ context: StratusRequestContext) throws -> ContainerEnvironment {
+        guard let environment = context.caller.environment else {
+            throw StratusError.badRequest("the path names no environment")
+        }
+        return environment
+    }
+
+    /// The value of a path parameter naming one of `T`'s cases; `BAD_REQUEST` listing them otherwise.
     static func parse<T: WireEnum>(_ type: T.Type, context: some RequestContext, parameter: String) throws -> T {
-        let raw = try context.parameters.require(parameter)
+        try parse(type, try context.parameters.require(parameter), parameter: parameter)
+    }
+
+    /// `raw` as one of `T`'s cases; `BAD_REQUEST` naming `parameter` and listing them otherwise.
+    static func parse<T: WireEnum>(_ type: T.Type, _ raw: String, parameter: String) throws -> T {
         guard let value = T(rawValue: raw) else {
             throw StratusError.badRequest(
                 "\(parameter) '\(raw)' is not one of " + T.allCases.map(\.rawValue).joined(separator: ", "))

@@ -2,7 +2,8 @@ import Foundation
 import Hummingbird
 import StratusModel
 
-/// Asset bytes under a directory, `<directory>/<hh>/<sha256 hex>` where `hh` is the checksum's first
+/// Asset bytes under a directory (its folders `0700`, its files `0600`, readable by the server's
+/// account only), `<directory>/<hh>/<sha256 hex>` where `hh` is the checksum's first
 /// two digits. Uploads are staged in `<directory>/tmp`, on the same file system, so that `rename(2)`
 /// puts them in place at once. Several servers can share the directory (a network file system).
 struct DirectoryAssetBlobStore: AssetBlobStore {
@@ -19,7 +20,8 @@ struct DirectoryAssetBlobStore: AssetBlobStore {
     func put(_ file: String, checksum: String, size: Int64) async throws {
         do {
             try FileManager.default.createDirectory(
-                atPath: "\(directory)/\(checksum.prefix(2))", withIntermediateDirectories: true)
+                atPath: "\(directory)/\(checksum.prefix(2))", withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
             // rename(2) replaces an existing file atomically: equal content, so readers see no change.
             guard rename(file, path(of: checksum)) == 0 else {
                 throw StratusError(.internalError, "could not store the asset")

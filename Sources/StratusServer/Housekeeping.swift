@@ -5,7 +5,10 @@ import StratusStorage
 
 /// Periodic upkeep, at start and then every `purgeIntervalSeconds`: removes tombstones older than
 /// the horizon, deletes assets no record refers to, and push tokens unused for their lifetime.
-struct Housekeeping: Service {
+struct Housekeeping: Service, CustomStringConvertible {
+    /// Its name alone: service groups log their services, and the configuration holds secrets.
+    var description: String { "Housekeeping" }
+
     let storage: any StratusStorage
     let assets: AssetStore?
     let configuration: ServerConfiguration

@@ -15,10 +15,10 @@ struct MetaEndpoints: Sendable {
         return data
     }()
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<StratusRequestContext>) {
         router.get("database/1/:container/:environment/capabilities") { request, context in
-            _ = try await authenticator.authenticateApp(request, context: context)
-            _ = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+            _ = try authenticator.authenticateApp(context)
+            _ = try authenticator.environment(context)
             return Response.json(
                 Capabilities(
                     limits: configuration.limits, tombstoneHorizonSeconds: configuration.tombstoneHorizonSeconds,

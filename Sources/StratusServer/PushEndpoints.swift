@@ -27,7 +27,7 @@ struct PushEndpoints: Sendable {
         var sessionHash: String
     }
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<StratusRequestContext>) {
         let environment = router.group("database/1/:container/:environment")
         environment.post("tokens/create") { request, context in try await createToken(request, context) }
         environment.post("tokens/register") { request, context in try await registerToken(request, context) }
@@ -38,9 +38,9 @@ struct PushEndpoints: Sendable {
 
     /// `tokens/create`: a new push token and its URL. It needs only the API token; the token
     /// delivers nothing until `tokens/register` binds it to a signed-in user.
-    func createToken(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let container = try await authenticator.authenticateApp(request, context: context)
-        let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
+    func createToken(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let container = try authenticator.authenticateApp(context)
+        let environment = try authenticator.environment(context)
         let body = try await request.decodeJSON(CreatePushTokenRequest.self, limit: 64 << 10)
         try check(body.apnsEnvironment, matches: environment)
         let token = Secrets.makeToken()
@@ -54,15 +54,14 @@ struct PushEndpoints: Sendable {
 
     /// `tokens/register`: binds a token to the signed-in user and the device that sends it
     /// (`X-Stratus-Device-ID`), which then never hears of its own changes.
-    func registerToken(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let container = try await authenticator.authenticateApp(request, context: context)
-        let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
-        guard let webAuthToken = request.query("ckWebAuthToken") else {
+    func registerToken(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let container = try authenticator.authenticateApp(context)
+        let environment = try authenticator.environment(context)
+        guard let user = context.caller.userRecordName else {
             throw StratusError(
                 .authenticationRequired, "tokens/register needs a signed-in user: pass ckWebAuthToken",
                 redirectURL: authenticator.signInURL(request, container: container))
         }
-        let user = try await accounts.user(forWebAuthToken: webAuthToken, container: container)
         let body = try await request.decodeJSON(RegisterPushTokenRequest.self, limit: 64 << 10)
         try check(body.apnsEnvironment, matches: environment)
         let hash = Secrets.hash(body.apnsToken)
@@ -96,7 +95,7 @@ struct PushEndpoints: Sendable {
 
     /// Checks a push request: the token must be registered, the API token must be of its
     /// container, and the web auth token must be a live session of the user it is registered to.
-    func authenticate(_ request: Request, _ context: some RequestContext) async throws -> Session {
+    func authenticate(_ request: Request, _ context: StratusRequestContext) async throws -> Session {
         try await authenticate(
             token: try context.parameters.require("token"), apiToken: request.query("ckAPIToken"),
             webAuthToken: request.query("ckWebAuthToken"))
@@ -130,7 +129,7 @@ struct PushEndpoints: Sendable {
 
     /// `GET /push/1/{token}` without an upgrade: waits up to `timeout` seconds (default 30, at most
     /// 60) for notifications and answers them, or an empty list.
-    func longPoll(_ request: Request, _ context: some RequestContext) async throws -> Response {
+    func longPoll(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let session = try await authenticate(request, context)
         var timeout = Self.defaultPollSeconds
         if let text = request.query("timeout") {

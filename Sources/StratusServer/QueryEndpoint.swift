@@ -182,8 +182,8 @@ struct QueryMarker {
 
 extension DatabaseEndpoints {
     /// `records/query`.
-    func queryRecords(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func queryRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let locator = try target.locator()
         let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxRequestBodyBytes)
         let zones: [String]?

@@ -15,68 +15,55 @@ public struct RateLimit: Sendable, Hashable {
         self.requestsPerSecond = requestsPerSecond
         self.burst = burst ?? max(1, Int(requestsPerSecond.rounded(.up)))
     }
+
+    /// The answer to a request over the limit: `429 THROTTLED` with `retryAfter`.
+    func throttled(wait: Double, what: String) -> StratusError {
+        StratusError(
+            .throttled,
+            "too many \(what): the limit is \(requestsPerSecond.formatted()) per second with bursts of \(burst); "
+                + "retry after the retryAfter seconds",
+            retryAfter: max(1, Int(wait.rounded(.up))))
+    }
 }
 
-/// Throttles callers to a ``RateLimit``: a request over the limit fails with `429 THROTTLED`, a
-/// `retryAfter` in the body and a `Retry-After` header saying when the next one will be accepted.
+/// Token buckets of a ``RateLimit``, one per key (a verified caller, a client address).
 ///
-/// A caller is its web auth token when it sends one (a signed-in user of the app), otherwise its
-/// API token (everyone using the app anonymously shares one bucket), otherwise its upload ticket.
-/// Buckets live in memory; idle ones are dropped once they are full again.
+/// Buckets live in memory; once there are more than 10,000, those that have refilled are dropped,
+/// which bounds the memory one caller can make the server hold by inventing keys.
 final class RateLimiter: Sendable {
     private struct Bucket {
         var tokens: Double
-        var updated: ContinuousClock.Instant
+        var updated: Int64
     }
 
     let limit: RateLimit
+    private let clock: ServerClock
     private let buckets = Mutex<[String: Bucket]>([:])
     private static let pruneThreshold = 10_000
 
-    init(limit: RateLimit) {
+    init(limit: RateLimit, clock: ServerClock) {
         self.limit = limit
+        self.clock = clock
     }
 
-    /// Takes one request from `caller`'s bucket; the seconds to wait when it is empty.
-    func acquire(caller: String, now: ContinuousClock.Instant = .now) -> Double? {
-        buckets.withLock { buckets in
+    /// Takes one request from `key`'s bucket; the seconds to wait when it is empty.
+    func acquire(_ key: String) -> Double? {
+        let now = clock.milliseconds
+        return buckets.withLock { buckets in
             if buckets.count > Self.pruneThreshold {
                 buckets = buckets.filter { refilled($0.value, now: now).tokens < Double(limit.burst) }
             }
-            var bucket = refilled(buckets[caller] ?? Bucket(tokens: Double(limit.burst), updated: now), now: now)
-            defer { buckets[caller] = bucket }
+            var bucket = refilled(buckets[key] ?? Bucket(tokens: Double(limit.burst), updated: now), now: now)
+            defer { buckets[key] = bucket }
             guard bucket.tokens >= 1 else { return (1 - bucket.tokens) / limit.requestsPerSecond }
             bucket.tokens -= 1
             return nil
         }
     }
 
-    private func refilled(_ bucket: Bucket, now: ContinuousClock.Instant) -> Bucket {
-        let elapsed = now - bucket.updated
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+    private func refilled(_ bucket: Bucket, now: Int64) -> Bucket {
+        let seconds = Double(max(0, now - bucket.updated)) / 1000
         return Bucket(tokens: min(Double(limit.burst), bucket.tokens + seconds * limit.requestsPerSecond), updated: now)
-    }
-}
-
-/// Applies a ``RateLimiter`` to every request that names a caller.
-struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
-    let limiter: RateLimiter
-
-    func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        let caller = request.query("ckWebAuthToken").map { "user:" + $0 }
-            ?? request.query("ckAPIToken").map { "app:" + $0 }
-            ?? request.query("ticket").map { "upload:" + $0 }
-        if let caller, let wait = limiter.acquire(caller: caller) {
-            let limit = limiter.limit
-            throw StratusError(
-                .throttled,
-                "too many requests: the limit is \(limit.requestsPerSecond.formatted()) per second with bursts of "
-                    + "\(limit.burst) per caller; retry after the retryAfter seconds",
-                retryAfter: max(1, Int(wait.rounded(.up))))
-        }
-        return try await next(request, context)
     }
 }
 

@@ -55,3 +55,20 @@ public struct S3Bucket: Sendable, Equatable {
             secretAccessKey: secretAccessKey)
     }
 }
+
+extension S3Bucket: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The bucket without its keys, so that logging a configuration never prints them.
+    public var description: String {
+        "S3Bucket(endpoint: \(endpoint), bucket: \(bucket), prefix: \(prefix), region: \(region), keys: <redacted>)"
+    }
+
+    /// The same as ``description``.
+    public var debugDescription: String { description }
+
+    /// A mirror without the keys, for `dump` and the default printing of types holding a bucket.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: ["endpoint": endpoint, "bucket": bucket, "prefix": prefix, "region": region, "keys": "<redacted>"])
+    }
+}

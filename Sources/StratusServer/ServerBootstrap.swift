@@ -28,13 +28,20 @@ public enum ServerBootstrap {
     /// The settings key of the secret that signs sync tokens.
     static let tokenSecretSetting = "sync_token_secret"
 
+    /// What ``prepare(storage:configuration:credentialsFile:)`` found or made.
+    public struct Outcome: Sendable {
+        /// The credentials: just created, or read back from the credentials file if it is still
+        /// there (only hashes of tokens are stored, so they cannot be recovered otherwise).
+        public var credentials: ServerCredentials?
+        /// Whether this start created them; only then are the tokens worth printing.
+        public var created: Bool
+    }
+
     /// Prepares storage for serving. On first start it creates the admin token, the default
-    /// container and an API token, and returns them; later it returns the credentials file's
-    /// contents if the file is still there (only hashes of tokens are stored, so they cannot be
-    /// recovered otherwise).
+    /// container and an API token, and writes them to `credentialsFile` (mode 0600).
     public static func prepare(
         storage: any StratusStorage, configuration: ServerConfiguration, credentialsFile: URL
-    ) async throws -> ServerCredentials? {
+    ) async throws -> Outcome {
         if try await storage.setting(AdminEndpoints.adminTokenHashSetting) == nil {
             let adminToken = Secrets.makeToken()
             let adminTokenHash = Secrets.hash(adminToken)
@@ -51,11 +58,11 @@ public enum ServerBootstrap {
                     url: "http://\(configuration.host):\(configuration.port)", container: defaultContainer,
                     apiToken: apiToken, adminToken: adminToken)
                 try write(credentials, to: credentialsFile)
-                return credentials
+                return Outcome(credentials: credentials, created: true)
             }
         }
-        guard let data = try? Data(contentsOf: credentialsFile) else { return nil }
-        return try? JSONDecoder().decode(ServerCredentials.self, from: data)
+        let saved = (try? Data(contentsOf: credentialsFile)).flatMap { try? JSONDecoder().decode(ServerCredentials.self, from: $0) }
+        return Outcome(credentials: saved, created: false)
     }
 
     /// Writes the credentials file, readable by its owner only (mode 0600).

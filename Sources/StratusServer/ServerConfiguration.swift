@@ -33,6 +33,15 @@ public struct ServerConfiguration: Sendable {
     /// How many requests each caller may make; unlimited when `nil` (the default). Callers over the
     /// limit get `429 THROTTLED` with `retryAfter`.
     public var rateLimit: RateLimit?
+    /// Limits on signing up and on failed sign-ins, which apply whether or not ``rateLimit`` is set.
+    public var signInLimits: SignInLimits
+    /// Addresses of reverse proxies in front of the server (e.g. `127.0.0.1` for a local nginx);
+    /// empty by default. For a request from one of them, the client's address (for rate limits and
+    /// sign-in limits) is the last address in `X-Forwarded-For` that is not itself a proxy of this set.
+    public var trustedProxies: Set<String>
+    /// The clock the server reads the time from (``ServerClock/system`` by default; tests move a
+    /// ``ManualClock``).
+    public var clock: ServerClock
     /// How often the server pings a push connection, in seconds (30 by default); a device that does
     /// not answer within another period is disconnected.
     public var pushHeartbeatSeconds: Int64
@@ -51,11 +60,15 @@ public struct ServerConfiguration: Sendable {
         tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
         sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil,
         assetsDirectory: String? = nil, assetsBucket: S3Bucket? = nil, assetGraceSeconds: Int64 = 24 * 3600,
-        rateLimit: RateLimit? = nil,
+        rateLimit: RateLimit? = nil, signInLimits: SignInLimits = SignInLimits(), trustedProxies: Set<String> = [],
+        clock: ServerClock = .system,
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600
     ) {
         self.rateLimit = rateLimit
+        self.signInLimits = signInLimits
+        self.trustedProxies = trustedProxies
+        self.clock = clock
         self.pushHeartbeatSeconds = pushHeartbeatSeconds
         self.pushQueueLimit = pushQueueLimit
         self.pushRetentionSeconds = pushRetentionSeconds
@@ -71,5 +84,31 @@ public struct ServerConfiguration: Sendable {
         self.sessionLifetimeSeconds = sessionLifetimeSeconds
         self.passwordHashCost = passwordHashCost
         self.publicURL = publicURL
+    }
+}
+
+/// Limits on signing up and signing in, per client address and per account, against password
+/// guessing and mass account creation.
+public struct SignInLimits: Sendable, Hashable {
+    /// Failed sign-ins of one account (container and username, whether or not it exists) before
+    /// each further failure locks it, for 1 s, then 2 s, 4 s, …; 5 by default.
+    public var freeFailuresPerAccount: Int
+    /// Failed sign-ins (and sign-ups refused for a taken username) from one client address before
+    /// the same backoff applies to the address; 20 by default, as several people may share one.
+    public var freeFailuresPerAddress: Int
+    /// The longest lock, in seconds; 15 minutes by default.
+    public var maximumLockSeconds: Int64
+    /// Accounts one client address may create: 20 at once, then one every 3 minutes by default.
+    public var signUpsPerAddress: RateLimit
+
+    /// Creates the limits; every argument has the default documented on its property.
+    public init(
+        freeFailuresPerAccount: Int = 5, freeFailuresPerAddress: Int = 20, maximumLockSeconds: Int64 = 900,
+        signUpsPerAddress: RateLimit = RateLimit(requestsPerSecond: 1.0 / 180, burst: 20)
+    ) {
+        self.freeFailuresPerAccount = freeFailuresPerAccount
+        self.freeFailuresPerAddress = freeFailuresPerAddress
+        self.maximumLockSeconds = maximumLockSeconds
+        self.signUpsPerAddress = signUpsPerAddress
     }
 }

@@ -37,7 +37,7 @@ public enum StratusApplication {
     /// The router with every HTTP endpoint; also used to check the OpenAPI document against the routes.
     public static func makeRouter(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec
-    ) -> Router<BasicRequestContext> {
+    ) -> Router<StratusRequestContext> {
         makeRouters(
             storage: storage, configuration: configuration, tokens: tokens,
             hub: PushHub(storage: storage, configuration: configuration, logger: Logger(label: "stratus"))
@@ -48,7 +48,7 @@ public enum StratusApplication {
     /// asset store.
     static func makeRouters(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub
-    ) -> (http: Router<BasicRequestContext>, push: PushEndpoints, assets: AssetStore?) {
+    ) -> (http: Router<StratusRequestContext>, push: PushEndpoints, assets: AssetStore?) {
         let directory = configuration.assetsDirectory.map(DirectoryAssetBlobStore.init)
         let blobs: (any AssetBlobStore)? =
             if let bucket = configuration.assetsBucket {
@@ -62,13 +62,14 @@ public enum StratusApplication {
         let assets = blobs.map {
             AssetStore(blobs: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
         }
-        let router = Router()
+        let router = Router(context: StratusRequestContext.self)
         router.add(middleware: ErrorMiddleware())
-        if let rateLimit = configuration.rateLimit {
-            router.add(middleware: RateLimitMiddleware(limiter: RateLimiter(limit: rateLimit)))
-        }
         let accounts = AccountService(storage: storage, configuration: configuration)
-        let authenticator = Authenticator(accounts: accounts, configuration: configuration)
+        router.add(
+            middleware: AuthenticationMiddleware(
+                accounts: accounts, limiter: configuration.rateLimit.map { RateLimiter(limit: $0, clock: configuration.clock) },
+                trustedProxies: configuration.trustedProxies))
+        let authenticator = Authenticator(configuration: configuration)
         DatabaseEndpoints(
             storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,
             hub: hub

@@ -21,22 +21,22 @@ struct SubscriptionEndpoints: Sendable {
 
     var limits: Limits { configuration.limits }
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<StratusRequestContext>) {
         let database = router.group("database/1/:container/:environment/:database")
         database.get("subscriptions/list") { request, context in try await list(request, context) }
         database.post("subscriptions/lookup") { request, context in try await lookup(request, context) }
         database.post("subscriptions/modify") { request, context in try await modify(request, context) }
     }
 
-    func list(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func list(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let user = try target.requireUser()
         let stored = try await storage.subscriptions(in: target.locator(), subscriber: user)
         return try respond(stored.map { .success($0.definition) }, target: target)
     }
 
-    func lookup(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func lookup(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let user = try target.requireUser()
         let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.subscriptionIDs.count)
@@ -46,8 +46,8 @@ struct SubscriptionEndpoints: Sendable {
             body.subscriptionIDs.map { id in byID[id].map { .success($0) } ?? .failure(notFound(id)) }, target: target)
     }
 
-    func modify(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let target = try await authenticator.authenticate(request, context: context)
+    func modify(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
         let user = try target.requireUser()
         let locator = try target.locator()
         let body = try await request.decodeJSON(ModifySubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)

@@ -37,7 +37,8 @@ package final class TestServer: Sendable {
         let storage = try await openStorage(in: directory)
         let credentialsFile = directory.appendingPathComponent("credentials.json")
         let credentials = try await ServerBootstrap.prepare(
-            storage: storage, configuration: configuration, credentialsFile: credentialsFile)
+            storage: storage, configuration: configuration, credentialsFile: credentialsFile
+        ).credentials
         var logger = Logger(label: "stratus-test")
         logger.logLevel = .warning
         let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)

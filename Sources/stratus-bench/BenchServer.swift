@@ -38,7 +38,8 @@ struct BenchServer {
             port: 0, passwordHashCost: 4, assetsDirectory: directory.appendingPathComponent("assets").path)
         let credentials = try await ServerBootstrap.prepare(
             storage: storage, configuration: configuration,
-            credentialsFile: directory.appendingPathComponent("credentials.json"))!
+            credentialsFile: directory.appendingPathComponent("credentials.json")
+        ).credentials!
         var logger = Logger(label: "stratus-bench")
         logger.logLevel = .error
         let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)

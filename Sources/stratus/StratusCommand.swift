@@ -39,8 +39,15 @@ struct DataOptions: ParsableArguments {
 
     /// Opens the storage: PostgreSQL when a database URL is given, else the SQLite file in the data
     /// directory. Either way its schema is brought up to date.
+    ///
+    /// Data is private to the account the server runs as: the process's umask becomes 077, so every
+    /// file it writes from here on (the database, assets, uploads, exports) is `0600` and every
+    /// directory `0700`, and the data directory itself is made `0700`.
     func openStorage() async throws -> any StratusStorage {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        umask(0o077)
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
         if let databaseURL {
             return try await PostgresStorage.connect(url: databaseURL)
         }
@@ -138,11 +145,21 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Bytes in one request body (default: enough for a full batch of maximum-size records, up to 64 MiB).")
     var maxRequestBodyBytes: Int?
 
-    @Option(help: "Requests per second each caller (signed-in user, else API token) may make; unlimited when absent.")
+    @Option(
+        help: ArgumentHelp(
+            "Requests per second each caller (signed-in user, else the app from one client address) may make; "
+                + "unlimited when absent. Sign-in and sign-up have limits of their own either way."))
     var rateLimit: Double?
 
     @Option(help: "Requests a caller may make at once before --rate-limit applies (default: one second's worth).")
     var rateLimitBurst: Int?
+
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: ArgumentHelp(
+            "The address of a reverse proxy in front of the server (repeat for several): its requests are counted "
+                + "against the client address it forwards in X-Forwarded-For."))
+    var trustedProxies: [String] = []
 
     @Option(help: "Seconds between heartbeat pings on push connections; one left unanswered closes the connection.")
     var pushHeartbeatSeconds = 30
@@ -204,27 +221,33 @@ struct Serve: AsyncParsableCommand {
             assetsBucket: try assetsBucket(),
             assetGraceSeconds: Int64(assetGraceHours) * 3600,
             rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) },
+            trustedProxies: Set(trustedProxies),
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60)
         let storage = try await storageOptions.openStorage()
         defer { (storage as? PostgresStorage)?.shutdown() }
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
-        let credentials = try await ServerBootstrap.prepare(
+        let prepared = try await ServerBootstrap.prepare(
             storage: storage, configuration: configuration, credentialsFile: credentialsFile)
         let host = host
         let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
             boundPort in
             let url = "http://\(host):\(boundPort)"
             var lines = ["Stratus is running at \(url)", "  OpenAPI:     \(url)/openapi.json"]
-            if var credentials {
+            if var credentials = prepared.credentials {
                 credentials.url = url
                 try? ServerBootstrap.write(credentials, to: credentialsFile)
+            }
+            if prepared.created, let credentials = prepared.credentials {
+                // Printed once, when they are made; the file keeps them (mode 0600).
                 lines += [
                     "  container:   \(credentials.container)",
                     "  API token:   \(credentials.apiToken)",
                     "  admin token: \(credentials.adminToken)",
-                    "  saved in:    \(credentialsFile.path)",
+                    "  saved in:    \(credentialsFile.path) (readable by this account only)",
                 ]
+            } else if prepared.credentials != nil {
+                lines.append("  credentials: \(credentialsFile.path) (the API and admin tokens made on first start)")
             } else {
                 lines.append("  (credentials.json is gone; create tokens with 'stratus admin create-token')")
             }

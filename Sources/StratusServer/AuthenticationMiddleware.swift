@@ -1,0 +1,84 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import StratusModel
+
+/// Verifies the credentials a request carries, once, before any handler runs, and then applies
+/// the rate limit to the caller it verified.
+///
+/// On the routes of a container's apps (`/database/1/{container}/…`, `/auth/1/{container}/…`), a
+/// `ckAPIToken` must be an API token of that container, the path's environment and database must
+/// exist, and a `ckWebAuthToken` must be a live session of the container, in that order; a token
+/// that fails is refused with `401 AUTHENTICATION_FAILED` on every such route, whether or not the
+/// route needs it. What was verified goes into ``StratusRequestContext/caller``.
+///
+/// The rate limit (``ServerConfiguration/rateLimit``) counts against what was verified, never
+/// against what a request merely claims: the signed-in user, else the app's container from the
+/// client's address, else the address. A request whose credentials fail is counted against its
+/// address, so inventing tokens buys no fresh budget.
+struct AuthenticationMiddleware: RouterMiddleware {
+    typealias Context = StratusRequestContext
+
+    let accounts: AccountService
+    let limiter: RateLimiter?
+    let trustedProxies: Set<String>
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var context = context
+        context.caller.address = clientAddress(request, peer: context.remoteAddress)
+        do {
+            try await verify(request, into: &context.caller, parameters: context.parameters)
+        } catch {
+            try charge("address:\(context.caller.address)")
+            throw error
+        }
+        try charge(context.caller.rateLimitKey)
+        return try await next(request, context)
+    }
+
+    private func verify(_ request: Request, into caller: inout VerifiedCaller, parameters: Parameters) async throws {
+        // Other routes check their own credentials: the push URL, upload tickets, the admin token.
+        let path = request.uri.path
+        guard path.hasPrefix("/database/1/") || path.hasPrefix("/auth/1/"), let container = parameters.get("container")
+        else { return }
+        if let apiToken = request.query("ckAPIToken") {
+            guard try await accounts.container(forAPIToken: apiToken) == container else {
+                throw StratusError(.authenticationFailed, "ckAPIToken does not belong to container '\(container)'")
+            }
+            caller.container = container
+        }
+        if let environment = parameters.get("environment") {
+            caller.environment = try Authenticator.parse(ContainerEnvironment.self, environment, parameter: "environment")
+        }
+        if let database = parameters.get("database") {
+            caller.scope = try Authenticator.parse(DatabaseScope.self, database, parameter: "database")
+        }
+        if let webAuthToken = request.query("ckWebAuthToken") {
+            caller.userRecordName = try await accounts.user(forWebAuthToken: webAuthToken, container: container)
+        }
+    }
+
+    private func charge(_ key: String) throws {
+        guard let limiter, let wait = limiter.acquire(key) else { return }
+        throw limiter.limit.throttled(wait: wait, what: "requests from this caller")
+    }
+
+    /// The connection's peer, or, when the peer is a trusted proxy, the address it forwarded: the
+    /// last entry of `X-Forwarded-For` that is not itself a trusted proxy.
+    private func clientAddress(_ request: Request, peer: SocketAddress?) -> String {
+        let peerAddress = peer?.ipAddress ?? "unknown"
+        guard trustedProxies.contains(peerAddress), let forwarded = request.headers[.xForwardedFor] else {
+            return peerAddress
+        }
+        let hops = forwarded.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return hops.last { !trustedProxies.contains($0) } ?? peerAddress
+    }
+}
+
+extension HTTPField.Name {
+    /// The client addresses a proxy forwards a request for, the nearest last.
+    static let xForwardedFor = Self("X-Forwarded-For")!
+}
