@@ -51,18 +51,14 @@ extension PostgresStorage {
             let databaseID = try await ensureDatabase(connection, database)
             let zoneState = try await requireZone(connection, databaseID, zone, lock: true)
             let schema = try await loadSchema(connection, container: database.container, environment: database.environment)
-            var batch = RecordBatch(
-                zoneID: zoneState.id, sequence: zoneState.sequence,
-                current: try await fetchRecords(connection, zoneID: zoneState.id, names: records.map(\.name)))
-            for record in records {
-                if batch.buffers(record.name) { try await batch.flush(connection, schema: schema.schema, logger: logger) }
-                batch.add(record, schema: schema.schema)
-                batch.addAssets(RecordWritePlanner.assetChecksums(of: record), of: record.name)
-                batch.addReferences(RecordWritePlanner.enforcedReferences(of: record), of: record.name)
-            }
-            try await batch.flush(connection, schema: schema.schema, logger: logger)
-            try await connection.run(
-                "UPDATE zones SET seq = \(batch.sequence) WHERE id = \(zoneState.id)", logger: logger)
+            let (rows, sequence) = RecordWriteExecutor.importRows(
+                records, zone: zoneState,
+                current: try await fetchRecords(connection, zoneID: zoneState.id, names: records.map(\.name)),
+                schema: schema.schema)
+            var batch = RecordBatch(zoneID: zoneState.id)
+            for operation in rows { try await batch.add(operation, connection, logger: logger) }
+            try await batch.flush(connection, logger: logger)
+            try await connection.run("UPDATE zones SET seq = \(sequence) WHERE id = \(zoneState.id)", logger: logger)
         }
     }
 }

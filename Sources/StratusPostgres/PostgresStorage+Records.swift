@@ -232,151 +232,97 @@ extension PostgresStorage {
         do {
             return try await transaction { connection in
                 let (databaseID, zoneState, schemaVersion) = try await lockZoneForWriting(connection, zone, in: database)
+                let zoneID = zoneState.id
                 let loaded = try await loadSchema(
                     connection, container: database.container, environment: database.environment,
                     version: schemaVersion)
-                var schema = SchemaInForce(loaded.schema, environment: database.environment)
-                var batch = RecordBatch(
-                    zoneID: zoneState.id, sequence: zoneState.sequence,
-                    current: try await fetchRecords(connection, zoneID: zoneState.id, names: writes.map(\.recordName)))
-                var results: [RecordWriteResult] = []
-                results.reserveCapacity(writes.count)
-                for write in writes {
-                    var result = RecordWritePlanner.plan(
-                        write, current: batch.current[write.recordName], context: context, schema: &schema)
-                    if case .success(let record) = result {
-                        result = try await apply(
-                            record, uploadedAssets: write.uploadedAssets, context: context, schema: schema.schema,
-                            batch: &batch, connection)
+                var executor = RecordWriteExecutor(
+                    writes: writes, zone: zoneState, schema: loaded.schema, environment: database.environment,
+                    atomic: atomic, context: context)
+                // Plain saves are only buffered; a step that reads first sends the buffer, so it sees
+                // every earlier write of the batch.
+                var batch = RecordBatch(zoneID: zoneID)
+                var step = executor.start()
+                while true {
+                    switch step {
+                    case .fetchRecords(let names):
+                        try await batch.flush(connection, logger: logger)
+                        step = executor.resume(.records(try await fetchRecords(connection, zoneID: zoneID, names: names)))
+                    case .checkAssets(let record, let checksums, let uploaded):
+                        try await batch.flush(connection, logger: logger)
+                        step = executor.resume(
+                            .knownAssets(
+                                try await knownAssets(
+                                    connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
+                    case .findReferrers(let target, let action):
+                        try await batch.flush(connection, logger: logger)
+                        step = executor.resume(
+                            .names(try await referrers(connection, zoneID: zoneID, target: target, action: action)))
+                    case .countReferrers(let target, let action, let source):
+                        try await batch.flush(connection, logger: logger)
+                        let count = try await connection.run(
+                            """
+                            SELECT count(*) FROM record_references
+                            WHERE zone_id = \(zoneID) AND target = \(target) AND action = \(action.rawValue)
+                                AND source != \(source)
+                            """, logger: logger
+                        ).decode(Int64.self).collect()[0]
+                        step = executor.resume(.count(Int(count)))
+                    case .write(let rows):
+                        try await batch.add(rows, connection, logger: logger)
+                        step = executor.resume(.written)
+                    case .finish(let completion):
+                        guard completion.commits else { throw AtomicFailure(results: completion.outcome.results) }
+                        try await batch.flush(connection, logger: logger)
+                        if let schema = completion.grownSchema {
+                            // Writers of other zones may have grown the schema since it was read: then this
+                            // batch runs again against theirs, so no type or field is lost or contradicted.
+                            try await lockSchema(connection, container: database.container, environment: database.environment)
+                            let latest = try await loadSchema(
+                                connection, container: database.container, environment: database.environment)
+                            guard latest.version == loaded.version else { throw RetryTransaction() }
+                            try await storeSchema(
+                                connection, schema, container: database.container, environment: database.environment)
+                        }
+                        if let sequence = completion.zoneSequence {
+                            // The default zone has no place in the database feed, so it does not advance it. The
+                            // database's counter is taken in the same statement, and its row stays locked to commit.
+                            try await connection.run(
+                                """
+                                WITH database_change AS (
+                                    UPDATE databases SET seq = seq + 1
+                                    WHERE id = \(databaseID) AND \(zone != ZoneID.defaultZoneName)
+                                    RETURNING seq)
+                                UPDATE zones SET seq = \(sequence),
+                                    change_seq = coalesce((SELECT seq FROM database_change), change_seq),
+                                    changed_ms = \(context.timestamp)
+                                WHERE id = \(zoneID)
+                                """, logger: logger)
+                        }
+                        return completion.outcome
                     }
-                    results.append(result)
                 }
-                if atomic, results.contains(where: { (try? $0.get()) == nil }) {
-                    throw AtomicFailure(
-                        results: RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName)))
-                }
-                try await batch.flush(connection, schema: schema.schema, logger: logger)
-                if schema.changed {
-                    // Writers of other zones may have grown the schema since it was read: then this
-                    // batch runs again against theirs, so no type or field is lost or contradicted.
-                    try await lockSchema(connection, container: database.container, environment: database.environment)
-                    let latest = try await loadSchema(
-                        connection, container: database.container, environment: database.environment)
-                    guard latest.version == loaded.version else { throw RetryTransaction() }
-                    try await storeSchema(
-                        connection, schema.schema, container: database.container, environment: database.environment)
-                }
-                if batch.sequence > zoneState.sequence {
-                    // The default zone has no place in the database feed, so it does not advance it. The
-                    // database's counter is taken in the same statement, and its row stays locked to commit.
-                    try await connection.run(
-                        """
-                        WITH database_change AS (
-                            UPDATE databases SET seq = seq + 1 WHERE id = \(databaseID) AND \(zone != ZoneID.defaultZoneName)
-                            RETURNING seq)
-                        UPDATE zones SET seq = \(batch.sequence),
-                            change_seq = coalesce((SELECT seq FROM database_change), change_seq),
-                            changed_ms = \(context.timestamp)
-                        WHERE id = \(zoneState.id)
-                        """, logger: logger)
-                }
-                return ModifyRecordsOutcome(results: results, changes: batch.changes)
             }
         } catch let failure as AtomicFailure {
             return ModifyRecordsOutcome(results: failure.results, changes: [])
         }
     }
 
-    /// Writes a planned record with its reference rules: a saved record's `VALIDATE` targets must
-    /// exist and its `DELETE_SELF` targets stay under their limit; deleting a record deletes the
-    /// records that point at it with `DELETE_SELF` (recursively) and fails while a record outside
-    /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
-    ///
-    /// Plain saves are only buffered in the batch; a check that reads references or assets first
-    /// flushes it, so it sees every earlier write of the batch.
-    private func apply(
-        _ planned: StoredRecord, uploadedAssets: Set<String>, context: WriteContext, schema: Schema,
-        batch: inout RecordBatch, _ connection: PostgresConnection
-    ) async throws -> RecordWriteResult {
-        let zoneID = batch.zoneID
-        let assets = RecordWritePlanner.assetChecksums(of: planned)
-        let links = RecordWritePlanner.enforcedReferences(of: planned)
-        if !assets.isEmpty || !links.isEmpty || planned.deleted {
-            try await batch.flush(connection, schema: schema, logger: logger)
-        }
-        for checksum in assets.sorted() {
-            let uploaded = uploadedAssets.contains(checksum)
-            let known = try await connection.run(
-                uploaded
-                    ? "SELECT 1 FROM assets WHERE checksum = \(checksum)"
-                    : """
-                    SELECT 1 FROM record_assets WHERE zone_id = \(zoneID) AND name = \(planned.name)
-                        AND checksum = \(checksum)
-                    """, logger: logger
-            ).collect().count > 0
-            guard known else {
-                return .failure(RecordWritePlanner.unknownAsset(record: planned.name, checksum: checksum, uploaded: uploaded))
-            }
-        }
-        var writes = [planned]
-        if planned.deleted {
-            var doomed = [planned.name: planned]
-            var frontier = [planned.name]
-            while let target = frontier.popLast() {
-                for source in try await referrers(connection, zoneID: zoneID, target: target, action: .deleteSelf)
-                where doomed[source] == nil {
-                    guard let record = try await fetchRecords(connection, zoneID: zoneID, names: [source])[source],
-                        !record.deleted
-                    else { continue }
-                    batch.current[source] = record
-                    doomed[source] = RecordWritePlanner.tombstone(of: record, context: context)
-                    writes.append(doomed[source]!)
-                    frontier.append(source)
-                }
-            }
-            for name in doomed.keys.sorted() {
-                let guardians = try await referrers(connection, zoneID: zoneID, target: name, action: .validate)
-                if let guardian = guardians.sorted().first(where: { doomed[$0] == nil }) {
-                    return .failure(
-                        RecordWritePlanner.guardedDeletion(
-                            record: name, cascaded: name != planned.name, guardian: guardian))
-                }
-            }
-        } else {
-            for link in links {
-                switch link.action {
-                case .validate where link.target != planned.name:
-                    let target = try await fetchRecords(connection, zoneID: zoneID, names: [link.target])[link.target]
-                    guard let target, !target.deleted else {
-                        return .failure(RecordWritePlanner.missingTarget(record: planned.name, target: link.target))
-                    }
-                case .deleteSelf:
-                    let count = try await connection.run(
-                        """
-                        SELECT count(*) FROM record_references
-                        WHERE zone_id = \(zoneID) AND target = \(link.target)
-                            AND action = \(ReferenceAction.deleteSelf.rawValue) AND source != \(planned.name)
-                        """, logger: logger
-                    ).decode(Int64.self).collect()[0]
-                    let limit = context.limits.maxDeleteSelfReferencesPerTarget
-                    guard count < limit else {
-                        return .failure(
-                            RecordWritePlanner.tooManyDeleteSelfReferences(
-                                record: planned.name, target: link.target, count: Int(count), limit: limit))
-                    }
-                default:
-                    break
-                }
-            }
-        }
-        var written = writes
-        for index in written.indices {
-            if batch.buffers(written[index].name) { try await batch.flush(connection, schema: schema, logger: logger) }
-            written[index] = batch.add(written[index], schema: schema)
-        }
-        batch.addAssets(assets, of: planned.name)
-        batch.addReferences(links, of: planned.name)
-        return .success(written[0])
+    /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its
+    /// previous version held.
+    private func knownAssets(
+        _ connection: PostgresConnection, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>
+    ) async throws -> Set<String> {
+        let held = checksums.filter { !uploaded.contains($0) }
+        return Set(
+            try await connection.run(
+                """
+                SELECT checksum FROM assets WHERE checksum = ANY(\(Array(uploaded)))
+                UNION ALL
+                SELECT checksum FROM record_assets
+                WHERE zone_id = \(zoneID) AND name = \(record) AND checksum = ANY(\(held))
+                """, logger: logger
+            ).decode(String.self).collect())
     }
 
     private func referrers(

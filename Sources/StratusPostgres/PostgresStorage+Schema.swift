@@ -100,7 +100,7 @@ extension PostgresStorage {
                             """, logger: logger))
                     var rows = IndexRows()
                     for record in records {
-                        for entry in IndexRows.entries(of: record, schema: new) where fields.contains(entry.field) {
+                        for entry in IndexEntry.entries(of: record, schema: new) where fields.contains(entry.field) {
                             rows.append(entry, recordType: recordType, name: record.name)
                         }
                     }

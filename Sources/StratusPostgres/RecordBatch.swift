@@ -5,19 +5,13 @@ import StratusModel
 import StratusStorage
 
 /// The rows a write transaction has planned but not yet sent: records, their query index entries,
-/// references and asset links. ``flush(_:schema:logger:)`` sends each kind as one statement over
-/// arrays, so a batch of plain saves costs a handful of round trips whatever its size.
+/// references and asset links. ``flush(_:logger:)`` sends each kind as one statement over arrays, so
+/// a batch of plain saves costs a handful of round trips whatever its size.
 ///
 /// A record is buffered at most once per flush: writing a name the buffer holds flushes first, so
 /// every delete in a flush applies to rows written before it.
 struct RecordBatch {
     let zoneID: Int64
-    /// The zone's last sequence number taken.
-    var sequence: Int64
-    /// The zone's records as the batch has left them (tombstones included).
-    var current: [String: StoredRecord]
-    /// Every record changed, in order.
-    private(set) var changes: [RecordChange] = []
 
     private var records: [StoredRecord] = []
     private var names: Set<String> = []
@@ -28,41 +22,42 @@ struct RecordBatch {
     private var references: (sources: [String], targets: [String], actions: [String]) = ([], [], [])
     private var assets: (names: [String], checksums: [String]) = ([], [])
 
-    init(zoneID: Int64, sequence: Int64, current: [String: StoredRecord]) {
+    init(zoneID: Int64) {
         self.zoneID = zoneID
-        self.sequence = sequence
-        self.current = current
     }
 
     /// Whether the buffer holds a write of this record.
-    func buffers(_ name: String) -> Bool { names.contains(name) }
+    private func buffers(_ name: String) -> Bool { names.contains(name) }
 
-    /// Buffers a record with the zone's next sequence number and change tag, and the index, reference
-    /// and asset rows its previous version leaves behind; returns the record as it will be stored.
-    @discardableResult
-    mutating func add(_ planned: StoredRecord, schema: Schema) -> StoredRecord {
-        var record = planned
-        sequence += 1
-        record.sequence = sequence
-        record.changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
-        let previous = current[record.name]
+    /// Buffers the rows of one operation as the write executor decided them, sending the buffer
+    /// first when it holds one of the operation's records.
+    mutating func add(_ rows: RecordWriteExecutor.RecordRows, _ connection: PostgresConnection, logger: Logger) async throws {
+        for change in rows.records {
+            if buffers(change.record.name) { try await flush(connection, logger: logger) }
+            add(change)
+        }
+        addAssets(rows.assets, of: rows.records[0].record.name)
+        addReferences(rows.references, of: rows.records[0].record.name)
+    }
+
+    /// Buffers a record's row, and the index, reference and asset rows its previous version leaves
+    /// behind.
+    private mutating func add(_ change: RecordWriteExecutor.RowChange) {
+        let record = change.record
         records.append(record)
         names.insert(record.name)
-        let old = Set(IndexRows.entries(of: previous, schema: schema))
-        let new = Set(IndexRows.entries(of: record, schema: schema))
-        if let previous {
-            for entry in old.subtracting(new) { removedEntries.append(entry, recordType: previous.recordType, name: previous.name) }
-            if !RecordWritePlanner.enforcedReferences(of: previous).isEmpty { referencesCleared.append(record.name) }
-            if !RecordWritePlanner.assetChecksums(of: previous).isEmpty { assetsCleared.append(record.name) }
+        if let previous = change.previous {
+            for entry in change.removedIndexEntries {
+                removedEntries.append(entry, recordType: previous.recordType, name: previous.name)
+            }
         }
-        for entry in new.subtracting(old) { addedEntries.append(entry, recordType: record.recordType, name: record.name) }
-        current[record.name] = record
-        changes.append(RecordChange(previous: previous, record: record))
-        return record
+        for entry in change.addedIndexEntries { addedEntries.append(entry, recordType: record.recordType, name: record.name) }
+        if change.clearsReferences { referencesCleared.append(record.name) }
+        if change.clearsAssets { assetsCleared.append(record.name) }
     }
 
     /// Buffers the asset links of a record just added.
-    mutating func addAssets(_ checksums: Set<String>, of name: String) {
+    private mutating func addAssets(_ checksums: Set<String>, of name: String) {
         for checksum in checksums.sorted() {
             assets.names.append(name)
             assets.checksums.append(checksum)
@@ -70,7 +65,7 @@ struct RecordBatch {
     }
 
     /// Buffers the enforced references of a record just added.
-    mutating func addReferences(_ links: [ReferenceLink], of name: String) {
+    private mutating func addReferences(_ links: [ReferenceLink], of name: String) {
         for link in links {
             references.sources.append(name)
             references.targets.append(link.target)
@@ -79,7 +74,7 @@ struct RecordBatch {
     }
 
     /// Sends the buffered rows, deletions before insertions, and empties the buffer.
-    mutating func flush(_ connection: PostgresConnection, schema: Schema, logger: Logger) async throws {
+    mutating func flush(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !records.isEmpty else { return }
         try await upsert(connection, logger: logger)
         try await addedEntries.insert(connection, zoneID: zoneID, logger: logger)
@@ -109,9 +104,7 @@ struct RecordBatch {
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
-        let pendingChanges = changes
-        self = RecordBatch(zoneID: zoneID, sequence: sequence, current: current)
-        changes = pendingChanges
+        self = RecordBatch(zoneID: zoneID)
     }
 
     /// Writes the records and removes the index entries their previous versions no longer have, in
@@ -164,12 +157,6 @@ struct IndexRows {
     var longitudes: [Double] = []
     var hasLongitude: [Bool] = []
     var names: [String] = []
-
-    /// The query index entries of a record under the schema.
-    static func entries(of record: StoredRecord?, schema: Schema) -> [IndexEntry] {
-        guard let record, let type = schema.recordTypes[record.recordType] else { return [] }
-        return IndexEntry.entries(of: record, indexes: type.fields)
-    }
 
     /// The columns a scalar is stored in.
     static func columns(_ value: QueryScalar) -> (number: String, string: String, scalar: Int32) {

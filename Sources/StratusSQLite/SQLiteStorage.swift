@@ -394,192 +394,125 @@ public final class SQLiteStorage: StratusStorage {
         _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
     ) async throws -> ModifyRecordsOutcome {
         try await pool.writeWithoutTransaction { db in
-            var results: [RecordWriteResult] = []
-            results.reserveCapacity(writes.count)
-            var changes: [RecordChange] = []
+            var outcome = ModifyRecordsOutcome(results: [], changes: [])
             try db.inTransaction(.immediate) {
                 let databaseID = try Self.ensureDatabase(db, database)
                 let zoneState = try Self.requireZone(db, databaseID, zone)
-                var schema = SchemaInForce(
-                    try self.loadSchema(db, container: database.container, environment: database.environment),
-                    environment: database.environment)
-                var sequence = zoneState.sequence
-                var current = try Self.fetchRecords(db, zoneID: zoneState.id, names: writes.map(\.recordName))
-                for write in writes {
-                    var result = RecordWritePlanner.plan(
-                        write, current: current[write.recordName], context: context, schema: &schema)
-                    if case .success(let record) = result {
-                        result = try Self.apply(
-                            record, uploadedAssets: write.uploadedAssets, zoneID: zoneState.id, sequence: &sequence,
-                            context: context, schema: schema.schema, current: &current, changes: &changes, db)
+                let zoneID = zoneState.id
+                var executor = RecordWriteExecutor(
+                    writes: writes, zone: zoneState,
+                    schema: try self.loadSchema(db, container: database.container, environment: database.environment),
+                    environment: database.environment, atomic: atomic, context: context)
+                var step = executor.start()
+                while true {
+                    switch step {
+                    case .fetchRecords(let names):
+                        step = executor.resume(.records(try Self.fetchRecords(db, zoneID: zoneID, names: names)))
+                    case .checkAssets(let record, let checksums, let uploaded):
+                        step = executor.resume(
+                            .knownAssets(
+                                try Self.knownAssets(db, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
+                    case .findReferrers(let target, let action):
+                        step = executor.resume(.names(try Self.referrers(db, zoneID: zoneID, target: target, action: action)))
+                    case .countReferrers(let target, let action, let source):
+                        let count = try Int.fetchOne(
+                            db.cachedStatement(sql: """
+                                SELECT count(*) FROM record_references
+                                WHERE zone_id = ? AND target = ? AND action = ? AND source != ?
+                                """),
+                            arguments: [zoneID, target, action.rawValue, source]) ?? 0
+                        step = executor.resume(.count(count))
+                    case .write(let rows):
+                        try Self.write(rows, zoneID: zoneID, db)
+                        step = executor.resume(.written)
+                    case .finish(let completion):
+                        outcome = completion.outcome
+                        guard completion.commits else { return .rollback }
+                        if let schema = completion.grownSchema {
+                            try Self.storeSchema(db, schema, container: database.container, environment: database.environment)
+                        }
+                        if let sequence = completion.zoneSequence {
+                            // The default zone has no place in the database feed, so it does not advance it.
+                            let changeSequence = zone == ZoneID.defaultZoneName
+                                ? nil : try Self.nextDatabaseSequence(db, databaseID)
+                            try db.cachedStatement(
+                                sql: "UPDATE zones SET seq = ?, change_seq = coalesce(?, change_seq), changed_ms = ? WHERE id = ?"
+                            ).execute(arguments: [sequence, changeSequence, context.timestamp, zoneID])
+                        }
+                        return .commit
                     }
-                    results.append(result)
                 }
-                if atomic, results.contains(where: { (try? $0.get()) == nil }) {
-                    results = RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName))
-                    changes = []
-                    return .rollback
-                }
-                if schema.changed {
-                    try Self.storeSchema(db, schema.schema, container: database.container, environment: database.environment)
-                }
-                if sequence > zoneState.sequence {
-                    // The default zone has no place in the database feed, so it does not advance it.
-                    let changeSequence = zone == ZoneID.defaultZoneName
-                        ? nil : try Self.nextDatabaseSequence(db, databaseID)
-                    try db.cachedStatement(
-                        sql: "UPDATE zones SET seq = ?, change_seq = coalesce(?, change_seq), changed_ms = ? WHERE id = ?"
-                    ).execute(arguments: [sequence, changeSequence, context.timestamp, zoneState.id])
-                }
-                return .commit
             }
-            return ModifyRecordsOutcome(results: results, changes: changes)
+            return outcome
         }
     }
 
-    /// Writes a planned record with its reference rules: a saved record's `VALIDATE` targets must
-    /// exist and its `DELETE_SELF` targets stay under their limit; deleting a record deletes the
-    /// records that point at it with `DELETE_SELF` (recursively) and fails while a record outside
-    /// that set points at one of them with `VALIDATE`. Every check runs before anything is written.
-    private static func apply(
-        _ planned: StoredRecord, uploadedAssets: Set<String>, zoneID: Int64, sequence: inout Int64,
-        context: WriteContext, schema: Schema, current: inout [String: StoredRecord], changes: inout [RecordChange],
-        _ db: Database
-    ) throws -> RecordWriteResult {
-        let assets = RecordWritePlanner.assetChecksums(of: planned)
-        for checksum in assets.sorted() {
-            let known = uploadedAssets.contains(checksum)
-                ? try Bool.fetchOne(
-                    db.cachedStatement(sql: "SELECT 1 FROM assets WHERE checksum = ?"), arguments: [checksum]) != nil
-                : try Bool.fetchOne(
-                    db.cachedStatement(sql: "SELECT 1 FROM record_assets WHERE zone_id = ? AND name = ? AND checksum = ?"),
-                    arguments: [zoneID, planned.name, checksum]) != nil
-            guard known else {
-                return .failure(
-                    RecordWritePlanner.unknownAsset(
-                        record: planned.name, checksum: checksum, uploaded: uploadedAssets.contains(checksum)))
-            }
-        }
-        var writes = [planned]
-        let links = RecordWritePlanner.enforcedReferences(of: planned)
-        if planned.deleted {
-            var doomed = [planned.name: planned]
-            var frontier = [planned.name]
-            while let target = frontier.popLast() {
-                for source in try String.fetchAll(
-                    db.cachedStatement(
-                        sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
-                    arguments: [zoneID, target, ReferenceAction.deleteSelf.rawValue])
-                where doomed[source] == nil {
-                    guard let record = try fetchRecord(db, zoneID: zoneID, name: source), !record.deleted else { continue }
-                    current[source] = record
-                    doomed[source] = RecordWritePlanner.tombstone(of: record, context: context)
-                    writes.append(doomed[source]!)
-                    frontier.append(source)
+    /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its
+    /// previous version held.
+    private static func knownAssets(
+        _ db: Database, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>
+    ) throws -> Set<String> {
+        try Set(
+            checksums.filter { checksum in
+                uploaded.contains(checksum)
+                    ? try Bool.fetchOne(
+                        db.cachedStatement(sql: "SELECT 1 FROM assets WHERE checksum = ?"), arguments: [checksum]) != nil
+                    : try Bool.fetchOne(
+                        db.cachedStatement(
+                            sql: "SELECT 1 FROM record_assets WHERE zone_id = ? AND name = ? AND checksum = ?"),
+                        arguments: [zoneID, record, checksum]) != nil
+            })
+    }
+
+    /// The records whose references with `action` point at `target`.
+    private static func referrers(
+        _ db: Database, zoneID: Int64, target: String, action: ReferenceAction
+    ) throws -> [String] {
+        try String.fetchAll(
+            db.cachedStatement(sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
+            arguments: [zoneID, target, action.rawValue])
+    }
+
+    /// Writes the rows of one operation: each record with its index entries, then the operation's
+    /// asset holdings and references.
+    private static func write(_ rows: RecordWriteExecutor.RecordRows, zoneID: Int64, _ db: Database) throws {
+        for change in rows.records {
+            let record = change.record
+            try upsert(db, zoneID: zoneID, record)
+            if let previous = change.previous, !change.removedIndexEntries.isEmpty {
+                let delete = try db.cachedStatement(
+                    sql: """
+                        DELETE FROM record_index
+                        WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
+                        """)
+                for entry in change.removedIndexEntries {
+                    try delete.execute(arguments: [
+                        zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
+                        previous.name,
+                    ])
                 }
             }
-            for name in doomed.keys.sorted() {
-                let guardians = try String.fetchAll(
-                    db.cachedStatement(
-                        sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
-                    arguments: [zoneID, name, ReferenceAction.validate.rawValue])
-                if let guardian = guardians.sorted().first(where: { doomed[$0] == nil }) {
-                    return .failure(
-                        RecordWritePlanner.guardedDeletion(
-                            record: name, cascaded: name != planned.name, guardian: guardian))
-                }
-            }
-        } else {
-            for link in links {
-                switch link.action {
-                case .validate where link.target != planned.name:
-                    guard let target = try fetchRecord(db, zoneID: zoneID, name: link.target), !target.deleted else {
-                        return .failure(RecordWritePlanner.missingTarget(record: planned.name, target: link.target))
-                    }
-                case .deleteSelf:
-                    let count = try Int.fetchOne(
-                        db.cachedStatement(sql: """
-                            SELECT count(*) FROM record_references
-                            WHERE zone_id = ? AND target = ? AND action = ? AND source != ?
-                            """),
-                        arguments: [zoneID, link.target, ReferenceAction.deleteSelf.rawValue, planned.name]) ?? 0
-                    let limit = context.limits.maxDeleteSelfReferencesPerTarget
-                    guard count < limit else {
-                        return .failure(
-                            RecordWritePlanner.tooManyDeleteSelfReferences(
-                                record: planned.name, target: link.target, count: count, limit: limit))
-                    }
-                default:
-                    break
-                }
-            }
-        }
-        var written = writes
-        for index in written.indices {
-            sequence += 1
-            written[index].sequence = sequence
-            written[index].changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
-            let previous = current[written[index].name]
-            try upsert(db, zoneID: zoneID, written[index])
-            try updateIndexEntries(db, zoneID: zoneID, from: previous, to: written[index], schema: schema)
-            current[written[index].name] = written[index]
-            changes.append(RecordChange(previous: previous, record: written[index]))
+            try insertIndexEntries(db, zoneID: zoneID, record, change.addedIndexEntries)
             // A record's reference and asset rows exist only if its previous version held some.
-            if let previous {
-                if !RecordWritePlanner.enforcedReferences(of: previous).isEmpty {
-                    try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
-                        .execute(arguments: [zoneID, written[index].name])
-                }
-                if !RecordWritePlanner.assetChecksums(of: previous).isEmpty {
-                    try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
-                        .execute(arguments: [zoneID, written[index].name])
-                }
+            if change.clearsReferences {
+                try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
+                    .execute(arguments: [zoneID, record.name])
+            }
+            if change.clearsAssets {
+                try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
+                    .execute(arguments: [zoneID, record.name])
             }
         }
-        for checksum in assets {
+        let name = rows.records[0].record.name
+        for checksum in rows.assets {
             try db.cachedStatement(sql: "INSERT INTO record_assets (zone_id, name, checksum) VALUES (?, ?, ?)")
-                .execute(arguments: [zoneID, planned.name, checksum])
+                .execute(arguments: [zoneID, name, checksum])
         }
-        for link in links {
+        for link in rows.references {
             try db.cachedStatement(
                 sql: "INSERT INTO record_references (zone_id, source, target, action) VALUES (?, ?, ?, ?)"
-            ).execute(arguments: [zoneID, planned.name, link.target, link.action.rawValue])
+            ).execute(arguments: [zoneID, name, link.target, link.action.rawValue])
         }
-        return .success(written[0])
-    }
-
-    /// The query index entries of a record under the schema.
-    private static func indexEntries(of record: StoredRecord?, schema: Schema) -> [IndexEntry] {
-        guard let record, let type = schema.recordTypes[record.recordType] else { return [] }
-        return IndexEntry.entries(of: record, indexes: type.fields)
-    }
-
-    /// Moves a record's query index entries from its previous version to its new one, touching only
-    /// the entries that differ.
-    private static func updateIndexEntries(
-        _ db: Database, zoneID: Int64, from previous: StoredRecord?, to record: StoredRecord, schema: Schema
-    ) throws {
-        let new = indexEntries(of: record, schema: schema)
-        // A new record (or one that had no entries) only inserts: no sets to compare.
-        let old = indexEntries(of: previous, schema: schema)
-        guard let previous, !old.isEmpty else {
-            try insertIndexEntries(db, zoneID: zoneID, record, new)
-            return
-        }
-        let oldSet = Set(old)
-        let newSet = Set(new)
-        let delete = try db.cachedStatement(
-            sql: """
-                DELETE FROM record_index
-                WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
-                """)
-        for entry in oldSet.subtracting(newSet) {
-            try delete.execute(arguments: [
-                zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
-                previous.name,
-            ])
-        }
-        try insertIndexEntries(db, zoneID: zoneID, record, newSet.subtracting(oldSet))
     }
 
     /// Inserts query index entries of a record.
@@ -750,7 +683,7 @@ public final class SQLiteStorage: StratusStorage {
                         arguments: [zoneID, recordType])
                     for record in records {
                         try Self.insertIndexEntries(
-                            db, zoneID: zoneID, record, Self.indexEntries(of: record, schema: new).filter { fields.contains($0.field) })
+                            db, zoneID: zoneID, record, IndexEntry.entries(of: record, schema: new).filter { fields.contains($0.field) })
                     }
                 }
             }
@@ -1066,31 +999,10 @@ public final class SQLiteStorage: StratusStorage {
                     arguments: [databaseID, zone, try Self.nextDatabaseSequence(db, databaseID), timestamp, timestamp])
             }
             let zoneState = try Self.requireZone(db, databaseID, zone)
-            let schema = try self.loadSchema(db, container: database.container, environment: database.environment)
-            var current = try Self.fetchRecords(db, zoneID: zoneState.id, names: records.map(\.name))
-            var sequence = zoneState.sequence
-            for var record in records {
-                sequence += 1
-                record.sequence = sequence
-                record.changeTag = ChangeTag.make(zoneID: zoneState.id, sequence: sequence)
-                let previous = current[record.name]
-                try Self.upsert(db, zoneID: zoneState.id, record)
-                try Self.updateIndexEntries(db, zoneID: zoneState.id, from: previous, to: record, schema: schema)
-                current[record.name] = record
-                for table in ["record_references WHERE zone_id = ? AND source = ?", "record_assets WHERE zone_id = ? AND name = ?"] {
-                    try db.execute(sql: "DELETE FROM \(table)", arguments: [zoneState.id, record.name])
-                }
-                for checksum in RecordWritePlanner.assetChecksums(of: record) {
-                    try db.execute(
-                        sql: "INSERT INTO record_assets (zone_id, name, checksum) VALUES (?, ?, ?)",
-                        arguments: [zoneState.id, record.name, checksum])
-                }
-                for link in RecordWritePlanner.enforcedReferences(of: record) {
-                    try db.execute(
-                        sql: "INSERT INTO record_references (zone_id, source, target, action) VALUES (?, ?, ?, ?)",
-                        arguments: [zoneState.id, record.name, link.target, link.action.rawValue])
-                }
-            }
+            let (rows, sequence) = RecordWriteExecutor.importRows(
+                records, zone: zoneState, current: try Self.fetchRecords(db, zoneID: zoneState.id, names: records.map(\.name)),
+                schema: try self.loadSchema(db, container: database.container, environment: database.environment))
+            for operation in rows { try Self.write(operation, zoneID: zoneState.id, db) }
             try db.execute(sql: "UPDATE zones SET seq = ? WHERE id = ?", arguments: [sequence, zoneState.id])
         }
     }

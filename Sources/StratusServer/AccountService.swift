@@ -3,6 +3,7 @@ import HummingbirdBcrypt
 import NIOPosix
 import StratusModel
 public import StratusStorage
+import Synchronization
 
 /// A signed-in session as handed to a client.
 public struct IssuedSession: Sendable, Hashable {
@@ -28,8 +29,17 @@ public struct AccountService: Sendable {
         self.configuration = configuration
     }
 
-    /// A real hash to check passwords of unknown usernames against (computed on first use).
-    private static let unknownUserHash = Bcrypt.hash(Secrets.makeToken(), cost: 12)
+    /// Real hashes to check passwords of unknown usernames against, one per bcrypt cost (made on
+    /// first use), so that an unknown username costs as much time as a known one.
+    private static let unknownUserHashes = Mutex<[UInt8: String]>([:])
+
+    private func unknownUserHash() async throws -> String {
+        let cost = configuration.passwordHashCost
+        if let hash = Self.unknownUserHashes.withLock({ $0[cost] }) { return hash }
+        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(Secrets.makeToken(), cost: cost) }
+        Self.unknownUserHashes.withLock { $0[cost] = hash }
+        return hash
+    }
 
 
     // MARK: Administration
@@ -98,7 +108,7 @@ public struct AccountService: Sendable {
     public func signIn(container: String, username: String, password: String) async throws -> IssuedSession {
         let user = try await storage.user(container: container, username: username)
         // Verify against a dummy hash when the user is unknown, so timing does not reveal usernames.
-        let hash = user?.passwordHash ?? Self.unknownUserHash
+        let hash = if let user { user.passwordHash } else { try await unknownUserHash() }
         let valid = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
         guard let user, valid else {
             throw StratusError(.authenticationFailed, "wrong username or password")

@@ -32,6 +32,13 @@ public struct IndexEntry: Hashable, Sendable {
         self.longitude = longitude
     }
 
+    /// The entries of a record under the schema's index options for its type; none for `nil`, a
+    /// tombstone or a type the schema does not know.
+    public static func entries(of record: StoredRecord?, schema: Schema) -> [IndexEntry] {
+        guard let record, let type = schema.recordTypes[record.recordType] else { return [] }
+        return entries(of: record, indexes: type.fields)
+    }
+
     /// The entries of a record under the index options of its type's fields. Fields without
     /// QUERYABLE, SORTABLE or SEARCHABLE get none, and a tombstone has none.
     public static func entries(of record: StoredRecord, indexes: [String: FieldSchema]) -> [IndexEntry] {

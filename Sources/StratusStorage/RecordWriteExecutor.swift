@@ -1,0 +1,365 @@
+import StratusModel
+
+/// The record-write transaction of `records/modify`, written once for every backend.
+///
+/// Inside its write transaction, with the zone locked, a backend creates an executor and answers its
+/// steps until it finishes. The executor decides everything: what each operation means
+/// (``RecordWritePlanner``), whether the assets a record holds are known, which records a deletion
+/// takes with it through `DELETE_SELF` and whether a `VALIDATE` reference forbids it, whether a
+/// saved record's `VALIDATE` targets exist and its `DELETE_SELF` targets stay under their limit,
+/// the sequence number and change tag of every record written, the query index entries that change,
+/// and whether an atomic batch rolls back. A backend only reads and writes rows:
+///
+/// ```swift
+/// var executor = RecordWriteExecutor(writes: writes, zone: zone, schema: schema, …)
+/// var step = executor.start()
+/// while true {
+///     switch step {
+///     case .fetchRecords(let names): step = executor.resume(.records(read(names)))
+///     …
+///     case .finish(let completion): return commit(completion)
+///     }
+/// }
+/// ```
+///
+/// It holds no I/O of its own (a state machine, as postgres-nio's protocol handling is), so a
+/// synchronous backend (GRDB's write closure) and an asynchronous one (postgres-nio) drive the same
+/// code, and the conformance suite pins its behaviour through both.
+public struct RecordWriteExecutor: Sendable {
+    /// What the executor needs next.
+    public enum Step: Sendable {
+        /// Read these records of the zone, tombstones included; answer ``Answer/records(_:)`` with
+        /// those found.
+        case fetchRecords([String])
+        /// Which of `checksums` may `record` hold: those in `uploaded` when the asset store has
+        /// them, the others when the record's previous version already held them. Answer
+        /// ``Answer/knownAssets(_:)``.
+        case checkAssets(record: String, checksums: [String], uploaded: Set<String>)
+        /// The records whose references with `action` point at `target`; answer ``Answer/names(_:)``.
+        case findReferrers(target: String, action: ReferenceAction)
+        /// How many records other than `excludingSource` point at `target` with `action`; answer
+        /// ``Answer/count(_:)``.
+        case countReferrers(target: String, action: ReferenceAction, excludingSource: String)
+        /// Write these rows, in order; answer ``Answer/written``.
+        case write(RecordRows)
+        /// The transaction's work is done: commit or roll back as the completion says.
+        case finish(Completion)
+    }
+
+    /// A backend's answer to the last ``Step``.
+    public enum Answer: Sendable {
+        /// The records found, by name.
+        case records([String: StoredRecord])
+        /// The checksums known.
+        case knownAssets(Set<String>)
+        /// The referring records' names.
+        case names([String])
+        /// A number of referring records.
+        case count(Int)
+        /// The rows were written.
+        case written
+    }
+
+    /// The rows one operation writes.
+    public struct RecordRows: Sendable {
+        /// The records, each with its sequence number and change tag: the operation's own record
+        /// first, then those a deletion takes with it.
+        public var records: [RowChange]
+        /// The asset checksums the operation's record holds, to record as its holdings.
+        public var assets: Set<String>
+        /// The enforced references of the operation's record, to record as its links.
+        public var references: [ReferenceLink]
+    }
+
+    /// One record's row and what changes around it.
+    public struct RowChange: Sendable {
+        /// The record as stored from now on.
+        public var record: StoredRecord
+        /// Its previous version, if any (possibly a tombstone).
+        public var previous: StoredRecord?
+        /// Query index entries of the previous version that go (under the previous record type).
+        public var removedIndexEntries: [IndexEntry]
+        /// Query index entries that are new.
+        public var addedIndexEntries: [IndexEntry]
+        /// Whether the previous version's reference rows must be deleted first.
+        public var clearsReferences: Bool
+        /// Whether the previous version's asset holdings must be deleted first.
+        public var clearsAssets: Bool
+    }
+
+    /// How the transaction ends.
+    public struct Completion: Sendable {
+        /// The results and changes to answer with.
+        public var outcome: ModifyRecordsOutcome
+        /// Whether to commit; `false` when an atomic batch failed and everything rolls back.
+        public var commits: Bool
+        /// The schema to store, when development writes grew it.
+        public var grownSchema: Schema?
+        /// The zone's new last sequence number, when anything was written.
+        public var zoneSequence: Int64?
+    }
+
+    private struct Cascade {
+        var planned: StoredRecord
+        var doomed: [String: StoredRecord]
+        var frontier: [String]
+        var writes: [StoredRecord]
+        var unguarded: [String] = []
+    }
+
+    private enum Phase {
+        case fetchingCurrent
+        case checkingAssets(StoredRecord, uploaded: Set<String>, checksums: [String])
+        case findingCascade(Cascade)
+        case fetchingCascade(Cascade, sources: [String])
+        case findingGuardians(Cascade)
+        case checkingLinks(StoredRecord, remaining: [ReferenceLink])
+        case writing(StoredRecord)
+        case finished
+    }
+
+    private let writes: [RecordWrite]
+    private let atomic: Bool
+    private let context: WriteContext
+    private let zoneID: Int64
+    private let startSequence: Int64
+    private var schema: SchemaInForce
+    private var sequence: Int64
+    private var current: [String: StoredRecord] = [:]
+    private var results: [RecordWriteResult] = []
+    private var changes: [RecordChange] = []
+    private var phase = Phase.fetchingCurrent
+
+    /// An executor for `writes` into `zone` (locked by the caller) under `schema`.
+    public init(
+        writes: [RecordWrite], zone: ZoneState, schema: Schema, environment: ContainerEnvironment, atomic: Bool,
+        context: WriteContext
+    ) {
+        self.writes = writes
+        self.atomic = atomic
+        self.context = context
+        zoneID = zone.id
+        startSequence = zone.sequence
+        sequence = zone.sequence
+        self.schema = SchemaInForce(schema, environment: environment)
+        results.reserveCapacity(writes.count)
+    }
+
+    /// The first step: reading the records the batch names.
+    public mutating func start() -> Step {
+        phase = .fetchingCurrent
+        return .fetchRecords(writes.map(\.recordName))
+    }
+
+    /// The next step, given the answer to the last one.
+    public mutating func resume(_ answer: Answer) -> Step {
+        switch (phase, answer) {
+        case (.fetchingCurrent, .records(let records)):
+            current = records
+            return nextWrite()
+        case (.checkingAssets(let planned, let uploaded, let checksums), .knownAssets(let known)):
+            if let unknown = checksums.first(where: { !known.contains($0) }) {
+                return fail(
+                    RecordWritePlanner.unknownAsset(
+                        record: planned.name, checksum: unknown, uploaded: uploaded.contains(unknown)))
+            }
+            return checkReferences(of: planned)
+        case (.findingCascade(let cascade), .names(let sources)):
+            let added = sources.filter { cascade.doomed[$0] == nil }
+            guard !added.isEmpty else { return continueCascade(cascade) }
+            phase = .fetchingCascade(cascade, sources: added)
+            return .fetchRecords(added)
+        case (.fetchingCascade(var cascade, let sources), .records(let records)):
+            for source in sources {
+                guard let record = records[source], !record.deleted else { continue }
+                current[source] = record
+                let tombstone = RecordWritePlanner.tombstone(of: record, context: context)
+                cascade.doomed[source] = tombstone
+                cascade.writes.append(tombstone)
+                cascade.frontier.append(source)
+            }
+            return continueCascade(cascade)
+        case (.findingGuardians(var cascade), .names(let guardians)):
+            let name = cascade.unguarded.removeFirst()
+            if let guardian = guardians.sorted().first(where: { cascade.doomed[$0] == nil }) {
+                return fail(
+                    RecordWritePlanner.guardedDeletion(
+                        record: name, cascaded: name != cascade.planned.name, guardian: guardian))
+            }
+            return nextGuardian(cascade)
+        case (.checkingLinks(let planned, var remaining), .records(let records)):
+            let target = remaining.removeFirst().target
+            guard let record = records[target], !record.deleted else {
+                return fail(RecordWritePlanner.missingTarget(record: planned.name, target: target))
+            }
+            return checkLinks(planned, remaining: remaining)
+        case (.checkingLinks(let planned, var remaining), .count(let count)):
+            let target = remaining.removeFirst().target
+            let limit = context.limits.maxDeleteSelfReferencesPerTarget
+            guard count < limit else {
+                return fail(
+                    RecordWritePlanner.tooManyDeleteSelfReferences(
+                        record: planned.name, target: target, count: count, limit: limit))
+            }
+            return checkLinks(planned, remaining: remaining)
+        case (.writing(let record), .written):
+            results.append(.success(record))
+            return nextWrite()
+        default:
+            preconditionFailure("RecordWriteExecutor: answer \(answer) does not fit the step asked")
+        }
+    }
+
+    // MARK: Steps
+
+    /// Plans the next write, or finishes.
+    private mutating func nextWrite() -> Step {
+        while results.count < writes.count {
+            let write = writes[results.count]
+            switch RecordWritePlanner.plan(write, current: current[write.recordName], context: context, schema: &schema) {
+            case .failure(let failure):
+                results.append(.failure(failure))
+            case .success(let planned):
+                let checksums = RecordWritePlanner.assetChecksums(of: planned)
+                guard checksums.isEmpty else {
+                    let uploaded = write.uploadedAssets.intersection(checksums)
+                    let sorted = checksums.sorted()
+                    phase = .checkingAssets(planned, uploaded: uploaded, checksums: sorted)
+                    return .checkAssets(record: planned.name, checksums: sorted, uploaded: uploaded)
+                }
+                return checkReferences(of: planned)
+            }
+        }
+        return finish()
+    }
+
+    /// The current write fails with `failure`; the batch goes on with the next one.
+    private mutating func fail(_ failure: RecordWriteFailure) -> Step {
+        results.append(.failure(failure))
+        return nextWrite()
+    }
+
+    /// A deletion gathers its `DELETE_SELF` dependents; a save checks its enforced references.
+    private mutating func checkReferences(of planned: StoredRecord) -> Step {
+        if planned.deleted {
+            return continueCascade(
+                Cascade(planned: planned, doomed: [planned.name: planned], frontier: [planned.name], writes: [planned]))
+        }
+        return checkLinks(planned, remaining: RecordWritePlanner.enforcedReferences(of: planned))
+    }
+
+    /// The next record of the cascade whose `DELETE_SELF` referrers are not known yet, then the
+    /// `VALIDATE` guards of everything doomed.
+    private mutating func continueCascade(_ cascade: Cascade) -> Step {
+        var cascade = cascade
+        if let target = cascade.frontier.popLast() {
+            phase = .findingCascade(cascade)
+            return .findReferrers(target: target, action: .deleteSelf)
+        }
+        cascade.unguarded = cascade.doomed.keys.sorted()
+        return nextGuardian(cascade)
+    }
+
+    /// Asks for the `VALIDATE` referrers of the next doomed record, or writes the cascade.
+    private mutating func nextGuardian(_ cascade: Cascade) -> Step {
+        guard let name = cascade.unguarded.first else { return write(cascade.writes, of: cascade.planned) }
+        phase = .findingGuardians(cascade)
+        return .findReferrers(target: name, action: .validate)
+    }
+
+    /// Checks the next enforced reference of a saved record, or writes it.
+    private mutating func checkLinks(_ planned: StoredRecord, remaining: [ReferenceLink]) -> Step {
+        var remaining = remaining
+        while let link = remaining.first {
+            switch link.action {
+            case .validate where link.target != planned.name:
+                phase = .checkingLinks(planned, remaining: remaining)
+                return .fetchRecords([link.target])
+            case .deleteSelf:
+                phase = .checkingLinks(planned, remaining: remaining)
+                return .countReferrers(target: link.target, action: .deleteSelf, excludingSource: planned.name)
+            default:
+                remaining.removeFirst()
+            }
+        }
+        return write([planned], of: planned)
+    }
+
+    /// Numbers the records of one operation and hands over their rows.
+    private mutating func write(_ records: [StoredRecord], of planned: StoredRecord) -> Step {
+        var rows: [RowChange] = []
+        rows.reserveCapacity(records.count)
+        for record in records {
+            let row = Self.row(record, after: &sequence, zoneID: zoneID, previous: current[record.name], schema: schema.schema)
+            current[record.name] = row.record
+            changes.append(RecordChange(previous: row.previous, record: row.record))
+            rows.append(row)
+        }
+        phase = .writing(rows[0].record)
+        return .write(
+            RecordRows(
+                records: rows, assets: RecordWritePlanner.assetChecksums(of: planned),
+                references: RecordWritePlanner.enforcedReferences(of: planned)))
+    }
+
+    /// The rows that store `records` as they are, as an import does (their stamps and fields kept):
+    /// each takes the zone's next sequence number and a change tag. `current` holds the zone's rows
+    /// of those names; the zone's last sequence number comes back with the rows.
+    public static func importRows(
+        _ records: [StoredRecord], zone: ZoneState, current: [String: StoredRecord], schema: Schema
+    ) -> (rows: [RecordRows], sequence: Int64) {
+        var current = current
+        var sequence = zone.sequence
+        let rows = records.map { record in
+            let row = Self.row(record, after: &sequence, zoneID: zone.id, previous: current[record.name], schema: schema)
+            current[record.name] = row.record
+            return RecordRows(
+                records: [row], assets: RecordWritePlanner.assetChecksums(of: record),
+                references: RecordWritePlanner.enforcedReferences(of: record))
+        }
+        return (rows, sequence)
+    }
+
+    /// A record with the zone's next sequence number and its change tag, and the index, reference
+    /// and asset rows that change from its previous version.
+    private static func row(
+        _ record: StoredRecord, after sequence: inout Int64, zoneID: Int64, previous: StoredRecord?, schema: Schema
+    ) -> RowChange {
+        var record = record
+        sequence += 1
+        record.sequence = sequence
+        record.changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
+        let new = IndexEntry.entries(of: record, schema: schema)
+        let old = IndexEntry.entries(of: previous, schema: schema)
+        var removed: [IndexEntry] = []
+        var added = new
+        // A new record (or one that had no entries) only inserts: no sets to compare.
+        if !old.isEmpty {
+            let (oldSet, newSet) = (Set(old), Set(new))
+            removed = Array(oldSet.subtracting(newSet))
+            added = Array(newSet.subtracting(oldSet))
+        }
+        return RowChange(
+            record: record, previous: previous, removedIndexEntries: removed, addedIndexEntries: added,
+            clearsReferences: previous.map { !RecordWritePlanner.enforcedReferences(of: $0).isEmpty } ?? false,
+            clearsAssets: previous.map { !RecordWritePlanner.assetChecksums(of: $0).isEmpty } ?? false)
+    }
+
+    /// Every write has its result: commit, or roll back an atomic batch that had a failure.
+    private mutating func finish() -> Step {
+        phase = .finished
+        if atomic, results.contains(where: { (try? $0.get()) == nil }) {
+            return .finish(
+                Completion(
+                    outcome: ModifyRecordsOutcome(
+                        results: RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName)),
+                        changes: []),
+                    commits: false, grownSchema: nil, zoneSequence: nil))
+        }
+        return .finish(
+            Completion(
+                outcome: ModifyRecordsOutcome(results: results, changes: changes), commits: true,
+                grownSchema: schema.changed ? schema.schema : nil,
+                zoneSequence: sequence > startSequence ? sequence : nil))
+    }
+}
