@@ -75,8 +75,8 @@ extension PostgresStorage {
             guard new != old else { return old }
             try await storeSchema(connection, new, container: container, environment: environment)
             // Records of types whose index options grew get their entries now.
-            let growth = new.indexGrowth(from: old)
-            guard !growth.isEmpty else { return new }
+            let backfills = IndexBackfill.needed(from: old, to: new)
+            guard !backfills.isEmpty else { return new }
             let zoneIDs = try await connection.run(
                 """
                 SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
@@ -84,24 +84,23 @@ extension PostgresStorage {
                     AND NOT zones.deleted
                 """, logger: logger
             ).decode(Int64.self).collect()
-            for recordType in Set(growth.map(\.recordType)).sorted() {
-                let fields = Set(growth.filter { $0.recordType == recordType }.map(\.field))
+            for backfill in backfills {
                 for zoneID in zoneIDs {
                     try await connection.run(
                         """
-                        DELETE FROM record_index
-                        WHERE zone_id = \(zoneID) AND record_type = \(recordType) AND field = ANY(\(Array(fields)))
+                        DELETE FROM record_index WHERE zone_id = \(zoneID) AND record_type = \(backfill.recordType)
+                            AND field = ANY(\(Array(backfill.fields)))
                         """, logger: logger)
                     let records = try await Self.storedRecords(
                         connection.run(
                             """
                             SELECT \(unescaped: Self.recordColumns) FROM records
-                            WHERE zone_id = \(zoneID) AND record_type = \(recordType) AND NOT deleted
+                            WHERE zone_id = \(zoneID) AND record_type = \(backfill.recordType) AND NOT deleted
                             """, logger: logger))
                     var rows = IndexRows()
                     for record in records {
-                        for entry in IndexEntry.entries(of: record, schema: new) where fields.contains(entry.field) {
-                            rows.append(entry, recordType: recordType, name: record.name)
+                        for entry in backfill.entries(of: record) {
+                            rows.append(entry, recordType: backfill.recordType, name: record.name)
                         }
                     }
                     try await rows.insert(connection, zoneID: zoneID, logger: logger)

@@ -661,29 +661,27 @@ public final class SQLiteStorage: StratusStorage {
             guard new != old else { return old }
             try Self.storeSchema(db, new, container: container, environment: environment)
             // Records of types whose index options grew get their entries now.
-            for recordType in Set(new.indexGrowth(from: old).map(\.recordType)).sorted() {
-                let zones = try Int64.fetchAll(
-                    db,
-                    sql: """
-                        SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
-                        WHERE databases.container_id = ? AND databases.environment = ? AND zones.deleted = 0
-                        """,
-                    arguments: [container, environment.rawValue])
-                let fields = Set(new.indexGrowth(from: old).filter { $0.recordType == recordType }.map(\.field))
+            let zones = try Int64.fetchAll(
+                db,
+                sql: """
+                    SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
+                    WHERE databases.container_id = ? AND databases.environment = ? AND zones.deleted = 0
+                    """,
+                arguments: [container, environment.rawValue])
+            for backfill in IndexBackfill.needed(from: old, to: new) {
                 for zoneID in zones {
-                    for field in fields {
+                    for field in backfill.fields {
                         try db.execute(
                             sql: "DELETE FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ?",
-                            arguments: [zoneID, recordType, field])
+                            arguments: [zoneID, backfill.recordType, field])
                     }
                     let records = try Self.fetchStoredRecords(
                         db,
                         db.cachedStatement(
                             sql: "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND record_type = ? AND deleted = 0"),
-                        arguments: [zoneID, recordType])
+                        arguments: [zoneID, backfill.recordType])
                     for record in records {
-                        try Self.insertIndexEntries(
-                            db, zoneID: zoneID, record, IndexEntry.entries(of: record, schema: new).filter { fields.contains($0.field) })
+                        try Self.insertIndexEntries(db, zoneID: zoneID, record, backfill.entries(of: record))
                     }
                 }
             }

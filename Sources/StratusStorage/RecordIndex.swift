@@ -84,17 +84,32 @@ public struct IndexEntry: Hashable, Sendable {
     }
 }
 
-/// Fields whose index options grew from one schema to another: their existing records need entries.
-extension Schema {
-    /// The `(recordType, field)` pairs indexed in `self` in a way they were not in `old`.
-    public func indexGrowth(from old: Schema) -> [(recordType: String, field: String)] {
-        var grown: [(recordType: String, field: String)] = []
-        for (typeName, type) in recordTypes.sorted(by: { $0.key < $1.key }) {
-            for (fieldName, field) in type.fields.sorted(by: { $0.key < $1.key }) where !field.indexes.isEmpty {
-                let before = old.recordTypes[typeName]?.fields[fieldName]?.indexes ?? []
-                if !field.indexes.isSubset(of: before) { grown.append((typeName, fieldName)) }
-            }
+/// The query index entries a schema change adds to existing records: the fields of one record type
+/// whose index options grew. A backend deletes those fields' entries in every zone of the
+/// environment and inserts ``entries(of:)`` for each live record of the type, in the transaction
+/// that stores the new schema.
+public struct IndexBackfill: Hashable, Sendable {
+    /// The record type whose records need entries.
+    public var recordType: String
+    /// Its fields whose index options grew.
+    public var fields: Set<String>
+    /// The schema in force from now on.
+    public var schema: Schema
+
+    /// The backfills from `old` to `new`, one per record type, in name order.
+    public static func needed(from old: Schema, to new: Schema) -> [IndexBackfill] {
+        new.recordTypes.keys.sorted().compactMap { typeName in
+            let fields = Set(
+                new.recordTypes[typeName]!.fields.filter { name, field in
+                    !field.indexes.isEmpty
+                        && !field.indexes.isSubset(of: old.recordTypes[typeName]?.fields[name]?.indexes ?? [])
+                }.keys)
+            return fields.isEmpty ? nil : IndexBackfill(recordType: typeName, fields: fields, schema: new)
         }
-        return grown
+    }
+
+    /// The entries of a record of ``recordType`` for the grown fields.
+    public func entries(of record: StoredRecord) -> [IndexEntry] {
+        IndexEntry.entries(of: record, schema: schema).filter { fields.contains($0.field) }
     }
 }
