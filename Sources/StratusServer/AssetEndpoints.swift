@@ -93,11 +93,11 @@ extension DatabaseEndpoints {
     /// `assets/upload`: one upload URL per requested field.
     func requestUploads(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let user = try target.requireUser()
+        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/upload")
+        let user = try access.requireUser()
         let assets = try requireAssets()
         let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
-        if target.scope == .shared { throw noSharedZone(zoneName) }
+        _ = try access.zone(body.zoneID, field: "zoneID", limits: limits)
         try checkCount(body.tokens.count, field: "tokens", limit: limits.maxOperationsPerRequest)
         let validator = RecordValidator(limits: limits)
         for (index, token) in body.tokens.enumerated() {
@@ -140,22 +140,19 @@ extension DatabaseEndpoints {
     /// the field as a Record Field Dictionary, ready to save.
     func rereference(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        _ = try target.requireUser()
+        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/rereference")
         let assets = try requireAssets()
         let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
-        if target.scope == .shared { throw noSharedZone(zoneName) }
+        let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
         try checkCount(body.assets.count, field: "assets", limit: limits.maxOperationsPerRequest)
         let found = try await storage.lookupRecords(
-            names: body.assets.map(\.recordName), zone: zoneName, in: target.locator())
+            names: body.assets.map(\.recordName), zone: zoneName, in: access.locator)
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         return try await listResponse("assets") { writer in
             for (item, record) in zip(body.assets, found) {
                 guard let record,
-                    ReadAccess(
-                        recordType: record.recordType, schema: schema, scope: target.scope,
-                        environment: target.environment, user: target.userRecordName
-                    ).allows(creator: record.created.userRecordName),
+                    access.readAccess(recordType: record.recordType, schema: schema)
+                        .allows(creator: record.created.userRecordName),
                     let value = try record.decodeFields()[item.fieldName],
                     value.type == .asset || value.type == .assetList
                 else {
@@ -186,22 +183,20 @@ extension DatabaseEndpoints {
     /// that a record the caller can read holds in that field, with `Range` support.
     func download(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
+        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "assets/download")
         let assets = try requireAssets()
         let checksum = try context.parameters.require("checksum")
         guard let recordName = request.query("recordName"), let fieldName = request.query("fieldName") else {
             throw StratusError.badRequest("recordName and fieldName are required: use the record's downloadURL")
         }
-        let zoneName = try target.zoneName(
+        let zoneName = try access.zone(
             request.query("zoneName").map { ZoneID(zoneName: $0) }, field: "zoneName", limits: limits)
-        if target.scope == .shared { throw noSharedZone(zoneName) }
-        let record = try await storage.lookupRecords(names: [recordName], zone: zoneName, in: target.locator())[0]
-        let schema = target.scope == .public
+        let record = try await storage.lookupRecords(names: [recordName], zone: zoneName, in: access.locator)[0]
+        let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         guard let record,
-            ReadAccess(
-                recordType: record.recordType, schema: schema, scope: target.scope, environment: target.environment,
-                user: target.userRecordName
-            ).allows(creator: record.created.userRecordName),
+            access.readAccess(recordType: record.recordType, schema: schema)
+                .allows(creator: record.created.userRecordName),
             let value = try record.decodeFields()[fieldName],
             value.elements.contains(where: { if case .asset(let asset) = $0 { asset.fileChecksum == checksum } else { false } })
         else {

@@ -60,17 +60,6 @@ struct DatabaseEndpoints: Sendable {
         return min(requested, limits.maxRecordsPerResponse)
     }
 
-    private func requireChangeFeeds(_ target: DatabaseRequest, endpoint: String) throws {
-        guard target.scope != .public else {
-            throw StratusError.badRequest(
-                "\(endpoint) is available in the private and shared databases; the public database has no change feeds")
-        }
-    }
-
-    func noSharedZone(_ zoneName: String) -> StratusError {
-        StratusError(.zoneNotFound, "zone '\(zoneName)' is not shared with you")
-    }
-
     // MARK: Zones
 
     private func zoneDictionary(_ zone: ZoneState, in target: DatabaseRequest) throws -> ZoneDictionary {
@@ -84,8 +73,8 @@ struct DatabaseEndpoints: Sendable {
 
     func listZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let locator = try target.locator()
-        let zones = target.scope == .shared ? [] : try await storage.zones(in: locator)
+        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/list")
+        let zones = access.listsOwnZones ? try await storage.zones(in: access.locator) : []
         var writer = JSONWriter()
         writer.beginObject()
         writer.field("zones", array: try zones.map { try zoneDictionary($0, in: target) })
@@ -95,7 +84,7 @@ struct DatabaseEndpoints: Sendable {
 
     func lookupZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        _ = try target.locator()
+        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/lookup")
         let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
         let names = try body.zones.enumerated().map { index, zoneID in
@@ -103,7 +92,7 @@ struct DatabaseEndpoints: Sendable {
         }
         return try await listResponse("zones") { writer in
             for name in names {
-                let zone = target.scope == .shared ? nil : try await storage.zone(named: name, in: target.locator())
+                let zone = access.listsOwnZones ? try await storage.zone(named: name, in: access.locator) : nil
                 if let zone {
                     try zoneDictionary(zone, in: target).write(to: &writer)
                 } else {
@@ -118,17 +107,8 @@ struct DatabaseEndpoints: Sendable {
 
     func modifyZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let locator = try target.locator()
+        let locator = try DatabaseAccess.authorize(.manageZones, for: target, endpoint: "zones/modify").locator
         let body = try await request.decodeJSON(ModifyZonesRequest.self, limit: limits.maxRequestBodyBytes)
-        switch target.scope {
-        case .public:
-            throw StratusError.badRequest("the public database has only the default zone; create zones in the private database")
-        case .shared:
-            throw StratusError.badRequest(
-                "zones cannot be created or deleted in the shared database; they appear when a share is accepted")
-        case .private:
-            break
-        }
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
         let names = try body.operations.enumerated().map { index, operation in
             try target.zoneName(operation.zoneID, field: "operations[\(index)].zone.zoneID", limits: limits)
@@ -166,10 +146,10 @@ struct DatabaseEndpoints: Sendable {
 
     func modifyRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let user = try target.requireUser()
+        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
+        let user = try access.requireUser()
         let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
-        if target.scope == .shared { throw noSharedZone(zoneName) }
+        let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
         var writes = try RecordValidator(limits: limits).writes(for: body.operations, zoneName: zoneName)
         for index in writes.indices {
@@ -177,13 +157,13 @@ struct DatabaseEndpoints: Sendable {
         }
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: Self.now(),
-            enforcesGrants: target.scope == .public, limits: limits)
+            enforcesGrants: access.enforcesGrants, limits: limits)
         let outcome = try await storage.modifyRecords(
-            writes, zone: zoneName, in: target.locator(),
+            writes, zone: zoneName, in: access.locator,
             atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
         let results = outcome.results
         if !outcome.changes.isEmpty {
-            hub.publish(.records(try target.locator(), zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
+            hub.publish(.records(access.locator, zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
         }
 
         let zoneID = try target.wireZoneID(zoneName)
@@ -211,10 +191,9 @@ struct DatabaseEndpoints: Sendable {
 
     func lookupRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        _ = try target.locator()
+        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/lookup")
         let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try target.zoneName(body.zoneID, field: "zoneID", limits: limits)
-        if target.scope == .shared { throw noSharedZone(zoneName) }
+        let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
         try checkCount(body.records.count, field: "records", limit: limits.maxRecordsPerResponse)
         for (index, item) in body.records.enumerated() {
             if let violation = limits.violation(ofName: item.recordName) {
@@ -222,18 +201,16 @@ struct DatabaseEndpoints: Sendable {
             }
         }
         let found = try await storage.lookupRecords(
-            names: body.records.map(\.recordName), zone: zoneName, in: target.locator())
+            names: body.records.map(\.recordName), zone: zoneName, in: access.locator)
         let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
         let assetURL = target.assetURL(zone: zoneName)
-        let schema = target.scope == .public
+        let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         return await listResponse("records", capacity: 512 * found.count) { writer in
             for (item, record) in zip(body.records, found) {
                 if let record,
-                    !ReadAccess(
-                        recordType: record.recordType, schema: schema, scope: target.scope,
-                        environment: target.environment, user: target.userRecordName
-                    ).allows(creator: record.created.userRecordName)
+                    !access.readAccess(recordType: record.recordType, schema: schema)
+                        .allows(creator: record.created.userRecordName)
                 {
                     ErrorDictionary(
                         serverErrorCode: .accessDenied,
@@ -260,17 +237,18 @@ struct DatabaseEndpoints: Sendable {
     /// returns the page's `syncToken` and `moreComing`.
     @discardableResult
     private func writeZoneChanges(
-        _ zone: RecordChangesRequest, field: String, target: DatabaseRequest, to writer: inout JSONWriter
+        _ zone: RecordChangesRequest, field: String, access: DatabaseAccess, to writer: inout JSONWriter
     ) async throws -> (syncToken: String, moreComing: Bool) {
         guard let requestedZoneID = zone.zoneID else { throw StratusError.badRequest("\(field).zoneID is required") }
+        let target = access.target
         let zoneName = try target.zoneName(requestedZoneID, field: "\(field).zoneID", limits: limits)
         guard zoneName != ZoneID.defaultZoneName else {
             throw StratusError.badRequest(
                 "\(field).zoneID: change feeds cover custom zones; the default zone has none (as in CloudKit)")
         }
-        if target.scope == .shared { throw noSharedZone(zoneName) }
+        guard access.listsOwnZones else { throw DatabaseAccess.notShared(zoneName) }
         let page = try await storage.recordChanges(
-            zone: zoneName, in: target.locator(),
+            zone: zoneName, in: access.locator,
             after: tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken"),
             limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
             recordTypes: zone.recordTypes.map(Set.init))
@@ -297,11 +275,10 @@ struct DatabaseEndpoints: Sendable {
 
     func recordChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        try requireChangeFeeds(target, endpoint: "records/changes")
-        _ = try target.locator()
+        let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/changes")
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxRequestBodyBytes)
         var writer = JSONWriter(capacity: 64 << 10)
-        let page = try await writeZoneChanges(body, field: "the request", target: target, to: &writer)
+        let page = try await writeZoneChanges(body, field: "the request", access: access, to: &writer)
         var response = Response.json(writer)
         // A Stratus extension: the head says where the next page starts (see docs/protocol.md).
         response.headers[.stratusSyncToken] = page.syncToken
@@ -311,8 +288,7 @@ struct DatabaseEndpoints: Sendable {
 
     func zoneChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        try requireChangeFeeds(target, endpoint: "changes/zone")
-        _ = try target.locator()
+        let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "changes/zone")
         let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
         return try await listResponse("zones", capacity: 64 << 10) { writer in
@@ -323,7 +299,7 @@ struct DatabaseEndpoints: Sendable {
                 zone.numbersAsStrings = zone.numbersAsStrings ?? body.numbersAsStrings
                 var zoneWriter = JSONWriter(capacity: 16 << 10)
                 do {
-                    try await writeZoneChanges(zone, field: "zones[\(index)]", target: target, to: &zoneWriter)
+                    try await writeZoneChanges(zone, field: "zones[\(index)]", access: access, to: &zoneWriter)
                     writer.raw(zoneWriter.bytes)
                 } catch let error as StratusError {
                     let zoneID = zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
@@ -338,8 +314,9 @@ struct DatabaseEndpoints: Sendable {
     /// `changes/database` and `zones/changes`: custom zones changed, created or deleted since a token.
     func databaseChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        try requireChangeFeeds(target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
-        let locator = try target.locator()
+        let locator = try DatabaseAccess.authorize(
+            .readChanges, for: target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/")
+        ).locator
         let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxRequestBodyBytes)
         let page = try await storage.databaseChanges(
             in: locator, after: tokens.position(from: body.syncToken, kind: .database),
@@ -357,7 +334,7 @@ struct DatabaseEndpoints: Sendable {
 
     func caller(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let recordName = try target.requireUser()
+        let recordName = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "users/caller").requireUser()
         let user = try await storage.user(container: target.container, recordName: recordName)
         var writer = JSONWriter()
         writer.beginObject()
@@ -372,6 +349,7 @@ struct DatabaseEndpoints: Sendable {
 
     func currentUser(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        return .json(CurrentUserResponse(userRecordName: try target.requireUser()))
+        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "users/current")
+        return .json(CurrentUserResponse(userRecordName: try access.requireUser()))
     }
 }

@@ -3,44 +3,6 @@ import Hummingbird
 import StratusModel
 import StratusStorage
 
-/// Who may read records of a type in the public database, under the schema's `READ` grants.
-enum ReadAccess: Equatable {
-    /// Every record.
-    case all
-    /// Only the records this user created.
-    case createdBy(String)
-    /// None.
-    case none
-
-    /// The access `user` (nil when not signed in) has to records of `recordType`. Outside the
-    /// public database, a database's owner reads everything in it.
-    init(recordType: String, schema: Schema, scope: DatabaseScope, environment: ContainerEnvironment, user: String?) {
-        guard scope == .public else {
-            self = .all
-            return
-        }
-        let grants = schema.recordTypes[recordType]?.grants
-            ?? (environment == .development ? RecordTypeSchema.defaultGrants : [])
-        let roles = Set(grants.filter { $0.permission == .read }.map(\.role))
-        if roles.contains("_world") || (user != nil && roles.contains("_icloud")) {
-            self = .all
-        } else if let user, roles.contains("_creator") {
-            self = .createdBy(user)
-        } else {
-            self = .none
-        }
-    }
-
-    /// Whether a record created by `creator` may be read.
-    func allows(creator: String) -> Bool {
-        switch self {
-        case .all: true
-        case .createdBy(let user): user == creator
-        case .none: false
-        }
-    }
-}
-
 /// Turns a `records/query` request into a storage query, checking it against the schema: in
 /// production every field must exist with the index its comparator or sort needs; in development
 /// fields nobody has saved yet simply match nothing.
@@ -184,24 +146,23 @@ extension DatabaseEndpoints {
     /// `records/query`.
     func queryRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let locator = try target.locator()
+        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/query")
+        let locator = access.locator
         let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxRequestBodyBytes)
         let zones: [String]?
         if body.zoneID == nil, body.zoneWide == true {
+            guard access.listsOwnZones else { throw DatabaseAccess.notShared("") }
             zones = nil
         } else {
-            zones = [try target.zoneName(body.zoneID, field: "zoneID", limits: limits)]
+            zones = [try access.zone(body.zoneID, field: "zoneID", limits: limits)]
         }
-        if target.scope == .shared { throw noSharedZone(zones?.first ?? "") }
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
         let query = body.query
         let type = try validator.recordType(of: query)
         if let type { try validator.check(query, type: type) }
-        let access = ReadAccess(
-            recordType: query.recordType, schema: schema, scope: target.scope, environment: target.environment,
-            user: target.userRecordName)
-        if access == .none {
+        let readAccess = access.readAccess(recordType: query.recordType, schema: schema)
+        if readAccess == .none {
             throw StratusError(
                 .accessDenied,
                 "the schema does not grant READ on record type '\(query.recordType)' to "
@@ -211,7 +172,7 @@ extension DatabaseEndpoints {
         let page: QueryPage
         if let type {
             var createdBy: String?
-            if case .createdBy(let user) = access { createdBy = user }
+            if case .createdBy(let user) = readAccess { createdBy = user }
             page = try await storage.queryRecords(
                 RecordQuery(
                     recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,

@@ -30,17 +30,17 @@ struct SubscriptionEndpoints: Sendable {
 
     func list(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let user = try target.requireUser()
-        let stored = try await storage.subscriptions(in: target.locator(), subscriber: user)
+        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/list")
+        let stored = try await storage.subscriptions(in: access.locator, subscriber: try access.requireUser())
         return try respond(stored.map { .success($0.definition) }, target: target)
     }
 
     func lookup(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let user = try target.requireUser()
+        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/lookup")
         let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.subscriptionIDs.count)
-        let stored = try await storage.subscriptions(in: target.locator(), subscriber: user)
+        let stored = try await storage.subscriptions(in: access.locator, subscriber: try access.requireUser())
         let byID = Dictionary(stored.map { ($0.subscriptionID, $0.definition) }) { $1 }
         return try respond(
             body.subscriptionIDs.map { id in byID[id].map { .success($0) } ?? .failure(notFound(id)) }, target: target)
@@ -48,8 +48,9 @@ struct SubscriptionEndpoints: Sendable {
 
     func modify(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let user = try target.requireUser()
-        let locator = try target.locator()
+        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/modify")
+        let user = try access.requireUser()
+        let locator = access.locator
         let body = try await request.decodeJSON(ModifySubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.operations.count)
         let schema = try await storage.schema(container: target.container, environment: target.environment)
