@@ -5,6 +5,7 @@ import PostgresNIO
 import StratusModel
 public import StratusStorage
 
+/// The ``RecordStorage`` role (the type conforms through ``StratusStorage``).
 extension PostgresStorage {
     // MARK: Databases and zones
 
@@ -114,21 +115,24 @@ extension PostgresStorage {
         try await withDatabase(database) { connection, databaseID in try await liveZone(connection, databaseID, name) }
     }
 
-    public func createZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> ZoneState {
+    public func createZone(
+        named name: String, in database: DatabaseLocator, timestamp: Int64
+    ) async throws -> (zone: ZoneState, created: Bool) {
         try await transaction { connection in
             let databaseID = try await ensureDatabase(connection, database)
-            if let zone = try await liveZone(connection, databaseID, name) { return zone }
+            if let zone = try await liveZone(connection, databaseID, name) { return (zone, false) }
             // Taking the database's sequence locks its row: a concurrent creation of the same name
             // waits here, then finds the zone.
             let changeSequence = try await nextDatabaseSequence(connection, databaseID)
-            if let zone = try await liveZone(connection, databaseID, name) { return zone }
-            return try await Self.zoneStates(
+            if let zone = try await liveZone(connection, databaseID, name) { return (zone, false) }
+            let zone = try await Self.zoneStates(
                 connection.run(
                     """
                     INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms)
                     VALUES (\(databaseID), \(name), \(changeSequence), \(timestamp), \(timestamp))
                     RETURNING \(unescaped: Self.zoneColumns)
                     """, logger: logger))[0]
+            return (zone, true)
         }
     }
 
@@ -191,7 +195,7 @@ extension PostgresStorage {
 
     /// Locks a zone for a write transaction and returns its database's ID, its state and the version of
     /// the environment's schema (`nil` before the first), in one round trip when the database exists.
-    private func lockZoneForWriting(
+    func lockZoneForWriting(
         _ connection: PostgresConnection, _ zone: String, in database: DatabaseLocator
     ) async throws -> (databaseID: Int64, zone: ZoneState, schemaVersion: Int64?) {
         let rows = try await connection.run(
@@ -222,7 +226,7 @@ extension PostgresStorage {
     }
 
     /// A write batch rolled back because one of its writes failed; carries the results to report.
-    private struct AtomicFailure: Error {
+    struct AtomicFailure: Error {
         let results: [RecordWriteResult]
     }
 
@@ -310,7 +314,7 @@ extension PostgresStorage {
 
     /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its
     /// previous version held.
-    private func knownAssets(
+    func knownAssets(
         _ connection: PostgresConnection, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>
     ) async throws -> Set<String> {
         let held = checksums.filter { !uploaded.contains($0) }
@@ -325,7 +329,7 @@ extension PostgresStorage {
             ).decode(String.self).collect())
     }
 
-    private func referrers(
+    func referrers(
         _ connection: PostgresConnection, zoneID: Int64, target: String, action: ReferenceAction
     ) async throws -> [String] {
         try await connection.run(

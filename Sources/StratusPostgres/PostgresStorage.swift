@@ -18,10 +18,10 @@ import Synchronization
 public final class PostgresStorage: StratusStorage {
     let client: PostgresClient
     let logger: Logger
-    private let runTask: Task<Void, Never>
+    let runTask: Task<Void, Never>
     /// Decoded schemas by container and environment, with the version they were read at.
     let schemas = Mutex<[String: (version: Int64, schema: Schema)]>([:])
-    private let bus: PostgresMessageBus
+    let bus: PostgresMessageBus
 
     /// Connects to the database at a `postgres://user:password@host:port/database` URL, starts the
     /// connection pool and brings the schema up to date. Call ``shutdown()`` when done.
@@ -44,7 +44,7 @@ public final class PostgresStorage: StratusStorage {
         return storage
     }
 
-    private init(configuration: PostgresClient.Configuration, logger: Logger) {
+    init(configuration: PostgresClient.Configuration, logger: Logger) {
         client = PostgresClient(configuration: configuration, backgroundLogger: Self.poolLogger(logger))
         self.logger = logger
         bus = PostgresMessageBus(client: client, logger: logger)
@@ -59,7 +59,7 @@ public final class PostgresStorage: StratusStorage {
     /// The pool's logger: `logger` without postgres-nio's warning that a lease came before `run()`
     /// started, which the first query after ``connect(url:maximumConnections:logger:)`` races with
     /// harmlessly (the lease waits for the pool).
-    private static func poolLogger(_ logger: Logger) -> Logger {
+    static func poolLogger(_ logger: Logger) -> Logger {
         struct EarlyLeaseFilter: LogHandler {
             var wrapped: any LogHandler
             var metadata: Logger.Metadata {
@@ -198,264 +198,6 @@ public final class PostgresStorage: StratusStorage {
             INSERT INTO settings (key, value) VALUES (\(key), \(value))
             ON CONFLICT (key) DO UPDATE SET value = excluded.value
             """)
-    }
-
-    // MARK: Containers, tokens, users, sessions
-
-    public func createContainer(_ container: ContainerInfo) async throws {
-        let inserted = try await column(
-            String.self,
-            """
-            INSERT INTO containers (id, allows_sign_up, created_ms)
-            VALUES (\(container.identifier), \(container.allowsSignUp), \(container.createdAt))
-            ON CONFLICT (id) DO NOTHING RETURNING id
-            """)
-        guard inserted.count == 1 else {
-            throw StratusError(.exists, "container '\(container.identifier)' already exists")
-        }
-    }
-
-    public func container(_ identifier: String) async throws -> ContainerInfo? {
-        try await containers(where: identifier).first
-    }
-
-    public func containers() async throws -> [ContainerInfo] {
-        try await containers(where: nil)
-    }
-
-    private func containers(where identifier: String?) async throws -> [ContainerInfo] {
-        try await read { connection in
-            try await connection.run(
-                """
-                SELECT id, allows_sign_up, created_ms FROM containers
-                WHERE \(identifier)::text IS NULL OR id = \(identifier) ORDER BY id
-                """, logger: logger
-            ).decode((String, Bool, Int64).self).collect().map {
-                ContainerInfo(identifier: $0.0, allowsSignUp: $0.1, createdAt: $0.2)
-            }
-        }
-    }
-
-    private func requireContainer(_ identifier: String) async throws {
-        guard try await container(identifier) != nil else {
-            throw StratusError(.notFound, "container '\(identifier)' does not exist")
-        }
-    }
-
-    public func createAPIToken(hash: String, container: String, name: String, createdAt: Int64) async throws {
-        try await requireContainer(container)
-        try await execute(
-            """
-            INSERT INTO api_tokens (token_hash, container_id, name, created_ms)
-            VALUES (\(hash), \(container), \(name), \(createdAt))
-            """)
-    }
-
-    public func containerForAPIToken(hash: String) async throws -> String? {
-        try await column(String.self, "SELECT container_id FROM api_tokens WHERE token_hash = \(hash)").first
-    }
-
-    public func createUser(_ user: UserInfo) async throws {
-        try await requireContainer(user.container)
-        let inserted = try await column(
-            Int32.self,
-            """
-            INSERT INTO users (container_id, record_name, username, password_hash, created_ms)
-            VALUES (\(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt))
-            ON CONFLICT (container_id, username) DO NOTHING RETURNING 1
-            """)
-        guard inserted.count == 1 else { throw StratusError(.exists, "username '\(user.username)' is taken") }
-    }
-
-    public func user(container: String, username: String) async throws -> UserInfo? {
-        try await user(container: container, column: "username", value: username)
-    }
-
-    public func user(container: String, recordName: String) async throws -> UserInfo? {
-        try await user(container: container, column: "record_name", value: recordName)
-    }
-
-    private func user(container: String, column: String, value: String) async throws -> UserInfo? {
-        let query = PostgresQuery(
-            unsafeSQL: """
-                SELECT record_name, username, password_hash, created_ms FROM users
-                WHERE container_id = $1 AND \(column) = $2
-                """, binds: Self.binds(container, value))
-        return try await read { connection in
-            try await connection.run(query, logger: logger).decode((String, String, String, Int64).self)
-                .collect().first.map {
-                    UserInfo(container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3)
-                }
-        }
-    }
-
-    public func createSession(hash: String, session: SessionInfo) async throws {
-        try await execute(
-            """
-            INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms)
-            VALUES (\(hash), \(session.container), \(session.userRecordName), \(session.expiresAt))
-            """)
-    }
-
-    public func session(hash: String) async throws -> SessionInfo? {
-        try await read { connection in
-            try await connection.run(
-                "SELECT container_id, user_record_name, expires_ms FROM sessions WHERE token_hash = \(hash)",
-                logger: logger
-            ).decode((String, String, Int64).self).collect().first.map {
-                SessionInfo(container: $0.0, userRecordName: $0.1, expiresAt: $0.2)
-            }
-        }
-    }
-
-    public func deleteSession(hash: String) async throws {
-        try await execute("DELETE FROM sessions WHERE token_hash = \(hash)")
-    }
-
-    // MARK: Subscriptions
-
-    public func subscriptions(in database: DatabaseLocator, subscriber: String?) async throws -> [StoredSubscription] {
-        let rows = try await read { connection in
-            try await connection.run(
-                """
-                SELECT subscriber, definition, created_ms FROM subscriptions
-                WHERE container_id = \(database.container) AND environment = \(database.environment.rawValue)
-                    AND scope = \(database.scope.rawValue) AND owner = \(database.owner)
-                    AND (\(subscriber)::text IS NULL OR subscriber = \(subscriber))
-                ORDER BY subscriber, subscription_id
-                """, logger: logger
-            ).decode((String, ByteBuffer, Int64).self).collect()
-        }
-        return try rows.map { row in
-            // Definitions were written by saveSubscription, so they decode.
-            StoredSubscription(
-                database: database, subscriber: row.0,
-                definition: try SubscriptionDictionary(jsonBytes: Array(row.1.readableBytesView)), createdAt: row.2)
-        }
-    }
-
-    public func saveSubscription(_ subscription: StoredSubscription) async throws {
-        let database = subscription.database
-        let definition = ByteBuffer(bytes: subscription.definition.jsonBytes)
-        try await execute(
-            """
-            INSERT INTO subscriptions
-                (container_id, environment, scope, owner, subscriber, subscription_id, definition, created_ms)
-            VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue),
-                \(database.owner), \(subscription.subscriber), \(subscription.subscriptionID), \(definition),
-                \(subscription.createdAt))
-            ON CONFLICT (container_id, environment, scope, owner, subscriber, subscription_id)
-            DO UPDATE SET definition = excluded.definition
-            """)
-    }
-
-    public func deleteSubscription(id: String, subscriber: String, in database: DatabaseLocator) async throws -> Bool {
-        try await !column(
-            Int32.self,
-            """
-            DELETE FROM subscriptions
-            WHERE container_id = \(database.container) AND environment = \(database.environment.rawValue)
-                AND scope = \(database.scope.rawValue) AND owner = \(database.owner)
-                AND subscriber = \(subscriber) AND subscription_id = \(id)
-            RETURNING 1
-            """
-        ).isEmpty
-    }
-
-    // MARK: Push tokens
-
-    public func createPushToken(hash: String, token: PushTokenInfo) async throws {
-        try await requireContainer(token.container)
-        try await execute(
-            """
-            INSERT INTO push_tokens
-                (token_hash, container_id, environment, user_record_name, device_id, created_ms, used_ms)
-            VALUES (\(hash), \(token.container), \(token.environment.rawValue), \(token.userRecordName),
-                \(token.deviceID), \(token.createdAt), \(token.usedAt))
-            """)
-    }
-
-    public func pushToken(hash: String) async throws -> PushTokenInfo? {
-        try await read { connection in
-            try await connection.run(
-                """
-                SELECT container_id, environment, user_record_name, device_id, created_ms, used_ms
-                FROM push_tokens WHERE token_hash = \(hash)
-                """, logger: logger
-            ).decode((String, String, String?, String?, Int64, Int64).self).collect().first.map {
-                PushTokenInfo(
-                    container: $0.0, environment: ContainerEnvironment(rawValue: $0.1) ?? .development,
-                    userRecordName: $0.2, deviceID: $0.3, createdAt: $0.4, usedAt: $0.5)
-            }
-        }
-    }
-
-    public func registerPushToken(
-        hash: String, userRecordName: String, deviceID: String?, timestamp: Int64
-    ) async throws -> Bool {
-        try await !column(
-            Int32.self,
-            """
-            UPDATE push_tokens SET user_record_name = \(userRecordName), device_id = \(deviceID), used_ms = \(timestamp)
-            WHERE token_hash = \(hash) RETURNING 1
-            """
-        ).isEmpty
-    }
-
-    public func markPushTokenUsed(hash: String, timestamp: Int64) async throws {
-        try await execute("UPDATE push_tokens SET used_ms = greatest(used_ms, \(timestamp)) WHERE token_hash = \(hash)")
-    }
-
-    public func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int {
-        try await column(Int32.self, "DELETE FROM push_tokens WHERE used_ms < \(timestamp) RETURNING 1").count
-    }
-
-    // MARK: Assets
-
-    public func registerAsset(checksum: String, size: Int64, timestamp: Int64) async throws {
-        try await execute(
-            """
-            INSERT INTO assets (checksum, size, registered_ms) VALUES (\(checksum), \(size), \(timestamp))
-            ON CONFLICT (checksum) DO UPDATE SET registered_ms = greatest(assets.registered_ms, excluded.registered_ms)
-            """)
-    }
-
-    public func collectAssets(registeredBefore timestamp: Int64) async throws -> [String] {
-        try await column(
-            String.self,
-            """
-            DELETE FROM assets WHERE registered_ms < \(timestamp)
-                AND NOT EXISTS (SELECT 1 FROM record_assets WHERE record_assets.checksum = assets.checksum)
-            RETURNING checksum
-            """)
-    }
-
-    // MARK: Maintenance
-
-    public func purgeTombstones(before timestamp: Int64) async throws -> Int {
-        try await transaction { connection in
-            try await connection.run(
-                """
-                UPDATE zones SET purged_seq = greatest(zones.purged_seq, purged.seq)
-                FROM (SELECT zone_id, max(seq) AS seq FROM records WHERE deleted AND modified_ms < \(timestamp)
-                      GROUP BY zone_id) AS purged
-                WHERE zones.id = purged.zone_id
-                """, logger: logger)
-            var removed = try await connection.run(
-                "DELETE FROM records WHERE deleted AND modified_ms < \(timestamp) RETURNING 1", logger: logger
-            ).collect().count
-            try await connection.run(
-                """
-                UPDATE databases SET purged_seq = greatest(databases.purged_seq, purged.seq)
-                FROM (SELECT database_id, max(change_seq) AS seq FROM zones WHERE deleted AND changed_ms < \(timestamp)
-                      GROUP BY database_id) AS purged
-                WHERE databases.id = purged.database_id
-                """, logger: logger)
-            removed += try await connection.run(
-                "DELETE FROM zones WHERE deleted AND changed_ms < \(timestamp) RETURNING 1", logger: logger
-            ).collect().count
-            return removed
-        }
     }
 }
 

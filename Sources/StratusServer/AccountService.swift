@@ -18,13 +18,13 @@ public struct IssuedSession: Sendable, Hashable {
 /// Containers, API tokens, users and sessions: the rules for creating and checking them, shared by
 /// the HTTP endpoints and the `stratus admin` commands.
 public struct AccountService: Sendable {
-    private let storage: any StratusStorage
+    private let storage: any AccountStorage
     private let configuration: ServerConfiguration
     private let apiTokens = CredentialCache<String>()
     private let sessions = CredentialCache<SessionInfo>()
 
     /// Creates the service.
-    public init(storage: any StratusStorage, configuration: ServerConfiguration) {
+    public init(storage: any AccountStorage, configuration: ServerConfiguration) {
         self.storage = storage
         self.configuration = configuration
     }

@@ -31,7 +31,7 @@ struct AdminEndpoints: Sendable {
     /// The settings key of the admin token's hash.
     static let adminTokenHashSetting = "admin_token_hash"
 
-    let storage: any StratusStorage
+    let storage: any SettingsStorage & AccountStorage & SchemaStorage
     let accounts: AccountService
 
     func addRoutes(to router: Router<StratusRequestContext>) {

@@ -18,7 +18,7 @@ import _NIOFileSystem
 final class AssetStore: Sendable {
     /// Where the bytes live.
     let blobs: any AssetBlobStore
-    let storage: any StratusStorage
+    let storage: any AssetStorage
     let tokens: SyncTokenCodec
     /// How long an uploaded asset is kept without any record referring to it, in milliseconds.
     let graceMilliseconds: Int64
@@ -31,7 +31,7 @@ final class AssetStore: Sendable {
         var deletions: [String: Task<Void, any Error>] = [:]
     }
 
-    init(blobs: any AssetBlobStore, storage: any StratusStorage, tokens: SyncTokenCodec, graceSeconds: Int64) {
+    init(blobs: any AssetBlobStore, storage: any AssetStorage, tokens: SyncTokenCodec, graceSeconds: Int64) {
         self.blobs = blobs
         self.storage = storage
         self.tokens = tokens

@@ -5,7 +5,7 @@ import StratusStorage
 
 /// The CloudKit Web Services endpoints under `/database/1/{container}/{environment}/{database}/`.
 struct DatabaseEndpoints: Sendable {
-    let storage: any StratusStorage
+    let storage: any RecordStorage & SchemaStorage & AccountStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let tokens: SyncTokenCodec
@@ -124,9 +124,8 @@ struct DatabaseEndpoints: Sendable {
                 case .create where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone always exists and cannot be created")
                 case .create:
-                    let existed = try await storage.zone(named: name, in: locator) != nil
-                    let zone = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
-                    if !existed { hub.publish(.zone(locator, name: name, deleted: false, deviceID: target.deviceID)) }
+                    let (zone, created) = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
+                    if created { hub.publish(.zone(locator, name: name, deleted: false, deviceID: target.deviceID)) }
                     try zoneDictionary(zone, in: target).write(to: &writer)
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")

@@ -9,7 +9,7 @@ struct Housekeeping: Service, CustomStringConvertible {
     /// Its name alone: service groups log their services, and the configuration holds secrets.
     var description: String { "Housekeeping" }
 
-    let storage: any StratusStorage
+    let storage: any MaintenanceStorage & SubscriptionStorage
     let assets: AssetStore?
     let configuration: ServerConfiguration
     let logger: Logger

@@ -9,7 +9,7 @@ import StratusStorage
 /// `tokens/create`, `tokens/register`, and the push URL they hand out: `/push/1/{token}`, which
 /// answers a long poll over plain HTTP here, or upgrades to a WebSocket (``PushServerChannel``).
 struct PushEndpoints: Sendable {
-    let storage: any StratusStorage
+    let storage: any SubscriptionStorage
     let accounts: AccountService
     let authenticator: Authenticator
     let hub: PushHub

@@ -35,7 +35,9 @@ final class PushHub: Service {
         var byOwner: [PushDevice.Owner: Set<String>] = [:]
     }
 
-    private let storage: any StratusStorage
+    private let storage: any SubscriptionStorage & SchemaStorage
+    /// How this instance hears of the others' changes, when several share the storage.
+    private let bus: (any InstanceMessageBus)?
     private let configuration: ServerConfiguration
     private let logger: Logger
     private let events: AsyncStream<Event>
@@ -45,8 +47,12 @@ final class PushHub: Service {
     private let outgoingContinuation: AsyncStream<Event>.Continuation
     private let registry = Mutex(Registry())
 
-    init(storage: any StratusStorage, configuration: ServerConfiguration, logger: Logger) {
+    init(
+        storage: any SubscriptionStorage & SchemaStorage, bus: (any InstanceMessageBus)?, configuration: ServerConfiguration,
+        logger: Logger
+    ) {
         self.storage = storage
+        self.bus = bus
         self.configuration = configuration
         self.logger = logger
         (events, continuation) = AsyncStream.makeStream()
@@ -56,7 +62,7 @@ final class PushHub: Service {
     /// Hands an event to the hub; returns at once.
     func publish(_ event: Event) {
         continuation.yield(event)
-        if storage.messageBus != nil { outgoingContinuation.yield(event) }
+        if bus != nil { outgoingContinuation.yield(event) }
     }
 
     func run() async throws {
@@ -64,7 +70,7 @@ final class PushHub: Service {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.processEvents() }
                 group.addTask { await self.pruneAwayDevices() }
-                if let bus = self.storage.messageBus {
+                if let bus = self.bus {
                     group.addTask { await self.send(to: bus) }
                     group.addTask { await self.receive(from: bus) }
                 }

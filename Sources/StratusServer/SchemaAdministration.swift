@@ -9,10 +9,10 @@ public import StratusStorage
 /// field's type, is refused with every such change named, and so is an import that development could
 /// never deploy.
 public struct SchemaAdministration: Sendable {
-    let storage: any StratusStorage
+    let storage: any SchemaStorage & AccountStorage
 
     /// Creates the administration over a storage backend.
-    public init(storage: any StratusStorage) {
+    public init(storage: any SchemaStorage & AccountStorage) {
         self.storage = storage
     }
 

@@ -40,7 +40,7 @@ public enum ServerBootstrap {
     /// Prepares storage for serving. On first start it creates the admin token, the default
     /// container and an API token, and writes them to `credentialsFile` (mode 0600).
     public static func prepare(
-        storage: any StratusStorage, configuration: ServerConfiguration, credentialsFile: URL
+        storage: any SettingsStorage & AccountStorage, configuration: ServerConfiguration, credentialsFile: URL
     ) async throws -> Outcome {
         if try await storage.setting(AdminEndpoints.adminTokenHashSetting) == nil {
             let adminToken = Secrets.makeToken()

@@ -16,7 +16,7 @@ public enum StratusApplication {
         let secret = try await storage.initializeSetting(
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
         let tokens = SyncTokenCodec(secret: secret)
-        let hub = PushHub(storage: storage, configuration: configuration, logger: logger)
+        let hub = PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: logger)
         let routers = makeRouters(storage: storage, configuration: configuration, tokens: tokens, hub: hub)
         let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
         let push = routers.push
@@ -40,7 +40,7 @@ public enum StratusApplication {
     ) -> Router<StratusRequestContext> {
         makeRouters(
             storage: storage, configuration: configuration, tokens: tokens,
-            hub: PushHub(storage: storage, configuration: configuration, logger: Logger(label: "stratus"))
+            hub: PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: Logger(label: "stratus"))
         ).http
     }
 

@@ -11,7 +11,7 @@ import StratusStorage
 /// and shared databases. A subscription belongs to the user who saved it, who alone receives its
 /// notifications and sees it in these endpoints.
 struct SubscriptionEndpoints: Sendable {
-    let storage: any StratusStorage
+    let storage: any SubscriptionStorage & SchemaStorage & RecordStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let hub: PushHub

@@ -3,26 +3,37 @@ import StratusModel
 /// Where the server keeps everything: accounts, zones, records and their change order.
 ///
 /// Every backend (SQLite, PostgreSQL) implements this protocol and passes the conformance suite in
-/// `StratusStorageConformance`. The rules backends must keep:
+/// `StratusStorageConformance`. It is the sum of narrower roles, one per concern, so that each part
+/// of the server depends on the role it uses: ``SettingsStorage``, ``AccountStorage``,
+/// ``RecordStorage``, ``SchemaStorage``, ``SubscriptionStorage``, ``AssetStorage``,
+/// ``TransferStorage`` and ``MaintenanceStorage``. The rules backends must keep:
 /// - every change in a zone takes the zone's next sequence number inside the transaction that
 ///   writes it, so a feed read at position *n* never misses a change committed later with a number
 ///   at or below *n*;
-/// - the semantics of record writes come from ``RecordWritePlanner``;
+/// - record writes run through ``RecordWriteExecutor``, whose semantics come from
+///   ``RecordWritePlanner``;
 /// - an atomic batch commits entirely or not at all;
 /// - errors are ``StratusError`` values with wire codes (`ZONE_NOT_FOUND`, `EXISTS`,
 ///   `CHANGE_TOKEN_EXPIRED`, …).
-public protocol StratusStorage: Sendable {
-    // MARK: Settings
+public protocol StratusStorage: SettingsStorage, AccountStorage, RecordStorage, SchemaStorage, SubscriptionStorage,
+    AssetStorage, TransferStorage, MaintenanceStorage
+{
+    /// How server instances sharing this storage tell each other about changes, when several can.
+    var messageBus: (any InstanceMessageBus)? { get }
+}
 
+/// Server-wide settings: the admin token's hash, the secret that signs sync tokens.
+public protocol SettingsStorage: Sendable {
     /// A server-wide setting, such as the admin token's hash.
     func setting(_ key: String) async throws -> String?
     /// Sets a server-wide setting if it has no value yet; returns the value in force afterwards.
     func initializeSetting(_ key: String, to value: String) async throws -> String
     /// Sets a server-wide setting.
     func setSetting(_ key: String, to value: String) async throws
+}
 
-    // MARK: Containers, tokens, users, sessions
-
+/// Containers, their API tokens, user accounts and sessions.
+public protocol AccountStorage: Sendable {
     /// Creates a container; `EXISTS` if the identifier is taken.
     func createContainer(_ container: ContainerInfo) async throws
     /// A container by identifier.
@@ -45,21 +56,21 @@ public protocol StratusStorage: Sendable {
     func session(hash: String) async throws -> SessionInfo?
     /// Ends a session.
     func deleteSession(hash: String) async throws
+}
 
-    // MARK: Zones
-
+/// Zones, records, their change feeds and queries.
+public protocol RecordStorage: Sendable {
     /// The live zones of a database, the default zone first.
     func zones(in database: DatabaseLocator) async throws -> [ZoneState]
     /// A live zone by name, or `nil`.
     func zone(named name: String, in database: DatabaseLocator) async throws -> ZoneState?
-    /// Creates a custom zone, or returns the live zone of that name.
-    func createZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> ZoneState
+    /// Creates a custom zone, or finds the live zone of that name; `created` says which.
+    func createZone(
+        named name: String, in database: DatabaseLocator, timestamp: Int64
+    ) async throws -> (zone: ZoneState, created: Bool)
     /// Deletes a custom zone and all its records; the deletion shows in the database change feed.
     /// Returns `false` when there is no such zone.
     func deleteZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> Bool
-
-    // MARK: Records
-
     /// Applies writes to one zone in order, in one transaction. With `atomic`, any failure leaves
     /// nothing written and turns the other results into `ATOMIC_ERROR`. Throws `ZONE_NOT_FOUND`.
     /// The outcome lists every committed change, those of `DELETE_SELF` cascades included.
@@ -79,9 +90,13 @@ public protocol StratusStorage: Sendable {
     func databaseChanges(
         in database: DatabaseLocator, after position: ChangePosition?, limit: Int
     ) async throws -> DatabaseChangesPage
+    /// Runs a query in the named zones, or in every zone of the database when `zones` is `nil`.
+    /// Throws `ZONE_NOT_FOUND` for a named zone that does not exist.
+    func queryRecords(_ query: RecordQuery, zones: [String]?, in database: DatabaseLocator) async throws -> QueryPage
+}
 
-    // MARK: Schema
-
+/// The schema of each container's environments.
+public protocol SchemaStorage: Sendable {
     /// The schema of a container's environment; empty until something defines it.
     func schema(container: String, environment: ContainerEnvironment) async throws -> Schema
     /// Changes the schema of a container's environment atomically: `change` gets the schema in force
@@ -93,24 +108,10 @@ public protocol StratusStorage: Sendable {
     /// Deletes every database of a container's environment: zones, records and their history, and
     /// the environment's subscriptions.
     func deleteData(container: String, environment: ContainerEnvironment) async throws
+}
 
-    // MARK: Queries
-
-    /// Runs a query in the named zones, or in every zone of the database when `zones` is `nil`.
-    /// Throws `ZONE_NOT_FOUND` for a named zone that does not exist.
-    func queryRecords(_ query: RecordQuery, zones: [String]?, in database: DatabaseLocator) async throws -> QueryPage
-
-    // MARK: Assets
-
-    /// Records that an asset's bytes are stored, as of `timestamp`; a record write may then refer
-    /// to it by checksum (``RecordWrite/uploadedAssets``). Registering again renews the timestamp.
-    func registerAsset(checksum: String, size: Int64, timestamp: Int64) async throws
-    /// Forgets the assets that no record refers to and that were registered before `timestamp`,
-    /// and returns their checksums so that their bytes can be deleted.
-    func collectAssets(registeredBefore timestamp: Int64) async throws -> [String]
-
-    // MARK: Subscriptions
-
+/// Subscriptions and the push tokens of devices.
+public protocol SubscriptionStorage: Sendable {
     /// The subscriptions of a database, ordered by subscriber and ID; only `subscriber`'s when given.
     func subscriptions(in database: DatabaseLocator, subscriber: String?) async throws -> [StoredSubscription]
     /// Creates a subscription, or replaces the subscriber's subscription of the same ID in the database.
@@ -118,7 +119,6 @@ public protocol StratusStorage: Sendable {
     /// Deletes a subscriber's subscription; `false` when there is none.
     func deleteSubscription(id: String, subscriber: String, in database: DatabaseLocator) async throws -> Bool
 
-    // MARK: Push tokens
 
     /// Stores a new push token by its hash, not yet registered to a user.
     func createPushToken(hash: String, token: PushTokenInfo) async throws
@@ -131,9 +131,20 @@ public protocol StratusStorage: Sendable {
     func markPushTokenUsed(hash: String, timestamp: Int64) async throws
     /// Deletes push tokens not used since `timestamp`; returns how many went.
     func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int
+}
 
-    // MARK: Export and import
+/// Which asset bytes are stored, and which no record holds any more.
+public protocol AssetStorage: Sendable {
+    /// Records that an asset's bytes are stored, as of `timestamp`; a record write may then refer
+    /// to it by checksum (``RecordWrite/uploadedAssets``). Registering again renews the timestamp.
+    func registerAsset(checksum: String, size: Int64, timestamp: Int64) async throws
+    /// Forgets the assets that no record refers to and that were registered before `timestamp`,
+    /// and returns their checksums so that their bytes can be deleted.
+    func collectAssets(registeredBefore timestamp: Int64) async throws -> [String]
+}
 
+/// What moving a container between storages reads and writes beyond the other roles.
+public protocol TransferStorage: Sendable {
     /// The users of a container, by record name.
     func users(container: String) async throws -> [UserInfo]
     /// The API tokens of a container (their hashes), by creation.
@@ -144,14 +155,10 @@ public protocol StratusStorage: Sendable {
     /// missing), with their index, reference and asset rows, in one transaction; each gets the zone's
     /// next sequence number and a new change tag. No rule is checked: this restores an export.
     func importRecords(_ records: [StoredRecord], zone: String, in database: DatabaseLocator) async throws
+}
 
-    // MARK: Instances
-
-    /// How server instances sharing this storage tell each other about changes, when several can.
-    var messageBus: (any InstanceMessageBus)? { get }
-
-    // MARK: Maintenance
-
+/// Upkeep that runs on a timer.
+public protocol MaintenanceStorage: Sendable {
     /// Removes record tombstones and deleted-zone markers last changed before `timestamp`; feeds
     /// read from positions before them then answer `CHANGE_TOKEN_EXPIRED`. Returns how many went.
     func purgeTombstones(before timestamp: Int64) async throws -> Int

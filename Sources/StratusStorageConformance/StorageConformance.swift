@@ -143,9 +143,10 @@ public enum StorageConformance {
 
     static func zones(_ storage: any StratusStorage) async throws {
         #expect(try await storage.zones(in: alice).map(\.name) == [ZoneID.defaultZoneName])
-        let created = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let (created, isNew) = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
         let again = try await storage.createZone(named: "Z", in: alice, timestamp: 2)
-        #expect(created.id == again.id, "creating an existing zone returns it")
+        #expect(isNew && !again.created, "createZone says whether it created the zone")
+        #expect(created.id == again.zone.id, "creating an existing zone returns it")
         _ = try await storage.createZone(named: "A", in: alice, timestamp: 3)
         #expect(try await storage.zones(in: alice).map(\.name) == [ZoneID.defaultZoneName, "A", "Z"])
 
@@ -156,7 +157,7 @@ public enum StorageConformance {
         await expectError(.zoneNotFound) { try await write(storage, [create("r2")]) }
         await expectError(.zoneNotFound) { _ = try await storage.lookupRecords(names: ["r1"], zone: "Z", in: alice) }
 
-        let recreated = try await storage.createZone(named: "Z", in: alice, timestamp: 6)
+        let recreated = try await storage.createZone(named: "Z", in: alice, timestamp: 6).zone
         #expect(recreated.id != created.id, "a re-created zone is a new incarnation")
         #expect(try await storage.lookupRecords(names: ["r1"], zone: "Z", in: alice) == [nil],
                 "deleting a zone removes its records")

@@ -3,6 +3,7 @@ import PostgresNIO
 import StratusModel
 public import StratusStorage
 
+/// The ``TransferStorage`` role (the type conforms through ``StratusStorage``).
 extension PostgresStorage {
     public func users(container: String) async throws -> [UserInfo] {
         try await read { connection in

@@ -1,0 +1,122 @@
+import Foundation
+public import Logging
+import NIOCore
+public import PostgresNIO
+import StratusModel
+public import StratusStorage
+import Synchronization
+
+/// The ``AccountStorage`` role (the type conforms through ``StratusStorage``).
+extension PostgresStorage {
+    // MARK: Containers, tokens, users, sessions
+
+    public func createContainer(_ container: ContainerInfo) async throws {
+        let inserted = try await column(
+            String.self,
+            """
+            INSERT INTO containers (id, allows_sign_up, created_ms)
+            VALUES (\(container.identifier), \(container.allowsSignUp), \(container.createdAt))
+            ON CONFLICT (id) DO NOTHING RETURNING id
+            """)
+        guard inserted.count == 1 else {
+            throw StratusError(.exists, "container '\(container.identifier)' already exists")
+        }
+    }
+
+    public func container(_ identifier: String) async throws -> ContainerInfo? {
+        try await containers(where: identifier).first
+    }
+
+    public func containers() async throws -> [ContainerInfo] {
+        try await containers(where: nil)
+    }
+
+    func containers(where identifier: String?) async throws -> [ContainerInfo] {
+        try await read { connection in
+            try await connection.run(
+                """
+                SELECT id, allows_sign_up, created_ms FROM containers
+                WHERE \(identifier)::text IS NULL OR id = \(identifier) ORDER BY id
+                """, logger: logger
+            ).decode((String, Bool, Int64).self).collect().map {
+                ContainerInfo(identifier: $0.0, allowsSignUp: $0.1, createdAt: $0.2)
+            }
+        }
+    }
+
+    func requireContainer(_ identifier: String) async throws {
+        guard try await container(identifier) != nil else {
+            throw StratusError(.notFound, "container '\(identifier)' does not exist")
+        }
+    }
+
+    public func createAPIToken(hash: String, container: String, name: String, createdAt: Int64) async throws {
+        try await requireContainer(container)
+        try await execute(
+            """
+            INSERT INTO api_tokens (token_hash, container_id, name, created_ms)
+            VALUES (\(hash), \(container), \(name), \(createdAt))
+            """)
+    }
+
+    public func containerForAPIToken(hash: String) async throws -> String? {
+        try await column(String.self, "SELECT container_id FROM api_tokens WHERE token_hash = \(hash)").first
+    }
+
+    public func createUser(_ user: UserInfo) async throws {
+        try await requireContainer(user.container)
+        let inserted = try await column(
+            Int32.self,
+            """
+            INSERT INTO users (container_id, record_name, username, password_hash, created_ms)
+            VALUES (\(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt))
+            ON CONFLICT (container_id, username) DO NOTHING RETURNING 1
+            """)
+        guard inserted.count == 1 else { throw StratusError(.exists, "username '\(user.username)' is taken") }
+    }
+
+    public func user(container: String, username: String) async throws -> UserInfo? {
+        try await user(container: container, column: "username", value: username)
+    }
+
+    public func user(container: String, recordName: String) async throws -> UserInfo? {
+        try await user(container: container, column: "record_name", value: recordName)
+    }
+
+    func user(container: String, column: String, value: String) async throws -> UserInfo? {
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT record_name, username, password_hash, created_ms FROM users
+                WHERE container_id = $1 AND \(column) = $2
+                """, binds: Self.binds(container, value))
+        return try await read { connection in
+            try await connection.run(query, logger: logger).decode((String, String, String, Int64).self)
+                .collect().first.map {
+                    UserInfo(container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3)
+                }
+        }
+    }
+
+    public func createSession(hash: String, session: SessionInfo) async throws {
+        try await execute(
+            """
+            INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms)
+            VALUES (\(hash), \(session.container), \(session.userRecordName), \(session.expiresAt))
+            """)
+    }
+
+    public func session(hash: String) async throws -> SessionInfo? {
+        try await read { connection in
+            try await connection.run(
+                "SELECT container_id, user_record_name, expires_ms FROM sessions WHERE token_hash = \(hash)",
+                logger: logger
+            ).decode((String, String, Int64).self).collect().first.map {
+                SessionInfo(container: $0.0, userRecordName: $0.1, expiresAt: $0.2)
+            }
+        }
+    }
+
+    public func deleteSession(hash: String) async throws {
+        try await execute("DELETE FROM sessions WHERE token_hash = \(hash)")
+    }
+}

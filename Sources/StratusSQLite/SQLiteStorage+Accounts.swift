@@ -1,0 +1,127 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+public import StratusModel
+public import StratusStorage
+import Synchronization
+
+/// The ``AccountStorage`` role (the type conforms through ``StratusStorage``).
+extension SQLiteStorage {
+    // MARK: Containers, tokens, users, sessions
+
+    public func createContainer(_ container: ContainerInfo) async throws {
+        try await pool.write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM containers WHERE id = ?", arguments: [container.identifier])
+                != nil
+            {
+                throw StratusError(.exists, "container '\(container.identifier)' already exists")
+            }
+            try db.execute(
+                sql: "INSERT INTO containers (id, allows_sign_up, created_ms) VALUES (?, ?, ?)",
+                arguments: [container.identifier, container.allowsSignUp, container.createdAt])
+        }
+    }
+
+    public func container(_ identifier: String) async throws -> ContainerInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM containers WHERE id = ?", arguments: [identifier])
+                .map(Self.containerInfo)
+        }
+    }
+
+    public func containers() async throws -> [ContainerInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM containers ORDER BY id").map(Self.containerInfo)
+        }
+    }
+
+    static func containerInfo(_ row: Row) -> ContainerInfo {
+        ContainerInfo(identifier: row["id"], allowsSignUp: row["allows_sign_up"], createdAt: row["created_ms"])
+    }
+
+    public func createAPIToken(hash: String, container: String, name: String, createdAt: Int64) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, container)
+            try db.execute(
+                sql: "INSERT INTO api_tokens (token_hash, container_id, name, created_ms) VALUES (?, ?, ?, ?)",
+                arguments: [hash, container, name, createdAt])
+        }
+    }
+
+    public func containerForAPIToken(hash: String) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT container_id FROM api_tokens WHERE token_hash = ?", arguments: [hash])
+        }
+    }
+
+    public func createUser(_ user: UserInfo) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, user.container)
+            if try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM users WHERE container_id = ? AND username = ?",
+                arguments: [user.container, user.username]) != nil
+            {
+                throw StratusError(.exists, "username '\(user.username)' is taken")
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO users (container_id, record_name, username, password_hash, created_ms)
+                    VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [user.container, user.recordName, user.username, user.passwordHash, user.createdAt])
+        }
+    }
+
+    public func user(container: String, username: String) async throws -> UserInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE container_id = ? AND username = ?", arguments: [container, username]
+            ).map(Self.userInfo)
+        }
+    }
+
+    public func user(container: String, recordName: String) async throws -> UserInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE container_id = ? AND record_name = ?",
+                arguments: [container, recordName]
+            ).map(Self.userInfo)
+        }
+    }
+
+    static func userInfo(_ row: Row) -> UserInfo {
+        UserInfo(
+            container: row["container_id"], recordName: row["record_name"], username: row["username"],
+            passwordHash: row["password_hash"], createdAt: row["created_ms"])
+    }
+
+    static func requireContainer(_ db: Database, _ container: String) throws {
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM containers WHERE id = ?", arguments: [container]) != nil else {
+            throw StratusError(.notFound, "container '\(container)' does not exist")
+        }
+    }
+
+    public func createSession(hash: String, session: SessionInfo) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms) VALUES (?, ?, ?, ?)",
+                arguments: [hash, session.container, session.userRecordName, session.expiresAt])
+        }
+    }
+
+    public func session(hash: String) async throws -> SessionInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE token_hash = ?", arguments: [hash]).map { row in
+                SessionInfo(
+                    container: row["container_id"], userRecordName: row["user_record_name"],
+                    expiresAt: row["expires_ms"])
+            }
+        }
+    }
+
+    public func deleteSession(hash: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE token_hash = ?", arguments: [hash])
+        }
+    }
+}

@@ -1,0 +1,428 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+public import StratusModel
+public import StratusStorage
+import Synchronization
+
+/// The ``RecordStorage`` role (the type conforms through ``StratusStorage``).
+extension SQLiteStorage {
+    // MARK: Databases and zones
+
+    /// The database's storage identifier, creating the database and its default zone on first use.
+    static func ensureDatabase(_ db: Database, _ locator: DatabaseLocator) throws -> Int64 {
+        if let id = try existingDatabase(db, locator) { return id }
+        try db.execute(
+            sql: "INSERT INTO databases (container_id, environment, scope, owner) VALUES (?, ?, ?, ?)",
+            arguments: [locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner])
+        let id = db.lastInsertedRowID
+        try db.execute(
+            sql: "INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms) VALUES (?, ?, 0, 0, 0)",
+            arguments: [id, ZoneID.defaultZoneName])
+        return id
+    }
+
+    static func existingDatabase(_ db: Database, _ locator: DatabaseLocator) throws -> Int64? {
+        try Int64.fetchOne(
+            db,
+            sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?",
+            arguments: [locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner])
+    }
+
+    /// Runs `body` with the database's identifier: in a read when the database exists, otherwise in
+    /// a write that creates it first.
+    func withDatabase<T: Sendable>(
+        _ locator: DatabaseLocator, _ body: @escaping @Sendable (Database, Int64) throws -> T
+    ) async throws -> T {
+        let result: T? = try await pool.read { db in
+            try Self.existingDatabase(db, locator).map { try body(db, $0) }
+        }
+        if let result { return result }
+        return try await pool.write { db in try body(db, try Self.ensureDatabase(db, locator)) }
+    }
+
+    static func zoneState(_ row: Row) -> ZoneState {
+        ZoneState(
+            name: row["name"], id: row["id"], sequence: row["seq"], purgedSequence: row["purged_seq"],
+            deleted: row["deleted"])
+    }
+
+    static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneState? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted = 0"),
+            arguments: [databaseID, name]
+        ).map(zoneState)
+    }
+
+    static func requireZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneState {
+        guard let zone = try liveZone(db, databaseID, name) else {
+            throw StratusError(.zoneNotFound, "zone '\(name)' does not exist")
+        }
+        return zone
+    }
+
+    /// Takes the database's next sequence number, which orders zone changes.
+    static func nextDatabaseSequence(_ db: Database, _ databaseID: Int64) throws -> Int64 {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "UPDATE databases SET seq = seq + 1 WHERE id = ? RETURNING seq"),
+            arguments: [databaseID])!
+    }
+
+    public func zones(in database: DatabaseLocator) async throws -> [ZoneState] {
+        try await withDatabase(database) { db, databaseID in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM zones WHERE database_id = ? AND deleted = 0 ORDER BY name != ?, name",
+                arguments: [databaseID, ZoneID.defaultZoneName]
+            ).map(Self.zoneState)
+        }
+    }
+
+    public func zone(named name: String, in database: DatabaseLocator) async throws -> ZoneState? {
+        try await withDatabase(database) { db, databaseID in try Self.liveZone(db, databaseID, name) }
+    }
+
+    public func createZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws
+        -> (zone: ZoneState, created: Bool)
+    {
+        try await pool.write { db in
+            let databaseID = try Self.ensureDatabase(db, database)
+            if let zone = try Self.liveZone(db, databaseID, name) { return (zone, false) }
+            let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
+            try db.execute(
+                sql: "INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms) VALUES (?, ?, ?, ?, ?)",
+                arguments: [databaseID, name, changeSequence, timestamp, timestamp])
+            return (try Self.requireZone(db, databaseID, name), true)
+        }
+    }
+
+    public func deleteZone(named name: String, in database: DatabaseLocator, timestamp: Int64) async throws -> Bool {
+        precondition(name != ZoneID.defaultZoneName, "the default zone cannot be deleted")
+        return try await pool.write { db in
+            let databaseID = try Self.ensureDatabase(db, database)
+            guard let zone = try Self.liveZone(db, databaseID, name) else { return false }
+            try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM record_index WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM record_assets WHERE zone_id = ?", arguments: [zone.id])
+            let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
+            try db.execute(
+                sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
+                arguments: [changeSequence, timestamp, zone.id])
+            return true
+        }
+    }
+
+    // MARK: Records
+
+    static let recordColumns = """
+        name, record_type, change_tag, fields, created_ms, created_by, created_device, modified_ms, modified_by,
+        modified_device, seq, deleted
+        """
+
+    /// Runs a statement selecting ``recordColumns`` and decodes its rows, reading columns through
+    /// SQLite's C API: GRDB's generic row decoding cost more than the read itself on change feeds.
+    static func fetchStoredRecords(
+        _ db: Database, _ statement: Statement, arguments: StatementArguments
+    ) throws -> [StoredRecord] {
+        try statement.setArguments(arguments)
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        var records: [StoredRecord] = []
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { return records }
+            guard code == SQLITE_ROW else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                    sql: statement.sql)
+            }
+            func text(_ column: Int32) -> String? {
+                guard let bytes = sqlite3_column_text(handle, column) else { return nil }
+                return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))),
+                              as: UTF8.self)
+            }
+            var fields: [UInt8] = []
+            if let blob = sqlite3_column_blob(handle, 3) {
+                fields = [UInt8](UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(handle, 3))))
+            }
+            records.append(
+                StoredRecord(
+                    name: text(0) ?? "", recordType: text(1) ?? "", changeTag: text(2) ?? "", fieldsJSON: fields,
+                    created: RecordStamp(timestamp: sqlite3_column_int64(handle, 4), userRecordName: text(5) ?? "",
+                                         deviceID: text(6)),
+                    modified: RecordStamp(timestamp: sqlite3_column_int64(handle, 7), userRecordName: text(8) ?? "",
+                                          deviceID: text(9)),
+                    deleted: sqlite3_column_int64(handle, 11) != 0, sequence: sqlite3_column_int64(handle, 10)))
+        }
+    }
+
+    static func fetchRecord(_ db: Database, zoneID: Int64, name: String) throws -> StoredRecord? {
+        try fetchStoredRecords(
+            db, db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name = ?"),
+            arguments: [zoneID, name]
+        ).first
+    }
+
+    /// The stored rows (tombstones included) of `names`, read with one query per 500 names.
+    static func fetchRecords(_ db: Database, zoneID: Int64, names: [String]) throws -> [String: StoredRecord] {
+        var records: [String: StoredRecord] = [:]
+        records.reserveCapacity(names.count)
+        for start in stride(from: 0, to: names.count, by: 500) {
+            let chunk = names[start..<min(start + 500, names.count)]
+            let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let statement = try db.cachedStatement(
+                sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name IN (\(placeholders))")
+            var arguments: StatementArguments = [zoneID]
+            arguments += StatementArguments(chunk)
+            for record in try fetchStoredRecords(db, statement, arguments: arguments) {
+                records[record.name] = record
+            }
+        }
+        return records
+    }
+
+    static func upsert(_ db: Database, zoneID: Int64, _ record: StoredRecord) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO records (zone_id, \(recordColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (zone_id, name) DO UPDATE SET
+                    record_type = excluded.record_type, change_tag = excluded.change_tag, fields = excluded.fields,
+                    created_ms = excluded.created_ms, created_by = excluded.created_by,
+                    created_device = excluded.created_device, modified_ms = excluded.modified_ms,
+                    modified_by = excluded.modified_by, modified_device = excluded.modified_device,
+                    seq = excluded.seq, deleted = excluded.deleted
+                """
+        ).execute(arguments: [
+            zoneID, record.name, record.recordType, record.changeTag, Data(record.fieldsJSON),
+            record.created.timestamp, record.created.userRecordName, record.created.deviceID,
+            record.modified.timestamp, record.modified.userRecordName, record.modified.deviceID,
+            record.sequence, record.deleted,
+        ])
+    }
+
+    public func modifyRecords(
+        _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
+    ) async throws -> ModifyRecordsOutcome {
+        try await pool.writeWithoutTransaction { db in
+            var outcome = ModifyRecordsOutcome(results: [], changes: [])
+            try db.inTransaction(.immediate) {
+                let databaseID = try Self.ensureDatabase(db, database)
+                let zoneState = try Self.requireZone(db, databaseID, zone)
+                let zoneID = zoneState.id
+                var executor = RecordWriteExecutor(
+                    writes: writes, zone: zoneState,
+                    schema: try self.loadSchema(db, container: database.container, environment: database.environment),
+                    environment: database.environment, atomic: atomic, context: context)
+                var step = executor.start()
+                while true {
+                    switch step {
+                    case .fetchRecords(let names):
+                        step = executor.resume(.records(try Self.fetchRecords(db, zoneID: zoneID, names: names)))
+                    case .checkAssets(let record, let checksums, let uploaded):
+                        step = executor.resume(
+                            .knownAssets(
+                                try Self.knownAssets(db, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
+                    case .findReferrers(let target, let action):
+                        step = executor.resume(.names(try Self.referrers(db, zoneID: zoneID, target: target, action: action)))
+                    case .countReferrers(let target, let action, let source):
+                        let count = try Int.fetchOne(
+                            db.cachedStatement(sql: """
+                                SELECT count(*) FROM record_references
+                                WHERE zone_id = ? AND target = ? AND action = ? AND source != ?
+                                """),
+                            arguments: [zoneID, target, action.rawValue, source]) ?? 0
+                        step = executor.resume(.count(count))
+                    case .write(let rows):
+                        try Self.write(rows, zoneID: zoneID, db)
+                        step = executor.resume(.written)
+                    case .finish(let completion):
+                        outcome = completion.outcome
+                        guard completion.commits else { return .rollback }
+                        if let schema = completion.grownSchema {
+                            try Self.storeSchema(db, schema, container: database.container, environment: database.environment)
+                        }
+                        if let sequence = completion.zoneSequence {
+                            // The default zone has no place in the database feed, so it does not advance it.
+                            let changeSequence = zone == ZoneID.defaultZoneName
+                                ? nil : try Self.nextDatabaseSequence(db, databaseID)
+                            try db.cachedStatement(
+                                sql: "UPDATE zones SET seq = ?, change_seq = coalesce(?, change_seq), changed_ms = ? WHERE id = ?"
+                            ).execute(arguments: [sequence, changeSequence, context.timestamp, zoneID])
+                        }
+                        return .commit
+                    }
+                }
+            }
+            return outcome
+        }
+    }
+
+    /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its
+    /// previous version held.
+    static func knownAssets(
+        _ db: Database, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>
+    ) throws -> Set<String> {
+        try Set(
+            checksums.filter { checksum in
+                uploaded.contains(checksum)
+                    ? try Bool.fetchOne(
+                        db.cachedStatement(sql: "SELECT 1 FROM assets WHERE checksum = ?"), arguments: [checksum]) != nil
+                    : try Bool.fetchOne(
+                        db.cachedStatement(
+                            sql: "SELECT 1 FROM record_assets WHERE zone_id = ? AND name = ? AND checksum = ?"),
+                        arguments: [zoneID, record, checksum]) != nil
+            })
+    }
+
+    /// The records whose references with `action` point at `target`.
+    static func referrers(
+        _ db: Database, zoneID: Int64, target: String, action: ReferenceAction
+    ) throws -> [String] {
+        try String.fetchAll(
+            db.cachedStatement(sql: "SELECT source FROM record_references WHERE zone_id = ? AND target = ? AND action = ?"),
+            arguments: [zoneID, target, action.rawValue])
+    }
+
+    /// Writes the rows of one operation: each record with its index entries, then the operation's
+    /// asset holdings and references.
+    static func write(_ rows: RecordWriteExecutor.RecordRows, zoneID: Int64, _ db: Database) throws {
+        for change in rows.records {
+            let record = change.record
+            try upsert(db, zoneID: zoneID, record)
+            if let previous = change.previous, !change.removedIndexEntries.isEmpty {
+                let delete = try db.cachedStatement(
+                    sql: """
+                        DELETE FROM record_index
+                        WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
+                        """)
+                for entry in change.removedIndexEntries {
+                    try delete.execute(arguments: [
+                        zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
+                        previous.name,
+                    ])
+                }
+            }
+            try insertIndexEntries(db, zoneID: zoneID, record, change.addedIndexEntries)
+            // A record's reference and asset rows exist only if its previous version held some.
+            if change.clearsReferences {
+                try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source = ?")
+                    .execute(arguments: [zoneID, record.name])
+            }
+            if change.clearsAssets {
+                try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
+                    .execute(arguments: [zoneID, record.name])
+            }
+        }
+        let name = rows.records[0].record.name
+        for checksum in rows.assets {
+            try db.cachedStatement(sql: "INSERT INTO record_assets (zone_id, name, checksum) VALUES (?, ?, ?)")
+                .execute(arguments: [zoneID, name, checksum])
+        }
+        for link in rows.references {
+            try db.cachedStatement(
+                sql: "INSERT INTO record_references (zone_id, source, target, action) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [zoneID, name, link.target, link.action.rawValue])
+        }
+    }
+
+    /// Inserts query index entries of a record.
+    static func insertIndexEntries(
+        _ db: Database, zoneID: Int64, _ record: StoredRecord, _ entries: some Collection<IndexEntry>
+    ) throws {
+        guard !entries.isEmpty else { return }
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT OR IGNORE INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """)
+        // Bound through SQLite's C API: a record has a dozen entries or more, and GRDB's argument
+        // arrays cost more than the inserts themselves.
+        let handle = insert.sqliteStatement
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        func bind(_ index: Int32, _ text: String) {
+            sqlite3_bind_text(handle, index, text, -1, transient)
+        }
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        for entry in entries {
+            sqlite3_reset(handle)
+            sqlite3_bind_int64(handle, 1, zoneID)
+            bind(2, record.recordType)
+            bind(3, entry.field)
+            sqlite3_bind_int64(handle, 4, Int64(entry.kind.rawValue))
+            switch entry.value {
+            case .integer(let value): sqlite3_bind_int64(handle, 5, value)
+            case .real(let value): sqlite3_bind_double(handle, 5, value)
+            case .text(let value): bind(5, value)
+            }
+            if let longitude = entry.longitude {
+                sqlite3_bind_double(handle, 6, longitude)
+            } else {
+                sqlite3_bind_null(handle, 6)
+            }
+            bind(7, record.name)
+            let code = sqlite3_step(handle)
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                    sql: insert.sql)
+            }
+        }
+    }
+
+    public func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws
+        -> [StoredRecord?]
+    {
+        try await withDatabase(database) { db, databaseID in
+            let zoneState = try Self.requireZone(db, databaseID, zone)
+            return try names.map { name in
+                try Self.fetchRecord(db, zoneID: zoneState.id, name: name).flatMap { $0.deleted ? nil : $0 }
+            }
+        }
+    }
+
+    public func recordChanges(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?
+    ) async throws -> RecordChangesPage {
+        try await withDatabase(database) { db, databaseID in
+            let zoneState = try Self.requireZone(db, databaseID, zone)
+            let start = try ChangePosition.start(after: position, scopeID: zoneState.id, sequence: zoneState.sequence,
+                                          purged: zoneState.purgedSequence, what: "zone '\(zone)'")
+            var sql = "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND seq > ?"
+            var arguments: StatementArguments = [zoneState.id, start]
+            if let recordTypes {
+                sql += " AND (deleted = 1 OR record_type IN (\(recordTypes.map { _ in "?" }.joined(separator: ","))))"
+                arguments += StatementArguments(Array(recordTypes))
+            }
+            sql += " ORDER BY seq LIMIT ?"
+            arguments += [limit + 1]
+            let records = try Self.fetchStoredRecords(db, db.cachedStatement(sql: sql), arguments: arguments)
+            return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
+        }
+    }
+
+    public func databaseChanges(
+        in database: DatabaseLocator, after position: ChangePosition?, limit: Int
+    ) async throws -> DatabaseChangesPage {
+        try await withDatabase(database) { db, databaseID in
+            let row = try Row.fetchOne(db, sql: "SELECT seq, purged_seq FROM databases WHERE id = ?", arguments: [databaseID])!
+            let sequence: Int64 = row["seq"]
+            let start = try ChangePosition.start(after: position, scopeID: databaseID, sequence: sequence,
+                                          purged: row["purged_seq"], what: "database")
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM zones WHERE database_id = ? AND change_seq > ? AND name != ? ORDER BY change_seq LIMIT ?",
+                arguments: [databaseID, start, ZoneID.defaultZoneName, limit + 1])
+            let moreComing = rows.count > limit
+            let page = rows.prefix(limit)
+            let end: Int64 = moreComing ? page.last!["change_seq"] : sequence
+            return DatabaseChangesPage(
+                zones: page.map(Self.zoneState), position: ChangePosition(scopeID: databaseID, sequence: end),
+                moreComing: moreComing)
+        }
+    }
+}

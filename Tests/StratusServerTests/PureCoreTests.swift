@@ -1,0 +1,385 @@
+import Foundation
+import NIOCore
+import StratusModel
+import StratusStorage
+import Synchronization
+import Testing
+
+@testable import StratusServer
+
+/// Sync tokens carry a feed position, and only a token this server minted for that feed opens.
+@Suite struct SyncTokenCodecTests {
+    let codec = SyncTokenCodec(secret: SyncTokenCodec.makeSecret())
+
+    @Test func tokensRoundTripPositionsOfBothKinds() throws {
+        let position = ChangePosition(scopeID: 42, sequence: Int64.max)
+        for kind in [SyncTokenCodec.Kind.zone, .database] {
+            #expect(try codec.position(from: codec.token(for: position, kind: kind), kind: kind) == position)
+        }
+        #expect(try codec.position(from: nil, kind: .zone) == nil)
+        #expect(try codec.position(from: "", kind: .database) == nil)
+        let secret = SyncTokenCodec.makeSecret()
+        let token = SyncTokenCodec(secret: secret).token(for: position, kind: .zone)
+        #expect(try SyncTokenCodec(secret: secret).position(from: token, kind: .zone) == position, "survives a restart")
+    }
+
+    @Test func aTokenOfOneFeedIsRefusedByTheOther() {
+        let zoneToken = codec.token(for: ChangePosition(scopeID: 1, sequence: 5), kind: .zone)
+        let error = #expect(throws: StratusError.self) { try codec.position(from: zoneToken, kind: .database) }
+        #expect(error?.code == .badRequest)
+        #expect(error?.reason.hasPrefix("syncToken belongs to another feed") == true)
+        let databaseToken = codec.token(for: ChangePosition(scopeID: 1, sequence: 5), kind: .database)
+        #expect(throws: StratusError.self) { try codec.position(from: databaseToken, kind: .zone) }
+    }
+
+    @Test func aTamperedTokenFailsTheIntegrityCheck() {
+        var characters = Array(codec.token(for: ChangePosition(scopeID: 7, sequence: 99), kind: .zone))
+        characters[12] = characters[12] == "A" ? "B" : "A"
+        let tampered = String(characters)
+        let error = #expect(throws: StratusError.self) {
+            try codec.position(from: tampered, kind: .zone, field: "zoneSyncToken")
+        }
+        #expect(error?.code == .badRequest)
+        #expect(error?.reason == "zoneSyncToken is not a sync token issued by this server (integrity check failed)")
+        let garbage = #expect(throws: StratusError.self) { try codec.position(from: "not a token!", kind: .zone) }
+        #expect(garbage?.reason == "syncToken is not a sync token issued by this server")
+    }
+
+    @Test func aTokenMintedWithAnotherSecretIsRefused() {
+        let foreign = SyncTokenCodec(secret: SyncTokenCodec.makeSecret())
+        let token = foreign.token(for: ChangePosition(scopeID: 3, sequence: 4), kind: .zone)
+        let error = #expect(throws: StratusError.self) { try codec.position(from: token, kind: .zone) }
+        #expect(error?.code == .badRequest)
+        #expect(error?.reason.hasSuffix("(integrity check failed)") == true)
+    }
+}
+
+/// A token bucket per key: a burst, then refusals with a wait, refilled as time passes.
+@Suite struct RateLimiterTests {
+    static func make() -> (ManualClock, RateLimiter) {
+        let clock = ManualClock(milliseconds: 1_000_000)
+        return (clock, RateLimiter(limit: RateLimit(requestsPerSecond: 2, burst: 3), clock: clock.serverClock))
+    }
+
+    @Test func aBurstIsAllowedThenTheNextWaits() {
+        let (_, limiter) = Self.make()
+        for _ in 0..<3 { #expect(limiter.acquire("alice") == nil) }
+        #expect(limiter.acquire("alice") == 0.5)
+        #expect(limiter.acquire("alice") == 0.5, "a refused request takes nothing from the bucket")
+    }
+
+    @Test func timeRefillsTheBucketUpToTheBurst() {
+        let (clock, limiter) = Self.make()
+        for _ in 0..<3 { _ = limiter.acquire("alice") }
+        clock.advance(bySeconds: 0.5)
+        #expect(limiter.acquire("alice") == nil)
+        clock.advance(bySeconds: 0.25)
+        #expect(limiter.acquire("alice") == 0.25)
+        clock.advance(bySeconds: 3600)
+        for _ in 0..<3 { #expect(limiter.acquire("alice") == nil) }
+        #expect(limiter.acquire("alice") != nil, "a long quiet period refills no more than the burst")
+    }
+
+    @Test func keysAreIndependent() {
+        let (_, limiter) = Self.make()
+        for _ in 0..<3 { _ = limiter.acquire("alice") }
+        #expect(limiter.acquire("alice") != nil)
+        for _ in 0..<3 { #expect(limiter.acquire("bob") == nil) }
+    }
+
+    @Test func limitDefaultsAndThrottledAnswer() {
+        #expect(RateLimit(requestsPerSecond: 2.5).burst == 3)
+        #expect(RateLimit(requestsPerSecond: 0.2).burst == 1)
+        let error = RateLimit(requestsPerSecond: 2, burst: 3).throttled(wait: 0.2, what: "requests")
+        #expect(error.code == .throttled)
+        #expect(error.retryAfter == 1)
+        #expect(error.reason.contains("the limit is 2 per second with bursts of 3"))
+        #expect(RateLimit(requestsPerSecond: 2).throttled(wait: 2.1, what: "requests").retryAfter == 3)
+    }
+}
+
+/// Failed attempts cost nothing at first, then lock a key for 1 s, 2 s, 4 s…; an hour forgets them.
+@Suite struct FailureBackoffTests {
+    let alice = FailureBackoff.Key(name: "account:alice", freeFailures: 2)
+
+    static func make(maximumLockSeconds: Int64 = 3600) -> (ManualClock, FailureBackoff) {
+        let clock = ManualClock(milliseconds: 1_000_000)
+        return (clock, FailureBackoff(maximumLockSeconds: maximumLockSeconds, clock: clock.serverClock))
+    }
+
+    @Test func locksDoubleAfterTheFreeFailuresAndRefusalsAreNotCounted() {
+        let (clock, backoff) = Self.make()
+        for _ in 0..<3 { #expect(backoff.begin([alice]) == nil) }
+        #expect(backoff.begin([alice]) == 1)
+        #expect(backoff.begin([alice]) == 1)
+        clock.advance(bySeconds: 1)
+        #expect(backoff.begin([alice]) == nil)
+        #expect(backoff.begin([alice]) == 2, "the refusals while locked did not count as failures")
+        clock.advance(bySeconds: 2)
+        #expect(backoff.begin([alice]) == nil)
+        #expect(backoff.begin([alice]) == 4)
+        clock.advance(bySeconds: 1.5)
+        #expect(backoff.begin([alice]) == 3, "the wait is rounded up to whole seconds")
+    }
+
+    @Test func locksStopAtTheMaximum() {
+        let (clock, backoff) = Self.make(maximumLockSeconds: 3)
+        let key = FailureBackoff.Key(name: "k", freeFailures: 0)
+        #expect(backoff.begin([key]) == nil)
+        clock.advance(bySeconds: 1)
+        #expect(backoff.begin([key]) == nil)
+        clock.advance(bySeconds: 2)
+        #expect(backoff.begin([key]) == nil)
+        #expect(backoff.begin([key]) == 3)
+    }
+
+    @Test func successTakesBackItsAttemptAndForgivingClearsTheAccount() {
+        let (_, backoff) = Self.make()
+        for _ in 0..<10 {
+            #expect(backoff.begin([alice]) == nil)
+            backoff.succeeded([alice])
+        }
+        for _ in 0..<3 { _ = backoff.begin([alice]) }
+        #expect(backoff.begin([alice]) == 1)
+        backoff.succeeded([alice])
+        #expect(backoff.begin([alice]) == nil, "back within the free failures, the lock is lifted")
+        #expect(backoff.begin([alice]) == 1)
+        backoff.succeeded([alice], forgiving: [alice.name])
+        for _ in 0..<3 { #expect(backoff.begin([alice]) == nil) }
+        #expect(backoff.begin([alice]) == 1)
+    }
+
+    @Test func failuresAreForgottenAfterAnHour() {
+        let (clock, backoff) = Self.make()
+        for _ in 0..<3 { _ = backoff.begin([alice]) }
+        clock.advance(bySeconds: 3599)
+        #expect(backoff.begin([alice]) == nil)
+        #expect(backoff.begin([alice]) == 2, "59 minutes later the failures still count")
+        clock.advance(bySeconds: 3600)
+        for _ in 0..<3 { #expect(backoff.begin([alice]) == nil) }
+        #expect(backoff.begin([alice]) == 1)
+    }
+
+    @Test func keysWithDifferentAllowancesLockSeparately() {
+        let (_, backoff) = Self.make()
+        let account = FailureBackoff.Key(name: "account:alice", freeFailures: 3)
+        let address = FailureBackoff.Key(name: "address:10.0.0.1", freeFailures: 1)
+        #expect(backoff.begin([account, address]) == nil)
+        #expect(backoff.begin([account, address]) == nil)
+        #expect(backoff.begin([account, address]) == 1, "the address is locked")
+        #expect(backoff.begin([address]) == 1)
+        #expect(backoff.begin([account]) == nil)
+        #expect(backoff.begin([account]) == nil)
+        let otherAddress = FailureBackoff.Key(name: "address:10.0.0.2", freeFailures: 1)
+        #expect(backoff.begin([account, otherAddress]) == 1, "the locked account refuses every address")
+    }
+}
+
+/// Sign-in callbacks: only unambiguous http(s) URLs on loopback or this server, with a browser's origin.
+@Suite struct SignInCallbackTests {
+    @Test(arguments: [
+        ("http://127.0.0.1:8123/callback?state=x#y", "http://127.0.0.1:8123"), ("http://localhost:80/cb", "http://localhost"),
+        ("https://localhost:443/cb", "https://localhost"), ("https://localhost:8443", "https://localhost:8443"),
+        ("http://[::1]:9000/cb", "http://[::1]:9000"), ("http://[::1]/cb%20x", "http://[::1]"),
+    ])
+    func acceptsLoopbackCallbacks(raw: String, origin: String) throws {
+        let callback = try SignInCallback(raw, serverOrigin: nil, serverAuthority: nil)
+        #expect(callback.url == raw)
+        #expect(callback.origin == origin)
+    }
+
+    @Test(arguments: [
+        ("HTTP://127.0.0.1/cb", "must start with http:// or https://"), ("javascript:alert(1)", "must start with http://"),
+        ("http://evil.example@127.0.0.1/cb", "contains '@'"), ("http://127.0.0.1 .evil/cb", "a space, control"),
+        ("http://LOCALHOST/cb", "is not lowercase letters"), ("http://localhost./cb", "is not lowercase letters"),
+        ("http://localhost:0080/cb", "has a port"), ("http://localhost:65536/cb", "has a port"),
+        ("http://[::ffff:127.0.0.1]/cb", "IPv6 host other than [::1]"), ("http://127.0.0.1/cb?%zz", "'%' that does not"),
+        ("https://evil.example/steal", "neither a loopback address nor this server"),
+    ])
+    func refusesWithAReason(raw: String, reason: String) {
+        let error = #expect(throws: StratusError.self) {
+            _ = try SignInCallback(raw, serverOrigin: nil, serverAuthority: nil)
+        }
+        #expect(error?.code == .badRequest)
+        #expect(error?.reason.contains(reason) == true, "\(raw): \(error?.reason ?? "")")
+    }
+
+    @Test func originOfAConfiguredURL() {
+        #expect(SignInCallback.origin(of: "https://stratus.example.com:443/") == "https://stratus.example.com")
+        #expect(SignInCallback.origin(of: "http://stratus.example:8080/base") == "http://stratus.example:8080")
+        #expect(SignInCallback.origin(of: "https://Stratus.example") == nil)
+        #expect(SignInCallback.origin(of: "ftp://stratus.example") == nil)
+    }
+
+    @Test func theServersOwnOriginIsAccepted() throws {
+        let origin = "https://stratus.example"
+        let callback = try SignInCallback("https://stratus.example/app/done", serverOrigin: origin, serverAuthority: nil)
+        #expect(callback.origin == origin)
+        _ = try SignInCallback("https://stratus.example:443/x", serverOrigin: origin, serverAuthority: nil)
+        #expect(throws: StratusError.self) {
+            _ = try SignInCallback("http://stratus.example/app", serverOrigin: origin, serverAuthority: nil)
+        }
+        #expect(throws: StratusError.self, "a configured origin wins over the Host header") {
+            _ = try SignInCallback("https://evil.example/", serverOrigin: origin, serverAuthority: "evil.example")
+        }
+    }
+
+    @Test func withoutAnOriginTheHostHeaderIsCompared() throws {
+        let raw = "http://stratus.example:8080/cb"
+        let callback = try SignInCallback(raw, serverOrigin: nil, serverAuthority: "Stratus.Example:8080")
+        #expect(callback.origin == "http://stratus.example:8080")
+        #expect(throws: StratusError.self) { _ = try SignInCallback(raw, serverOrigin: nil, serverAuthority: "stratus.example") }
+        #expect(throws: StratusError.self) { _ = try SignInCallback(raw, serverOrigin: nil, serverAuthority: nil) }
+    }
+}
+
+/// Each password rule refuses with its own reason; good passwords pass.
+@Suite struct PasswordPolicyTests {
+    @Test(arguments: [
+        ("short1!", "password must be at least 8 characters"), ("日本語のパスワ", "password must be at least 8 characters"),
+        (String(repeating: "ab", count: 37), "password must be at most 72 bytes (the bcrypt limit)"),
+        (String(repeating: "\u{E9}x", count: 25), "password must be at most 72 bytes (the bcrypt limit)"),
+        ("correct\thorse battery", "password must not contain control characters"),
+        ("nul\u{0}byte-pass", "password must not contain control characters"),
+        ("zzzzzzzzzz", "password must not be one character repeated"),
+        ("11111111", "password must not be one character repeated"),
+        ("Password123", "password is one of the most common passwords; choose another"),
+        ("P@ssW0rd", "password is one of the most common passwords; choose another"),
+    ])
+    func refusesWithTheRulesReason(password: String, reason: String) {
+        #expect(PasswordPolicy.violation(of: password) == reason)
+    }
+
+    @Test(arguments: ["correct horse battery staple", "kq7!mzpw", "aaaaaaab", String(repeating: "ab", count: 36)])
+    func acceptsGoodPasswords(password: String) {
+        #expect(PasswordPolicy.violation(of: password) == nil)
+    }
+}
+
+/// Which subscriptions a committed record change fires, and what their notifications say.
+@Suite struct SubscriptionMatcherTests {
+    let database = DatabaseLocator(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+    let inWork = Query(recordType: "Note", filterBy: [QueryFilter(comparator: .equals, fieldName: "folder", fieldValue: .string("work"))])
+    var matcher: SubscriptionMatcher { SubscriptionMatcher(database: database, schema: Schema()) }
+
+    func record(_ name: String, type: String = "Note", folder: String = "work", creator: String = "_alice") -> StoredRecord {
+        var writer = JSONWriter()
+        RecordDictionary.writeFields(["title": .string(name), "folder": .string(folder)], to: &writer)
+        let stamp = RecordStamp(timestamp: 1_000, userRecordName: creator)
+        return StoredRecord(
+            name: name, recordType: type, changeTag: "t1", fieldsJSON: writer.bytes, created: stamp, modified: stamp,
+            deleted: false, sequence: 1)
+    }
+
+    func deletion(of record: StoredRecord) -> RecordChange {
+        var tombstone = record
+        tombstone.fieldsJSON = []
+        tombstone.deleted = true
+        return RecordChange(previous: record, record: tombstone)
+    }
+
+    func subscription(_ definition: SubscriptionDictionary, subscriber: String = "_alice") -> StoredSubscription {
+        StoredSubscription(database: database, subscriber: subscriber, definition: definition, createdAt: 0)
+    }
+
+    @Test func aQuerySubscriptionFiresOnlyOnTheKindsItNames() throws {
+        let note = record("n1")
+        let changes = [RecordChange(previous: nil, record: note), RecordChange(previous: note, record: note), deletion(of: note)]
+        let some = subscription(SubscriptionDictionary(subscriptionID: "q", subscriptionType: .query, query: inWork, firesOn: [.create, .delete]))
+        let firings = matcher.firings(of: changes, zone: ZoneID.defaultZoneName, subscriptions: [some])
+        #expect(firings.compactMap(\.notification.queryNotificationReason) == [QueryNotificationReason.recordCreated, .recordDeleted])
+        let first = try #require(firings.first).notification
+        #expect(first.notificationType == .query && first.subscriptionID == "q" && first.recordName == "n1")
+        #expect(first.containerIdentifier == "iCloud.test" && first.databaseScope == .private)
+        #expect(first.zoneID == ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: "_alice"))
+        let all = subscription(SubscriptionDictionary(subscriptionID: "all", subscriptionType: .query, query: inWork))
+        #expect(matcher.firings(of: changes, zone: ZoneID.defaultZoneName, subscriptions: [all]).count == 3)
+    }
+
+    @Test func filtersSeeTheRecordBeforeOrAfterTheChange() {
+        func moved(_ name: String, _ from: String, _ to: String) -> RecordChange {
+            RecordChange(previous: record(name, folder: from), record: record(name, folder: to))
+        }
+        let changes = [
+            RecordChange(previous: nil, record: record("a", folder: "home")), RecordChange(previous: nil, record: record("b")),
+            moved("c", "work", "home"), moved("d", "home", "home"), moved("e", "home", "work"),
+            deletion(of: record("f")), deletion(of: record("g", folder: "home")),
+            RecordChange(previous: nil, record: record("h", type: "Task")),
+        ]
+        let query = subscription(SubscriptionDictionary(subscriptionID: "q", subscriptionType: .query, query: inWork))
+        let firings = matcher.firings(of: changes, zone: ZoneID.defaultZoneName, subscriptions: [query])
+        #expect(firings.compactMap(\.notification.recordName) == ["b", "c", "e", "f"])
+    }
+
+    @Test func querySubscriptionsCoverTheirZonesAndMayFireOnce() {
+        let changes = [RecordChange(previous: nil, record: record("n1")), RecordChange(previous: nil, record: record("n2"))]
+        let plain = subscription(SubscriptionDictionary(subscriptionID: "default", subscriptionType: .query, query: inWork, firesOnce: true))
+        let wide = subscription(SubscriptionDictionary(subscriptionID: "wide", subscriptionType: .query, query: inWork, zoneWide: true))
+        let work = subscription(
+            SubscriptionDictionary(subscriptionID: "work", subscriptionType: .query, query: inWork, zoneID: ZoneID(zoneName: "Work")))
+        func ids(_ zone: String) -> [String] {
+            matcher.firings(of: changes, zone: zone, subscriptions: [plain, wide, work]).map(\.subscription.subscriptionID)
+        }
+        #expect(ids(ZoneID.defaultZoneName) == ["default", "wide", "wide"])
+        #expect(ids("Work") == ["wide", "wide", "work", "work"])
+        #expect(ids("Other") == ["wide", "wide"])
+    }
+
+    @Test func aZoneSubscriptionFiresOncePerBatchOfItsZone() {
+        let notes = [RecordChange(previous: nil, record: record("a")), RecordChange(previous: nil, record: record("b"))]
+        let zone = subscription(SubscriptionDictionary(subscriptionID: "z", subscriptionType: .zone, zoneID: ZoneID(zoneName: "Work")))
+        let tasks = subscription(
+            SubscriptionDictionary(subscriptionID: "zt", subscriptionType: .zone, zoneID: ZoneID(zoneName: "Work"), recordType: "Task"))
+        let firings = matcher.firings(of: notes, zone: "Work", subscriptions: [zone, tasks])
+        #expect(firings.map(\.subscription.subscriptionID) == ["z"])
+        #expect(firings.first?.notification.notificationType == .recordZone)
+        #expect(firings.first?.notification.zoneID?.zoneName == "Work")
+        #expect(firings.first?.notification.recordName == nil)
+        #expect(matcher.firings(of: notes, zone: "Other", subscriptions: [zone]).isEmpty)
+        let withTask = notes + [RecordChange(previous: nil, record: record("t", type: "Task"))]
+        #expect(matcher.firings(of: withTask, zone: "Work", subscriptions: [zone, tasks]).count == 2)
+    }
+
+    @Test func aDatabaseSubscriptionFiresForCustomZonesOnly() {
+        let changes = [RecordChange(previous: nil, record: record("a"))]
+        let db = subscription(SubscriptionDictionary(subscriptionID: "db", subscriptionType: .database))
+        let zone = subscription(SubscriptionDictionary(subscriptionID: "z", subscriptionType: .zone, zoneID: ZoneID(zoneName: "Work")))
+        #expect(matcher.firings(of: changes, zone: ZoneID.defaultZoneName, subscriptions: [db]).isEmpty)
+        let firings = matcher.firings(of: changes, zone: "Work", subscriptions: [db])
+        #expect(firings.count == 1 && firings.first?.notification.notificationType == .database)
+        #expect(firings.first?.notification.zoneID == nil)
+        func ids(_ name: String, deleted: Bool) -> [String] {
+            matcher.firings(ofZone: name, deleted: deleted, subscriptions: [db, zone]).map(\.subscription.subscriptionID)
+        }
+        #expect(ids("Work", deleted: false) == ["db"])
+        #expect(ids("Work", deleted: true) == ["db", "z"])
+        #expect(ids("Other", deleted: true) == ["db"])
+    }
+
+    @Test func notificationsCarryDesiredKeysButNotTheKeyList() {
+        let info = NotificationInfo(alertBody: "Changed", desiredKeys: ["title", "missing"])
+        let query = subscription(
+            SubscriptionDictionary(subscriptionID: "q", subscriptionType: .query, query: Query(recordType: "Note"), notificationInfo: info))
+        let note = record("n1")
+        let firings = matcher.firings(
+            of: [RecordChange(previous: nil, record: note), deletion(of: note)], zone: ZoneID.defaultZoneName, subscriptions: [query])
+        let expected: [String: FieldValue]? = ["title": .string("n1")]
+        #expect(firings.first?.notification.recordFields == expected)
+        #expect(firings.count == 2 && firings.last?.notification.recordFields == nil)
+        #expect(firings.first?.notification.notificationInfo?.alertBody == "Changed")
+        #expect(firings.first?.notification.notificationInfo?.desiredKeys == nil)
+    }
+
+    @Test func publicSubscribersOnlyHearOfRecordsTheyMayRead() {
+        let publicDB = DatabaseLocator(container: "iCloud.test", environment: .production, scope: .public, owner: "")
+        let schema = Schema(recordTypes: ["Note": RecordTypeSchema(grants: [SchemaGrant(.read, to: "_creator")])])
+        let definition = SubscriptionDictionary(subscriptionID: "q", subscriptionType: .query, query: Query(recordType: "Note"))
+        let subscribers = ["_bob", "_alice"].map {
+            StoredSubscription(database: publicDB, subscriber: $0, definition: definition, createdAt: 0)
+        }
+        let firings = SubscriptionMatcher(database: publicDB, schema: schema).firings(
+            of: [RecordChange(previous: nil, record: record("n1", creator: "_alice"))], zone: ZoneID.defaultZoneName,
+            subscriptions: subscribers)
+        #expect(firings.map(\.subscription.subscriber) == ["_alice"])
+    }
+}
