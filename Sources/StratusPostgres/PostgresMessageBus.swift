@@ -11,7 +11,7 @@ import Synchronization
 /// message goes out as a notification: the sender's ID, a newline and the message, when that fits
 /// PostgreSQL's payload limit (8000 bytes); a larger message is written to `instance_messages` and
 /// the notification carries its row ID after `@`. A lost listening connection is opened again after
-/// a pause, and the stream then yields ``InstanceMessage/gap``.
+/// a pause, and the listener then hears ``InstanceMessage/gap``.
 final class PostgresMessageBus: InstanceMessageBus {
     static let channel = "stratus_messages"
     /// Payloads up to this many bytes go in the notification itself.
@@ -22,7 +22,6 @@ final class PostgresMessageBus: InstanceMessageBus {
     private let client: PostgresClient
     private let logger: Logger
     private let instanceID = UUID().uuidString
-    private let listener = Mutex<Task<Void, Never>?>(nil)
 
     init(client: PostgresClient, logger: Logger) {
         self.client = client
@@ -52,36 +51,29 @@ final class PostgresMessageBus: InstanceMessageBus {
         }
     }
 
-    func messages() -> AsyncStream<InstanceMessage> {
-        let (stream, continuation) = AsyncStream<InstanceMessage>.makeStream()
-        let task = Task { [self] in
-            var connected = false
-            while !Task.isCancelled {
-                do {
-                    try await client.withConnection { connection in
-                        try await connection.listen(on: Self.channel) { notifications in
-                            if connected { continuation.yield(.gap) }
-                            connected = true
-                            for try await notification in notifications {
-                                if let message = try await self.message(in: notification.payload, connection) {
-                                    continuation.yield(.message(message))
-                                }
+    func listen(_ receive: @Sendable (InstanceMessage) async -> Void) async {
+        var connected = false
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.channel) { notifications in
+                        if connected { await receive(.gap) }
+                        connected = true
+                        for try await notification in notifications {
+                            if let message = try await self.message(in: notification.payload, connection) {
+                                await receive(.message(message))
                             }
                         }
                     }
-                } catch {
-                    if Task.isCancelled { break }
-                    logger.warning(
-                        "instance messages: listening failed; trying again in a second",
-                        metadata: ["error": "\(PostgresStorage.describe(error))"])
                 }
-                try? await Task.sleep(for: .seconds(1))
+            } catch {
+                if Task.isCancelled { break }
+                logger.warning(
+                    "instance messages: listening failed; trying again in a second",
+                    metadata: ["error": "\(PostgresStorage.describe(error))"])
             }
-            continuation.finish()
+            try? await Task.sleep(for: .seconds(1))
         }
-        listener.withLock { $0 = task }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     /// The message a notification carries, or `nil` for this instance's own.
@@ -91,10 +83,5 @@ final class PostgresMessageBus: InstanceMessageBus {
         guard body.hasPrefix("@"), let id = Int64(body.dropFirst()) else { return Array(body.utf8) }
         return try await connection.run("SELECT payload FROM instance_messages WHERE id = \(id)", logger: logger)
             .decode(ByteBuffer.self).collect().first.map { Array($0.readableBytesView) }
-    }
-
-    /// Stops listening.
-    func stop() {
-        listener.withLock { $0?.cancel() }
     }
 }

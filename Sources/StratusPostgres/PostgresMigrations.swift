@@ -140,34 +140,46 @@ enum PostgresMigrations {
 
     /// Applies the migrations the database lacks; returns the versions applied.
     @discardableResult
-    static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
-        try await client.withTransaction(logger: logger) { connection in
-            try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> [Int] {
+        try await connection.run("BEGIN", logger: logger)
+        do {
+            let done = try await apply(connection, logger: logger)
+            try await connection.run("COMMIT", logger: logger)
+            return done
+        } catch {
+            _ = try? await connection.run("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    /// Applies the missing migrations inside the caller's transaction, under an advisory lock that
+    /// instances starting together take in turn.
+    private static func apply(_ connection: PostgresConnection, logger: Logger) async throws -> [Int] {
+        try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+        try await connection.run(
+            """
+            CREATE TABLE IF NOT EXISTS stratus_migrations (
+                version integer PRIMARY KEY, name text NOT NULL, applied_ms bigint NOT NULL)
+            """, logger: logger)
+        var applied: Set<Int> = []
+        for try await version in try await connection.run(
+            "SELECT version FROM stratus_migrations", logger: logger
+        ).decode(Int.self) {
+            applied.insert(version)
+        }
+        var done: [Int] = []
+        for migration in all where !applied.contains(migration.version) {
+            for statement in migration.statements {
+                try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
             try await connection.run(
                 """
-                CREATE TABLE IF NOT EXISTS stratus_migrations (
-                    version integer PRIMARY KEY, name text NOT NULL, applied_ms bigint NOT NULL)
+                INSERT INTO stratus_migrations (version, name, applied_ms)
+                VALUES (\(migration.version), \(migration.name), \(now))
                 """, logger: logger)
-            var applied: Set<Int> = []
-            for try await version in try await connection.run(
-                "SELECT version FROM stratus_migrations", logger: logger
-            ).decode(Int.self) {
-                applied.insert(version)
-            }
-            var done: [Int] = []
-            for migration in all where !applied.contains(migration.version) {
-                for statement in migration.statements {
-                    try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
-                }
-                let now = Int64(Date().timeIntervalSince1970 * 1000)
-                try await connection.run(
-                    """
-                    INSERT INTO stratus_migrations (version, name, applied_ms)
-                    VALUES (\(migration.version), \(migration.name), \(now))
-                    """, logger: logger)
-                done.append(migration.version)
-            }
-            return done
+            done.append(migration.version)
         }
+        return done
     }
 }

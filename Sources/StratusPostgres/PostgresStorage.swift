@@ -4,6 +4,7 @@ import NIOCore
 public import PostgresNIO
 import StratusModel
 public import StratusStorage
+import ServiceLifecycle
 import Synchronization
 
 /// The storage backend for several Stratus instances sharing one PostgreSQL database, through a
@@ -18,110 +19,149 @@ import Synchronization
 public final class PostgresStorage: StratusStorage {
     let client: PostgresClient
     let logger: Logger
-    let runTask: Task<Void, Never>
     /// Decoded schemas by container and environment, with the version they were read at.
     let schemas = Mutex<[String: (version: Int64, schema: Schema)]>([:])
-    let bus: PostgresMessageBus
+    private let bus: PostgresMessageBus
+    private let ready = ReadinessGate()
+    private let endpoint: Endpoint
+    /// The database URL without its password, for errors.
+    private let redactedURL: String
 
-    /// Connects to the database at a `postgres://user:password@host:port/database` URL, starts the
-    /// connection pool and brings the schema up to date. Call ``shutdown()`` when done.
+    /// A storage on the database at a `postgres://user:password@host:port/database` URL. Nothing
+    /// connects until ``run()``, which starts the pool and brings the schema up to date; calls made
+    /// before then wait for it.
     ///
     /// - Parameters:
     ///   - url: The database URL; `sslmode=disable` or `require` in its query chooses TLS (by default
     ///     TLS is used when the server offers it).
     ///   - maximumConnections: The size of the connection pool.
-    public static func connect(
-        url: String, maximumConnections: Int = 20, logger: Logger = Logger(label: "stratus.postgres")
-    ) async throws -> PostgresStorage {
-        let storage = PostgresStorage(
-            configuration: try configuration(url: url, maximumConnections: maximumConnections), logger: logger)
-        do {
-            try await PostgresMigrations.migrate(storage.client, logger: logger)
-        } catch {
-            storage.shutdown()
-            throw StratusError(.internalError, "PostgreSQL at \(redacted(url)): \(describe(error))")
-        }
-        return storage
-    }
-
-    init(configuration: PostgresClient.Configuration, logger: Logger) {
-        client = PostgresClient(configuration: configuration, backgroundLogger: Self.poolLogger(logger))
+    public init(url: String, maximumConnections: Int = 20, logger: Logger = Logger(label: "stratus.postgres")) throws {
+        endpoint = try Endpoint(url: url)
+        client = PostgresClient(
+            configuration: endpoint.poolConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
         self.logger = logger
         bus = PostgresMessageBus(client: client, logger: logger)
-        let client = client
-        runTask = Task { await client.run() }
+        redactedURL = Self.redacted(url)
     }
 
+    /// Runs the connection pool until the service group shuts down (or the task is cancelled), and
+    /// first applies the migrations the database lacks, under an advisory lock so that instances
+    /// starting together apply them once. A database that cannot be reached or migrated ends the run
+    /// with an error naming it, and so do the calls that were waiting.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await self.client.run() }
+            do {
+                let connection = try await endpoint.connect(logger: logger)
+                do {
+                    try await PostgresMigrations.migrate(connection, logger: logger)
+                    try await connection.close()
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+            } catch {
+                let failure = StratusError(.internalError, "PostgreSQL at \(redactedURL): \(Self.describe(error))")
+                ready.fail(failure)
+                throw failure
+            }
+            ready.open()
+        }
+    }
 
     /// Messages between the instances sharing this database, over `LISTEN`/`NOTIFY`.
     public var messageBus: (any InstanceMessageBus)? { bus }
 
-    /// The pool's logger: `logger` without postgres-nio's warning that a lease came before `run()`
-    /// started, which the first query after ``connect(url:maximumConnections:logger:)`` races with
-    /// harmlessly (the lease waits for the pool).
-    static func poolLogger(_ logger: Logger) -> Logger {
-        struct EarlyLeaseFilter: LogHandler {
-            var wrapped: any LogHandler
-            var metadata: Logger.Metadata {
-                get { wrapped.metadata }
-                set { wrapped.metadata = newValue }
-            }
-            var logLevel: Logger.Level {
-                get { wrapped.logLevel }
-                set { wrapped.logLevel = newValue }
-            }
-            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                get { wrapped[metadataKey: key] }
-                set { wrapped[metadataKey: key] = newValue }
-            }
-            func log(event: LogEvent) {
-                guard !event.message.description.contains("`PostgresClient.run()` hasn't been called yet") else { return }
-                wrapped.log(event: event)
-            }
-        }
-        return Logger(label: logger.label) { _ in EarlyLeaseFilter(wrapped: logger.handler) }
-    }
-
-    /// Closes the pool's connections and stops listening for other instances' messages.
-    public func shutdown() {
-        bus.stop()
-        runTask.cancel()
-    }
-
     /// The schema versions the database has and the latest this build knows.
-    public func migrationStatus() async throws -> (applied: [Int], latest: Int) {
-        let applied = try await client.withConnection { connection in
-            try await connection.run("SELECT version FROM stratus_migrations ORDER BY version", logger: logger)
-                .decode(Int.self).collect()
-        }
-        return (applied, PostgresMigrations.latestVersion)
+    public func migrationStatus() async throws -> (applied: [String], latest: String) {
+        let applied = try await column(Int.self, "SELECT version FROM stratus_migrations ORDER BY version")
+        return (applied.map(String.init), String(PostgresMigrations.latestVersion))
     }
 
-    /// Parses a `postgres://` (or `postgresql://`) URL into a pool configuration; `BAD_REQUEST` naming
-    /// the rule when it is not one.
-    public static func configuration(
-        url text: String, maximumConnections: Int = 20
-    ) throws -> PostgresClient.Configuration {
-        guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? ""),
-            let host = url.host, !host.isEmpty
-        else {
-            throw StratusError.badRequest(
-                "database: '\(redacted(text))' is not a postgres://user[:password]@host[:port]/database URL")
+    /// Where and how to connect, parsed from a `postgres://` (or `postgresql://`) URL.
+    struct Endpoint: Sendable {
+        var host: String
+        var port: Int
+        var username: String
+        var password: String?
+        var database: String?
+        /// `disable`, `prefer` or `require`.
+        var sslMode: String
+
+        /// `BAD_REQUEST` naming the rule when `text` is not such a URL.
+        init(url text: String) throws {
+            guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? ""),
+                let host = url.host, !host.isEmpty
+            else {
+                throw StratusError.badRequest(
+                    "database: '\(PostgresStorage.redacted(text))' is not a postgres://user[:password]@host[:port]/database URL")
+            }
+            let database = String(url.path.drop(while: { $0 == "/" }))
+            let sslMode = url.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
+            switch sslMode {
+            case "disable": self.sslMode = "disable"
+            case "prefer", "allow": self.sslMode = "prefer"
+            case "require", "verify-ca", "verify-full": self.sslMode = "require"
+            default: throw StratusError.badRequest("database: sslmode must be disable, prefer or require, not '\(sslMode)'")
+            }
+            self.host = host
+            port = url.port ?? 5432
+            username = url.user?.removingPercentEncoding ?? "postgres"
+            password = url.password?.removingPercentEncoding
+            self.database = database.isEmpty ? nil : database
         }
-        let database = String(url.path.drop(while: { $0 == "/" }))
-        let sslMode = url.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
-        let tls: PostgresClient.Configuration.TLS
-        switch sslMode {
-        case "disable": tls = .disable
-        case "prefer", "allow": tls = .prefer(.makeClientConfiguration())
-        case "require", "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
-        default: throw StratusError.badRequest("database: sslmode must be disable, prefer or require, not '\(sslMode)'")
+
+        /// The pool's configuration.
+        func poolConfiguration(maximumConnections: Int) -> PostgresClient.Configuration {
+            let tls: PostgresClient.Configuration.TLS =
+                switch sslMode {
+                case "disable": .disable
+                case "require": .require(.makeClientConfiguration())
+                default: .prefer(.makeClientConfiguration())
+                }
+            var configuration = PostgresClient.Configuration(
+                host: host, port: port, username: username, password: password, database: database, tls: tls)
+            configuration.options.maximumConnections = maximumConnections
+            return configuration
         }
-        var configuration = PostgresClient.Configuration(
-            host: host, port: url.port ?? 5432, username: url.user?.removingPercentEncoding ?? "postgres",
-            password: url.password?.removingPercentEncoding, database: database.isEmpty ? nil : database, tls: tls)
-        configuration.options.maximumConnections = maximumConnections
-        return configuration
+
+        /// One connection of its own, for the migrations: it fails at once when the database cannot be
+        /// reached, where the pool would keep trying.
+        func connect(logger: Logger) async throws -> PostgresConnection {
+            let tls: PostgresConnection.Configuration.TLS =
+                switch sslMode {
+                case "disable": .disable
+                case "require": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                default: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                }
+            return try await PostgresConnection.connect(
+                on: PostgresClient.defaultEventLoopGroup.any(),
+                configuration: PostgresConnection.Configuration(
+                    host: host, port: port, username: username, password: password, database: database, tls: tls),
+                id: 0, logger: logger
+            ).get()
+        }
+    }
+
+    /// The connection pool's configuration for a database URL; `BAD_REQUEST` naming the rule when it
+    /// is not a `postgres://` URL. For raw baselines beside the storage (the benchmarks).
+    public static func configuration(url: String, maximumConnections: Int = 20) throws -> PostgresClient.Configuration {
+        try Endpoint(url: url).poolConfiguration(maximumConnections: maximumConnections)
+    }
+
+    /// Runs one statement on the database at `url` over a connection of its own, as an administrator
+    /// would with psql (`CREATE DATABASE`, `pg_terminate_backend(…)`): for tests and benchmarks, which
+    /// thus need no database driver of their own.
+    public static func execute(_ sql: String, at url: String) async throws {
+        let logger = Logger(label: "stratus.postgres.admin")
+        let connection = try await Endpoint(url: url).connect(logger: logger)
+        do {
+            try await connection.run(PostgresQuery(unsafeSQL: sql), logger: logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
     }
 
     /// A database URL with its password hidden, for messages and logs.
@@ -148,15 +188,17 @@ public final class PostgresStorage: StratusStorage {
         try await read { connection in _ = try await connection.run(query, logger: logger).collect() }
     }
 
-    /// Runs `body` on a pooled connection, outside a transaction.
+    /// Runs `body` on a pooled connection, outside a transaction, once the storage is ready.
     func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in try await body(connection) }
+        try await ready.wait()
+        return try await client.withConnection { connection in try await body(connection) }
     }
 
     /// Runs `body` in a transaction on a pooled connection; an error rolls it back. A transaction
     /// that lost a race (a deadlock, a serialization failure, ``RetryTransaction``) runs again, up to
     /// five times.
     func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await ready.wait()
         var attempt = 1
         while true {
             do {

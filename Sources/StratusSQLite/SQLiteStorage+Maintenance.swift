@@ -32,4 +32,10 @@ extension SQLiteStorage {
             return removed
         }
     }
+
+    public func migrationStatus() async throws -> (applied: [String], latest: String) {
+        let migrator = SQLiteMigrations.migrator
+        let applied = try await pool.read { db in try migrator.appliedIdentifiers(db) }
+        return (applied.sorted(), migrator.migrations.last ?? "")
+    }
 }

@@ -3,6 +3,7 @@ import GRDB
 import GRDBSQLite
 public import StratusModel
 public import StratusStorage
+import ServiceLifecycle
 import Synchronization
 
 /// The embedded storage backend: one SQLite file in WAL mode, through GRDB.
@@ -53,6 +54,12 @@ public final class SQLiteStorage: StratusStorage {
         grdb.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: grdb)
         try SQLiteMigrations.migrator.migrate(pool)
+    }
+
+    /// Runs until its service group shuts down: the pool needs nothing in the background, and the
+    /// file was brought up to date when it was opened.
+    public func run() async throws {
+        try? await gracefulShutdown()
     }
 
     // MARK: Settings

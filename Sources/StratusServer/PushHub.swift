@@ -110,7 +110,7 @@ final class PushHub: Service {
 
     /// Handles the other instances' events as local ones.
     private func receive(from bus: any InstanceMessageBus) async {
-        for await message in bus.messages() {
+        await bus.listen { [self] message in
             switch message {
             case .message(let bytes):
                 do {

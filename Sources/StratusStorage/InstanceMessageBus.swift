@@ -6,8 +6,9 @@
 public protocol InstanceMessageBus: Sendable {
     /// Sends a message to the other instances.
     func broadcast(_ message: [UInt8]) async throws
-    /// The messages of other instances as they arrive, for as long as the bus runs. Call once.
-    func messages() -> AsyncStream<InstanceMessage>
+    /// Listens to the other instances until the calling task is cancelled, handing each message to
+    /// `receive` as it arrives. One listener per bus.
+    func listen(_ receive: @Sendable (InstanceMessage) async -> Void) async
 }
 
 /// What arrives on an ``InstanceMessageBus``.

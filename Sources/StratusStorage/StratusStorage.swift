@@ -1,3 +1,4 @@
+public import ServiceLifecycle
 import StratusModel
 
 /// Where the server keeps everything: accounts, zones, records and their change order.
@@ -15,8 +16,14 @@ import StratusModel
 /// - an atomic batch commits entirely or not at all;
 /// - errors are ``StratusError`` values with wire codes (`ZONE_NOT_FOUND`, `EXISTS`,
 ///   `CHANGE_TOKEN_EXPIRED`, …).
+///
+/// A storage is a `Service`: its `run()` keeps what it needs in the background (PostgreSQL's
+/// connection pool) until its service group shuts down, and brings its own tables up to date first.
+/// Calls made before it is ready wait for it. A server runs its storage in its service group
+/// (``StratusServer``'s `StratusServerService` beside it); a tool or a test that uses a storage
+/// alone runs it with ``whileRunning(_:)``.
 public protocol StratusStorage: SettingsStorage, AccountStorage, RecordStorage, SchemaStorage, SubscriptionStorage,
-    AssetStorage, TransferStorage, MaintenanceStorage
+    AssetStorage, TransferStorage, MaintenanceStorage, Service
 {
     /// How server instances sharing this storage tell each other about changes, when several can.
     var messageBus: (any InstanceMessageBus)? { get }
@@ -157,9 +164,23 @@ public protocol TransferStorage: Sendable {
     func importRecords(_ records: [StoredRecord], zone: String, in database: DatabaseLocator) async throws
 }
 
-/// Upkeep that runs on a timer.
+/// Upkeep that runs on a timer, and the state of the storage's own tables.
 public protocol MaintenanceStorage: Sendable {
+    /// The migrations of the storage's own tables that are applied, and the latest this build has.
+    func migrationStatus() async throws -> (applied: [String], latest: String)
     /// Removes record tombstones and deleted-zone markers last changed before `timestamp`; feeds
     /// read from positions before them then answer `CHANGE_TOKEN_EXPIRED`. Returns how many went.
     func purgeTombstones(before timestamp: Int64) async throws -> Int
+}
+
+extension StratusStorage {
+    /// Runs the storage (``Service/run()``) in a child task while `body` uses it, and stops it when
+    /// `body` returns or throws: for a command or a test that uses a storage without a server.
+    public func whileRunning<T>(_ body: () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.run() }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
 }

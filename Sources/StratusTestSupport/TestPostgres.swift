@@ -1,6 +1,4 @@
 import Foundation
-import Logging
-import PostgresNIO
 import StratusPostgres
 import Testing
 
@@ -39,18 +37,6 @@ package enum TestPostgres {
 
     /// Runs one statement on the database at `url`, as an administrator would with psql.
     package static func execute(_ sql: String, at url: String) async throws {
-        let client = PostgresClient(
-            configuration: try PostgresStorage.configuration(url: url, maximumConnections: 1),
-            backgroundLogger: {
-                // A lease may come before `run()` starts, which postgres-nio warns about.
-                var logger = Logger(label: "stratus-test-postgres")
-                logger.logLevel = .error
-                return logger
-            }())
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await client.query(PostgresQuery(unsafeSQL: sql))
-        }
+        try await PostgresStorage.execute(sql, at: url)
     }
 }

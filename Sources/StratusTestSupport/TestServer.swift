@@ -35,16 +35,14 @@ package final class TestServer: Sendable {
         var configuration = configuration
         configuration.assetsDirectory = configuration.assetsDirectory ?? directory.appendingPathComponent("assets").path
         let storage = try await openStorage(in: directory)
-        let credentialsFile = directory.appendingPathComponent("credentials.json")
-        let credentials = try await ServerBootstrap.prepare(
-            storage: storage, configuration: configuration, credentialsFile: credentialsFile
-        ).credentials
         var logger = Logger(label: "stratus-test")
         logger.logLevel = .warning
-        let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
+        let server = try await EmbeddedServer.start(
+            storage: storage, configuration: configuration,
+            credentialsFile: directory.appendingPathComponent("credentials.json"), logger: logger)
         return TestServer(
-            directory: directory, storage: storage, server: server, credentials: try #require(credentials),
-            configuration: configuration)
+            directory: directory, storage: storage, server: server,
+            credentials: try #require(server.bootstrap?.credentials), configuration: configuration)
     }
 
     /// Whether test servers run on PostgreSQL.
@@ -64,7 +62,7 @@ package final class TestServer: Sendable {
             url = try await TestPostgres.createDatabase().url
             try url.write(to: urlFile, atomically: true, encoding: .utf8)
         }
-        return try await PostgresStorage.connect(url: url, maximumConnections: 8)
+        return try PostgresStorage(url: url, maximumConnections: 8)
     }
 
     private init(
@@ -78,10 +76,9 @@ package final class TestServer: Sendable {
         self.configuration = configuration
     }
 
-    /// Stops the server gracefully and waits for it.
+    /// Stops the server and its storage gracefully and waits for them.
     package func stop() async throws {
         try await server.stop()
-        (storage as? PostgresStorage)?.shutdown()
     }
 
     /// A new server on this stopped server's port and data: the server after a restart.

@@ -6,6 +6,7 @@ import PostgresNIO
 import StratusModel
 import StratusPostgres
 import StratusProcess
+import StratusStorage
 
 /// Stratus on PostgreSQL: batched writes and single saves through one `stratus serve` process and
 /// through two sharing the database, beside raw `INSERT` and `COPY` of the same rows through
@@ -115,10 +116,11 @@ struct PostgresBench {
         let tokens = account.tokens
         let http = HTTPClient.shared
         if environment == .production {
-            let storage = try await PostgresStorage.connect(url: database, maximumConnections: 1)
-            defer { storage.shutdown() }
+            let storage = try PostgresStorage(url: database, maximumConnections: 1)
             let schema = try Schema(parsing: QueryBench.schema)
-            _ = try await storage.updateSchema(container: container, environment: .production) { _ in schema }
+            _ = try await storage.whileRunning {
+                try await storage.updateSchema(container: container, environment: .production) { _ in schema }
+            }
         }
         let bases = servers.map { "\($0.url)/database/1/\(container)/\(environment.rawValue)/private" }
         for writer in 0..<writers {

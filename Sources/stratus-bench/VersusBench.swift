@@ -4,7 +4,6 @@ import Foundation
 import NIOCore
 import Logging
 import NIOHTTP1
-import PostgresNIO
 import Stratus
 import StratusModel
 import StratusPostgres
@@ -270,7 +269,7 @@ struct VersusPair {
     private func database(_ name: String) async throws -> String? {
         guard kind == .postgres, let postgres else { return nil }
         let database = "versus_\(name)_" + UUID().uuidString.prefix(8).lowercased()
-        try await VersusPostgres.execute("CREATE DATABASE \(database)", at: postgres)
+        try await PostgresStorage.execute("CREATE DATABASE \(database)", at: postgres)
         var components = URLComponents(string: postgres)!
         components.path = "/" + database
         return components.string!
@@ -554,7 +553,7 @@ struct KintoPeer: VersusPeer {
         guard let data = try await get("/buckets/default").body?.object()["data"],
             let bucket: String = try? data.object().decode("id")
         else { throw BenchError("kinto: the default bucket has no id") }
-        try await VersusPostgres.execute(
+        try await PostgresStorage.execute(
             """
             INSERT INTO objects (id, parent_id, resource_name, last_modified, data, deleted)
             SELECT 'f' || i, '/buckets/\(bucket)/collections/\(collection)', 'record',
@@ -807,20 +806,6 @@ actor PropagationReader {
         }
         let elapsed = ContinuousClock.now - start
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    }
-}
-
-/// Statements on the PostgreSQL server, through postgres-nio.
-enum VersusPostgres {
-    static func execute(_ sql: String, at url: String) async throws {
-        let client = PostgresClient(
-            configuration: try PostgresStorage.configuration(url: url, maximumConnections: 1),
-            backgroundLogger: PostgresBench.quietLogger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await client.query(PostgresQuery(unsafeSQL: sql))
-        }
     }
 }
 

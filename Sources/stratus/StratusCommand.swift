@@ -6,6 +6,8 @@ import StratusModel
 import StratusServer
 import StratusPostgres
 import StratusSQLite
+import ServiceLifecycle
+import UnixSignals
 import StratusStorage
 
 @main
@@ -43,17 +45,25 @@ struct DataOptions: ParsableArguments {
     /// Data is private to the account the server runs as: the process's umask becomes 077, so every
     /// file it writes from here on (the database, assets, uploads, exports) is `0600` and every
     /// directory `0700`, and the data directory itself is made `0700`.
-    func openStorage() async throws -> any StratusStorage {
+    func openStorage() throws -> any StratusStorage {
         umask(0o077)
         try FileManager.default.createDirectory(
             at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
         if let databaseURL {
-            return try await PostgresStorage.connect(url: databaseURL)
+            return try PostgresStorage(url: databaseURL)
         }
         return try SQLiteStorage(
             path: directory.appendingPathComponent("stratus.sqlite").path,
             configuration: .init(durability: durability))
+    }
+}
+
+extension DataOptions {
+    /// Opens the storage, runs it while `body` uses it, and stops it afterwards.
+    func withStorage<T>(_ body: (any StratusStorage) async throws -> T) async throws -> T {
+        let storage = try openStorage()
+        return try await storage.whileRunning { try await body(storage) }
     }
 }
 
@@ -224,21 +234,19 @@ struct Serve: AsyncParsableCommand {
             trustedProxies: Set(trustedProxies),
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60)
-        let storage = try await storageOptions.openStorage()
-        defer { (storage as? PostgresStorage)?.shutdown() }
+        let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
-        let prepared = try await ServerBootstrap.prepare(
-            storage: storage, configuration: configuration, credentialsFile: credentialsFile)
         let host = host
-        let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
-            boundPort in
-            let url = "http://\(host):\(boundPort)"
+        let server = StratusServerService(
+            storage: storage, configuration: configuration, credentialsFile: credentialsFile, logger: logger
+        ) { started in
+            let url = "http://\(host):\(started.port)"
             var lines = ["Stratus is running at \(url)", "  OpenAPI:     \(url)/openapi.json"]
-            if var credentials = prepared.credentials {
+            if var credentials = started.bootstrap?.credentials {
                 credentials.url = url
                 try? ServerBootstrap.write(credentials, to: credentialsFile)
             }
-            if prepared.created, let credentials = prepared.credentials {
+            if started.bootstrap?.created == true, let credentials = started.bootstrap?.credentials {
                 // Printed once, when they are made; the file keeps them (mode 0600).
                 lines += [
                     "  container:   \(credentials.container)",
@@ -246,14 +254,19 @@ struct Serve: AsyncParsableCommand {
                     "  admin token: \(credentials.adminToken)",
                     "  saved in:    \(credentialsFile.path) (readable by this account only)",
                 ]
-            } else if prepared.credentials != nil {
+            } else if started.bootstrap?.credentials != nil {
                 lines.append("  credentials: \(credentialsFile.path) (the API and admin tokens made on first start)")
             } else {
                 lines.append("  (credentials.json is gone; create tokens with 'stratus admin create-token')")
             }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
-        try await app.runService()
+        // The storage starts first and stops last: the group shuts services down in reverse order.
+        try await ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: storage), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger)
+        ).run()
     }
 }
 
@@ -271,15 +284,10 @@ struct Admin: AsyncParsableCommand {
         @OptionGroup var storageOptions: DataOptions
 
         func run() async throws {
-            let storage = try await storageOptions.openStorage()
-            if let postgres = storage as? PostgresStorage {
-                defer { postgres.shutdown() }
-                let status = try await postgres.migrationStatus()
-                print("PostgreSQL schema: versions \(status.applied.map(String.init).joined(separator: ", ")) applied; "
-                      + "latest is \(status.latest)")
-            } else {
-                print("SQLite schema is up to date: \(storageOptions.directory.appendingPathComponent("stratus.sqlite").path)")
-            }
+            let status = try await storageOptions.withStorage { try await $0.migrationStatus() }
+            let where_ = storageOptions.databaseURL == nil
+                ? "SQLite (\(storageOptions.directory.appendingPathComponent("stratus.sqlite").path))" : "PostgreSQL"
+            print("\(where_) schema: \(status.applied.joined(separator: ", ")) applied; the latest is \(status.latest)")
         }
     }
 
@@ -294,14 +302,13 @@ struct Admin: AsyncParsableCommand {
         var output: String = "-"
 
         func run() async throws {
-            let storage = try await storageOptions.openStorage()
-            defer { (storage as? PostgresStorage)?.shutdown() }
             if output != "-" { _ = FileManager.default.createFile(atPath: output, contents: nil) }
             guard let file = output == "-" ? FileHandle.standardOutput : FileHandle(forWritingAtPath: output) else {
                 throw ValidationError("--output: cannot write \(output)")
             }
             var buffer: [UInt8] = []
-            let counts = try await ContainerTransfer.export(
+            let counts = try await storageOptions.withStorage { storage in
+                try await ContainerTransfer.export(
                 container: container, from: storage,
                 write: { line in
                     buffer += line
@@ -311,6 +318,7 @@ struct Admin: AsyncParsableCommand {
                     }
                 },
                 progress: { Self.report("exported", $0) })
+            }
             try file.write(contentsOf: buffer)
             try file.close()
             Self.report("exported", counts, done: true)
@@ -333,11 +341,11 @@ struct Admin: AsyncParsableCommand {
             guard let input = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file) else {
                 throw ValidationError("cannot read \(file)")
             }
-            let storage = try await storageOptions.openStorage()
-            defer { (storage as? PostgresStorage)?.shutdown() }
-            let counts = try await ContainerTransfer.importLines(
-                NDJSONLines(input), into: storage, now: Int64(Date().timeIntervalSince1970 * 1000),
-                progress: { Export.report("imported", $0) })
+            let counts = try await storageOptions.withStorage { storage in
+                try await ContainerTransfer.importLines(
+                    NDJSONLines(input), into: storage, now: Int64(Date().timeIntervalSince1970 * 1000),
+                    progress: { Export.report("imported", $0) })
+            }
             Export.report("imported", counts, done: true)
         }
     }
@@ -351,9 +359,11 @@ struct Admin: AsyncParsableCommand {
         var noSignUp = false
 
         func run() async throws {
-            let accounts = AccountService(storage: try await storageOptions.openStorage(), configuration: .init())
-            try await accounts.createContainer(identifier, allowsSignUp: !noSignUp)
-            print("container: \(identifier)\nAPI token: \(try await accounts.createAPIToken(container: identifier))")
+            try await storageOptions.withStorage { storage in
+                let accounts = AccountService(storage: storage, configuration: .init())
+                try await accounts.createContainer(identifier, allowsSignUp: !noSignUp)
+                print("container: \(identifier)\nAPI token: \(try await accounts.createAPIToken(container: identifier))")
+            }
         }
     }
 
@@ -366,8 +376,10 @@ struct Admin: AsyncParsableCommand {
         var name: String = "default"
 
         func run() async throws {
-            let accounts = AccountService(storage: try await storageOptions.openStorage(), configuration: .init())
-            print(try await accounts.createAPIToken(container: container, name: name))
+            try await storageOptions.withStorage { storage in
+                let accounts = AccountService(storage: storage, configuration: .init())
+                print(try await accounts.createAPIToken(container: container, name: name))
+            }
         }
     }
 
@@ -386,9 +398,11 @@ struct Admin: AsyncParsableCommand {
             guard let password = password ?? readLine(strippingNewline: true) else {
                 throw ValidationError("give a password with --password or on standard input")
             }
-            let accounts = AccountService(storage: try await storageOptions.openStorage(), configuration: .init())
-            let user = try await accounts.createUser(container: container, username: username, password: password)
-            print("user: \(user.username)\nuserRecordName: \(user.recordName)")
+            try await storageOptions.withStorage { storage in
+                let accounts = AccountService(storage: storage, configuration: .init())
+                let user = try await accounts.createUser(container: container, username: username, password: password)
+                print("user: \(user.username)\nuserRecordName: \(user.recordName)")
+            }
         }
     }
 
@@ -397,7 +411,7 @@ struct Admin: AsyncParsableCommand {
         @OptionGroup var storageOptions: DataOptions
 
         func run() async throws {
-            for container in try await storageOptions.openStorage().containers() {
+            for container in try await storageOptions.withStorage({ try await $0.containers() }) {
                 print("\(container.identifier)\tsign-up: \(container.allowsSignUp ? "open" : "admin only")")
             }
         }
@@ -422,8 +436,10 @@ struct SchemaCommand: AsyncParsableCommand {
             guard let environment = ContainerEnvironment(rawValue: environment) else {
                 throw ValidationError("--environment must be development or production")
             }
-            let schemas = SchemaAdministration(storage: try await storageOptions.openStorage())
-            print(try await schemas.export(container: container, environment: environment).text, terminator: "")
+            let text = try await storageOptions.withStorage { storage in
+                try await SchemaAdministration(storage: storage).export(container: container, environment: environment).text
+            }
+            print(text, terminator: "")
         }
     }
 
@@ -440,8 +456,9 @@ struct SchemaCommand: AsyncParsableCommand {
             let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
                 : try Data(contentsOf: URL(fileURLWithPath: file))
             let schema = try SchemaAdministration.parse(String(decoding: data, as: UTF8.self))
-            let schemas = SchemaAdministration(storage: try await storageOptions.openStorage())
-            let imported = try await schemas.importSchema(schema, container: container)
+            let imported = try await storageOptions.withStorage { storage in
+                try await SchemaAdministration(storage: storage).importSchema(schema, container: container)
+            }
             print("imported \(imported.recordTypes.count) record types into development")
         }
     }
@@ -454,8 +471,9 @@ struct SchemaCommand: AsyncParsableCommand {
         var container: String
 
         func run() async throws {
-            let schemas = SchemaAdministration(storage: try await storageOptions.openStorage())
-            let deployed = try await schemas.deploy(container: container)
+            let deployed = try await storageOptions.withStorage { storage in
+                try await SchemaAdministration(storage: storage).deploy(container: container)
+            }
             print("production now has \(deployed.recordTypes.count) record types")
         }
     }
@@ -468,7 +486,9 @@ struct SchemaCommand: AsyncParsableCommand {
         var container: String
 
         func run() async throws {
-            try await SchemaAdministration(storage: try await storageOptions.openStorage()).resetDevelopment(container: container)
+            try await storageOptions.withStorage { storage in
+                try await SchemaAdministration(storage: storage).resetDevelopment(container: container)
+            }
             print("development of \(container) is reset to production's schema")
         }
     }

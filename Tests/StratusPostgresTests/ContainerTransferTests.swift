@@ -58,8 +58,15 @@ struct ContainerTransferTests {
         #expect(reports >= 1)
 
         let database = try await TestPostgres.createDatabase()
-        let target = try await PostgresStorage.connect(url: database.url, maximumConnections: 4)
-        defer { target.shutdown() }
+        let target = try PostgresStorage(url: database.url, maximumConnections: 4)
+        try await target.whileRunning { try await Self.importAndCompare(export, exported, from: source, into: target) }
+    }
+
+    static func importAndCompare(
+        _ export: [UInt8], _ exported: ContainerTransfer.Counts, from source: any StratusStorage,
+        into target: PostgresStorage
+    ) async throws {
+        let mei = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_mei")
         let lines = export.split(separator: UInt8(ascii: "\n")).map(Array.init)
         let imported = try await ContainerTransfer.importLines(lines, into: target, now: 20_000)
         #expect(imported == exported)

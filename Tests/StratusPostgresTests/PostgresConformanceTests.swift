@@ -11,23 +11,24 @@ struct PostgresConformanceTests {
     @Test(arguments: StorageConformance.checks)
     func conformance(_ check: StorageConformance.Check) async throws {
         let database = try await TestPostgres.createDatabase()
-        let storage = try await PostgresStorage.connect(url: database.url, maximumConnections: 10)
-        defer { storage.shutdown() }
-        try await check.run(storage)
+        let storage = try PostgresStorage(url: database.url, maximumConnections: 10)
+        try await storage.whileRunning { try await check.run(storage) }
     }
 
     @Test("several instances on one database: migrations once, one order of changes")
     func twoInstances() async throws {
         let database = try await TestPostgres.createDatabase()
-        async let first = PostgresStorage.connect(url: database.url, maximumConnections: 4)
-        async let second = PostgresStorage.connect(url: database.url, maximumConnections: 4)
-        let (a, b) = try await (first, second)
-        defer {
-            a.shutdown()
-            b.shutdown()
-        }
+        let a = try PostgresStorage(url: database.url, maximumConnections: 4)
+        let b = try PostgresStorage(url: database.url, maximumConnections: 4)
+        // Both start at once: their migrations race for the advisory lock.
+        try await a.whileRunning { try await b.whileRunning { try await Self.writeThroughBoth(a, b) } }
+    }
+
+    static func writeThroughBoth(_ a: PostgresStorage, _ b: PostgresStorage) async throws {
         let status = try await a.migrationStatus()
-        #expect(status.applied == Array(1...status.latest))
+        let latest = try #require(Int(status.latest))
+        let expected: [String] = (1...latest).map { String($0) }
+        #expect(status.applied == expected)
         let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
         _ = try await a.createZone(named: "Z", in: locator, timestamp: 1)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -52,8 +53,22 @@ struct PostgresConformanceTests {
 
     @Test("a bad URL names the rule")
     func badURL() async throws {
-        await #expect(throws: StratusError.self) {
-            _ = try await PostgresStorage.connect(url: "mysql://localhost/db")
+        #expect(throws: StratusError.self) {
+            _ = try PostgresStorage(url: "mysql://localhost/db")
         }
+    }
+
+    @Test("a database that does not exist fails the run and the calls waiting for it, naming the database")
+    func missingDatabase() async throws {
+        let server = try #require(URLComponents(string: try TestPostgres.serverURL()))
+        var url = server
+        url.path = "/stratus_no_such_database"
+        url.password = "secret"
+        let storage = try PostgresStorage(url: try #require(url.string), maximumConnections: 1)
+        let failure = await #expect(throws: StratusError.self) {
+            try await storage.whileRunning { _ = try await storage.containers() }
+        }
+        #expect(failure?.reason.contains("PostgreSQL at ") == true && failure?.reason.contains("secret") == false,
+                "\(String(describing: failure))")
     }
 }

@@ -383,3 +383,124 @@ import Testing
         #expect(firings.map(\.subscription.subscriber) == ["_alice"])
     }
 }
+
+/// A WebSocket stand-in that counts what the queue tells it.
+private final class RecordingSink: PushSink {
+    private let counts = Mutex((waiting: 0, closed: 0))
+    func notificationsWaiting() { counts.withLock { $0.waiting += 1 } }
+    func close() { counts.withLock { $0.closed += 1 } }
+    var waiting: Int { counts.withLock { $0.waiting } }
+    var closed: Int { counts.withLock { $0.closed } }
+}
+
+/// A device's queue keeps the newest notification per subscription and zone, bounded, and says when it dropped some.
+@Suite struct PushDeviceTests {
+    static func device(limit: Int = 10) -> PushDevice {
+        let owner = PushDevice.Owner(container: "iCloud.test", environment: .development, userRecordName: "_alice")
+        return PushDevice(tokenHash: "hash", owner: owner, deviceID: "phone", limit: limit)
+    }
+
+    static func entry(_ subscription: String, zone: String = "Work", id: String) -> PushDevice.Entry {
+        let notification = PushNotificationDictionary(
+            notificationID: id, notificationType: .recordZone, subscriptionID: subscription, containerIdentifier: "iCloud.test",
+            databaseScope: .private, zoneID: ZoneID(zoneName: zone))
+        return PushDevice.Entry(key: subscription + "\u{0}" + zone, frame: ByteBuffer(string: id), payload: notification)
+    }
+
+    /// The notification IDs and missed flag of a batch; `nil` when the connection is closed.
+    static func batch(_ delivery: PushDevice.Delivery) -> (ids: [String], missed: Bool)? {
+        guard case .batch(let entries, let missed) = delivery else { return nil }
+        return (entries.map(\.payload.notificationID), missed)
+    }
+
+    static func isClosed(_ delivery: PushDevice.Delivery) -> Bool {
+        if case .closed = delivery { return true }
+        return false
+    }
+
+    @Test func aNewDeviceIsToldItMayHaveMissedNotificationsOnce() throws {
+        let device = Self.device()
+        let first = device.attach(sessionHash: nil)
+        #expect(first.missedNotifications)
+        let taken = try #require(Self.batch(device.take(first.connection)))
+        #expect(taken.ids.isEmpty && !taken.missed)
+        #expect(!device.attach(sessionHash: nil).missedNotifications)
+    }
+
+    @Test func aNewerNotificationReplacesTheWaitingOneOfItsSubscriptionAndZone() throws {
+        let device = Self.device()
+        let connection = device.attach(sessionHash: nil).connection
+        device.enqueue([Self.entry("s1", id: "1"), Self.entry("s2", id: "2")])
+        device.enqueue([Self.entry("s1", id: "3"), Self.entry("s1", zone: "Home", id: "4")])
+        let taken = try #require(Self.batch(device.take(connection)))
+        #expect(taken.ids == ["2", "3", "4"])
+        #expect(!taken.missed)
+        #expect(Self.batch(device.take(connection))?.ids.isEmpty == true, "taking empties the queue")
+    }
+
+    @Test func overTheLimitTheOldestIsDroppedAndTheDeviceToldItMissedSome() throws {
+        let device = Self.device(limit: 3)
+        let connection = device.attach(sessionHash: nil).connection
+        device.enqueue((1...5).map { Self.entry("s\($0)", id: "\($0)") })
+        let taken = try #require(Self.batch(device.take(connection)))
+        #expect(taken.ids == ["3", "4", "5"])
+        #expect(taken.missed)
+        #expect(Self.batch(device.take(connection))?.missed == false)
+
+        let coalesced = Self.device(limit: 2)
+        let other = coalesced.attach(sessionHash: nil).connection
+        coalesced.enqueue([Self.entry("s1", id: "1"), Self.entry("s1", id: "2"), Self.entry("s1", id: "3"), Self.entry("s2", id: "4")])
+        let kept = try #require(Self.batch(coalesced.take(other)))
+        #expect(kept.ids == ["3", "4"] && !kept.missed, "replacements do not count against the limit")
+        coalesced.enqueue([], missed: true)
+        #expect(Self.batch(coalesced.take(other))?.missed == true)
+    }
+
+    @Test func aNewConnectionClosesTheOldOneAndKeepsTheQueue() throws {
+        let device = Self.device()
+        let firstSink = RecordingSink()
+        let old = device.attach(sessionHash: nil, sink: firstSink).connection
+        device.enqueue([Self.entry("s1", id: "1")])
+        #expect(firstSink.waiting == 1)
+        let secondSink = RecordingSink()
+        let new = device.attach(sessionHash: nil, sink: secondSink)
+        #expect(firstSink.closed == 1 && secondSink.closed == 0)
+        #expect(!new.missedNotifications)
+        #expect(Self.isClosed(device.take(old)), "the old connection is closed")
+        #expect(Self.batch(device.take(new.connection))?.ids == ["1"])
+    }
+
+    @Test func aDetachedDeviceKeepsItsQueueUntilItComesBack() throws {
+        let device = Self.device()
+        let first = device.attach(sessionHash: nil).connection
+        #expect(!device.isAway(since: ContinuousClock.Instant.now.advanced(by: .seconds(3600))))
+        let beforeDetach = ContinuousClock.Instant.now
+        device.detach(first)
+        #expect(!device.isAway(since: beforeDetach))
+        #expect(device.isAway(since: ContinuousClock.Instant.now.advanced(by: .seconds(1))))
+        device.enqueue([Self.entry("s1", id: "1")])
+        let back = device.attach(sessionHash: nil)
+        #expect(!back.missedNotifications)
+        #expect(Self.batch(device.take(back.connection))?.ids == ["1"])
+    }
+
+    @Test func disconnectingBySessionEndsOnlyThatSessionsConnection() async {
+        let device = Self.device()
+        let connection = device.attach(sessionHash: "session-1").connection
+        device.disconnect(sessionHash: "session-2")
+        #expect(!Self.isClosed(device.take(connection)))
+        let waiting = Task { await device.next(connection) }
+        device.disconnect(sessionHash: "session-1")
+        let delivery = await waiting.value
+        #expect(Self.isClosed(delivery))
+    }
+
+    @Test func aWaitingPollReceivesTheNextNotification() async {
+        let device = Self.device()
+        let connection = device.attach(sessionHash: nil).connection
+        let waiting = Task { await device.next(connection) }
+        device.enqueue([Self.entry("s1", id: "1")])
+        let delivery = await waiting.value
+        #expect(Self.batch(delivery)?.ids == ["1"])
+    }
+}

@@ -1,0 +1,54 @@
+public import Foundation
+public import Logging
+public import ServiceLifecycle
+public import StratusStorage
+
+/// A Stratus server as one service, run in a service group after its storage (whose calls wait
+/// until it is ready): on start it prepares the storage for serving (``ServerBootstrap``, when given
+/// a credentials file), builds the application and serves until the group shuts down.
+public struct StratusServerService: Service, CustomStringConvertible {
+    /// What the server reports once it listens.
+    public struct Started: Sendable {
+        /// The port it listens on.
+        public var port: Int
+        /// What the first-start preparation found or made, when it ran.
+        public var bootstrap: ServerBootstrap.Outcome?
+    }
+
+    private let storage: any StratusStorage
+    private let configuration: ServerConfiguration
+    private let credentialsFile: URL?
+    private let logger: Logger
+    private let onStarted: @Sendable (Started) async -> Void
+
+    /// A server over `storage`. With `credentialsFile`, a first start creates the admin token, the
+    /// default container and its API token there. `onStarted` hears once it listens.
+    public init(
+        storage: any StratusStorage, configuration: ServerConfiguration, credentialsFile: URL?, logger: Logger,
+        onStarted: @escaping @Sendable (Started) async -> Void = { _ in }
+    ) {
+        self.storage = storage
+        self.configuration = configuration
+        self.credentialsFile = credentialsFile
+        self.logger = logger
+        self.onStarted = onStarted
+    }
+
+    /// Its name alone: service groups log their services, and the configuration holds secrets.
+    public var description: String { "StratusServerService" }
+
+    /// Prepares the storage, then serves until the service group shuts down.
+    public func run() async throws {
+        var bootstrap: ServerBootstrap.Outcome?
+        if let credentialsFile {
+            bootstrap = try await ServerBootstrap.prepare(
+                storage: storage, configuration: configuration, credentialsFile: credentialsFile)
+        }
+        let prepared = bootstrap
+        let onStarted = onStarted
+        let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
+            port in await onStarted(Started(port: port, bootstrap: prepared))
+        }
+        try await app.run()
+    }
+}
