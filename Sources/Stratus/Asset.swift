@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A file held by a record field (CloudKit's `CKAsset`).
 ///

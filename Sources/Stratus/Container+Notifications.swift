@@ -1,9 +1,9 @@
 import AsyncHTTPClient
-import Foundation
+public import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import StratusModel
+public import StratusModel
 import Synchronization
 import WSClient
 

@@ -1,6 +1,6 @@
 public import Foundation
 public import Logging
-import StratusModel
+public import StratusModel
 
 /// A container on a Stratus server: the app's data, its users, and their databases (CloudKit's
 /// `CKContainer`).

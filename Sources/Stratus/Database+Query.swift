@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 extension Database {
     /// The first page of records matching `query` (CloudKit's

@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 /// How a save treats the server's copy of a record (CloudKit's `CKModifyRecordsOperation.RecordSavePolicy`).
 public enum RecordSavePolicy: Int, Sendable, Hashable {

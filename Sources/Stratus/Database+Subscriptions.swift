@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 extension Database {
     /// Saves a subscription, replacing the user's subscription of the same ID (CloudKit's `save(_:)`).

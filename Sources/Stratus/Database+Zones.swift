@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 extension Database {
     /// Every zone of the database, the default zone first (CloudKit's `allRecordZones()`).

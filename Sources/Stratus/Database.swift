@@ -1,5 +1,5 @@
 import Foundation
-import StratusModel
+public import StratusModel
 
 /// One of a container's databases: public, private or shared (CloudKit's `CKDatabase`).
 ///

@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 /// A notification that a subscription fired (CloudKit's `CKNotification`, `CKQueryNotification`,
 /// `CKRecordZoneNotification` and `CKDatabaseNotification`).
@@ -40,7 +40,7 @@ public struct PushNotification: Hashable, Sendable {
     /// The subscription's `desiredKeys` fields of the record, when it still has them.
     public let recordFields: [String: RecordFieldValue]
     /// The subscription's alert, sound, badge and content-available settings.
-    public let notificationInfo: NotificationInfo?
+    public let notificationInfo: Subscription.NotificationInfo?
 
     /// Whether the notification shows nothing to the user: no alert, sound or badge.
     public var isSilent: Bool { notificationInfo?.isSilent ?? true }

@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 /// A search for records of one type (CloudKit's `CKQuery`).
 ///

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 extension Record {
     /// The record's system fields, without its field values (CloudKit's `encodeSystemFields(with:)`).

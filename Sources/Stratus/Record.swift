@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A record: typed fields plus the system fields the server maintains (CloudKit's `CKRecord`).
 ///

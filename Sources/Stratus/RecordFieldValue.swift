@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 @_exported public import struct StratusModel.Location
 
 /// The value of a record field, with its type (CloudKit's field types).

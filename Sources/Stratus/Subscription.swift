@@ -1,5 +1,4 @@
-@_exported public import struct StratusModel.NotificationInfo
-import StratusModel
+public import StratusModel
 
 /// A standing request to be notified of changes (CloudKit's `CKQuerySubscription`,
 /// `CKRecordZoneSubscription` and `CKDatabaseSubscription`).

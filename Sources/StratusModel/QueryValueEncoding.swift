@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 extension String {
     /// The string percent-encoded as a URL query value: every character but ASCII letters, digits

@@ -2,7 +2,7 @@ import Foundation
 public import Logging
 import NIOCore
 public import PostgresNIO
-import StratusModel
+public import StratusModel
 public import StratusStorage
 import Synchronization
 

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import StratusModel
+public import StratusModel
 public import StratusStorage
 
 /// The ``RecordStorage`` role (the type conforms through ``StratusStorage``).

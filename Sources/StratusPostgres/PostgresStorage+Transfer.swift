@@ -1,6 +1,6 @@
 import NIOCore
 import PostgresNIO
-import StratusModel
+public import StratusModel
 public import StratusStorage
 
 /// The ``TransferStorage`` role (the type conforms through ``StratusStorage``).

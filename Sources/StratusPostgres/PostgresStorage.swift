@@ -1,8 +1,8 @@
-import Foundation
+public import Foundation
 public import Logging
 import NIOCore
 public import PostgresNIO
-import StratusModel
+public import StratusModel
 public import StratusStorage
 import ServiceLifecycle
 import Synchronization

@@ -1,7 +1,7 @@
 import Foundation
 import HummingbirdBcrypt
 import NIOPosix
-import StratusModel
+public import StratusModel
 public import StratusStorage
 import Synchronization
 

@@ -1,5 +1,5 @@
 import Hummingbird
-import StratusModel
+public import StratusModel
 import Synchronization
 
 /// How many requests one caller may make: a token bucket of `burst` requests that refills at

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// The time as the server reads it, in milliseconds since 1970: the system's clock in production,

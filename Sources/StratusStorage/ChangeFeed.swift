@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 /// A position in a change order: which zone or database incarnation, and how far into it.
 ///

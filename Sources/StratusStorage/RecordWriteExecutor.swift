@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 /// The record-write transaction of `records/modify`, written once for every backend.
 ///

@@ -1,4 +1,4 @@
-import StratusModel
+public import StratusModel
 
 /// The semantics of the seven `records/modify` operation types, shared by every storage backend.
 ///

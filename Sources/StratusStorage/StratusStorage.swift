@@ -1,5 +1,5 @@
 public import ServiceLifecycle
-import StratusModel
+public import StratusModel
 
 /// Where the server keeps everything: accounts, zones, records and their change order.
 ///

@@ -1,6 +1,6 @@
-import StratusModel
+public import StratusModel
 public import StratusStorage
-import Testing
+public import Testing
 
 /// The behaviour every storage backend must show, as checks a backend's test target runs against
 /// fresh instances of that backend:

@@ -1,7 +1,7 @@
-import Foundation
-import Logging
-import Stratus
-import StratusServer
+package import Foundation
+package import Logging
+package import Stratus
+package import StratusServer
 
 extension TestServer {
     /// A container on this server as one device of an app makes it: its own device ID and asset

@@ -1,13 +1,13 @@
-import NIOHTTP1
+package import NIOHTTP1
 import AsyncHTTPClient
-import Foundation
-import Logging
-import NIOCore
-import StratusModel
-import StratusServer
-import StratusPostgres
-import StratusSQLite
-import StratusStorage
+package import Foundation
+package import Logging
+package import NIOCore
+package import StratusModel
+package import StratusServer
+package import StratusPostgres
+package import StratusSQLite
+package import StratusStorage
 import Testing
 
 /// A real Stratus server on a loopback port over a real SQLite file in a temporary directory, or,

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A device's copy of the note.
 public struct LocalNote: Codable, Equatable, Sendable {

@@ -1,6 +1,6 @@
 public import ExampleSupport
 public import Foundation
-import Stratus
+public import Stratus
 public import StratusSync
 
 /// One device of the notes app from seed 000: a single note in the custom zone `Notes` of the
