@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+import StratusModel
+import StratusStorage
+
+extension DatabaseEndpoints {
+    /// `records/query`.
+    func queryRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
+        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/query")
+        let locator = access.locator
+        let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxRequestBodyBytes)
+        let zones: [String]?
+        if body.zoneID == nil, body.zoneWide == true {
+            guard access.listsOwnZones else { throw DatabaseAccess.notShared("") }
+            zones = nil
+        } else {
+            zones = [try access.zone(body.zoneID, field: "zoneID", limits: limits)]
+        }
+        let schema = try await storage.schema(container: target.container, environment: target.environment)
+        let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
+        let query = body.query
+        let type = try validator.recordType(of: query)
+        if let type { try validator.check(query, type: type) }
+        let readAccess = access.readAccess(recordType: query.recordType, schema: schema)
+        if readAccess == .none {
+            throw StratusError(
+                .accessDenied,
+                "the schema does not grant READ on record type '\(query.recordType)' to "
+                    + (target.userRecordName == nil ? "callers who are not signed in" : "you"))
+        }
+        let after = try QueryMarker.decode(body.continuationMarker, recordType: query.recordType, tokens: tokens)
+        let page: QueryPage
+        if let type {
+            var createdBy: String?
+            if case .createdBy(let user) = readAccess { createdBy = user }
+            page = try await storage.queryRecords(
+                RecordQuery(
+                    recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,
+                    createdBy: createdBy, limit: resultsLimit(body.resultsLimit), after: after),
+                zones: zones, in: locator)
+        } else {
+            page = QueryPage(items: [], cursor: nil)
+        }
+        let desiredKeys = body.desiredKeys.map(Set.init)
+        let numbersAsStrings = body.numbersAsStrings ?? false
+        var zoneIDs: [String: [UInt8]] = [:]
+        var writer = JSONWriter(capacity: 512 * page.items.count + 64)
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        var assetURLs: [String: @Sendable (String, String, String) -> String] = [:]
+        for item in page.items {
+            if zoneIDs[item.zone] == nil {
+                zoneIDs[item.zone] = try target.wireZoneID(item.zone).jsonBytes
+                assetURLs[item.zone] = target.assetURL(zone: item.zone)
+            }
+            item.record.write(
+                to: &writer, zoneIDJSON: zoneIDs[item.zone]!, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
+                assetURL: assetURLs[item.zone])
+        }
+        writer.endArray()
+        if let cursor = page.cursor {
+            writer.field("continuationMarker", QueryMarker.encode(cursor, recordType: query.recordType, tokens: tokens))
+        }
+        writer.endObject()
+        return .json(writer)
+    }
+}

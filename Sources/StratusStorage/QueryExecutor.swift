@@ -1,0 +1,194 @@
+public import StratusModel
+
+/// What a backend provides for queries; ``QueryExecutor`` does the rest, so every backend answers
+/// a query the same way. Zones are named; the reader was made for the zones the query covers.
+///
+/// The methods are asynchronous because PostgreSQL's driver is; each step is one read, and steps
+/// of one query may see different committed states. The executor copes: every record it returns
+/// is checked against the filters as read, and paging goes by the last key returned.
+public protocol QueryIndexReader: Sendable {
+    /// The zones the query covers.
+    var zones: [String] { get }
+    /// The value entries of `field` in `zone` within `range`, ordered by (value, record name)
+    /// ascending or descending, strictly after `after` in that order, at most `limit` of them.
+    func scanValues(
+        zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?, limit: Int
+    ) async throws -> [(value: QueryScalar, name: String)]
+    /// The names of the records the source selects, in every covered zone, each once.
+    func candidates(_ source: CandidateSource) async throws -> [(zone: String, name: String)]
+    /// The live records of `zone` with these names, in any order.
+    func records(zone: String, names: [String]) async throws -> [StoredRecord]
+}
+
+/// Runs queries over a ``QueryIndexReader``.
+///
+/// Two plans:
+/// - **ordered scan**, when the result's order is one indexed scalar field: the query sorts by that
+///   one field, or has no sort and a filter (`EQUALS`, a range, `BEGINS_WITH`) on it. Index entries
+///   are read in order from the cursor, the records fetched in batches and checked against every
+///   filter, until the page is full. Its cost follows the entries read, not the zone's size.
+/// - **candidates**, otherwise: the most selective indexed filter picks candidate records (or, with
+///   none, every record of the type); they are checked, sorted and cut after the cursor.
+///
+/// Ties are broken by zone and record name, so paging never repeats or skips a record that did not
+/// change in between.
+public enum QueryExecutor {
+    /// Runs a query.
+    public static func run(_ query: RecordQuery, reader: some QueryIndexReader) async throws -> QueryPage {
+        if reader.zones.count == 1, let plan = orderedScan(query) {
+            return try await scan(query, plan, zone: reader.zones[0], reader: reader)
+        }
+        return try await collect(query, reader: reader)
+    }
+
+    private struct ScanPlan {
+        var field: String
+        var range: ScalarRange
+        var descending: Bool
+    }
+
+    private static func isIndexed(_ field: String, _ query: RecordQuery) -> Bool {
+        guard let schema = query.fields[field] else { return false }
+        return !schema.indexes.isDisjoint(with: [.queryable, .sortable]) && !schema.type.isList
+            && schema.type != .location
+    }
+
+    private static func orderedScan(_ query: RecordQuery) -> ScanPlan? {
+        let field: String
+        let descending: Bool
+        if query.sorts.count == 1, query.sorts[0].relativeLocation == nil, isIndexed(query.sorts[0].fieldName, query) {
+            field = query.sorts[0].fieldName
+            descending = !query.sorts[0].ascending
+        } else if query.sorts.isEmpty,
+            let filter = query.filters.first(where: { ScalarRange.of($0) != nil && isIndexed($0.fieldName, query) })
+        {
+            field = filter.fieldName
+            descending = false
+        } else {
+            return nil
+        }
+        let range = query.filters.filter { $0.fieldName == field }.compactMap(ScalarRange.of)
+            .reduce(ScalarRange.all) { $0.intersection($1) }
+        return ScanPlan(field: field, range: range, descending: descending)
+    }
+
+    private static func scan(
+        _ query: RecordQuery, _ plan: ScanPlan, zone: String, reader: some QueryIndexReader
+    ) async throws -> QueryPage {
+        var after = query.after.flatMap { cursor in cursor.keys.first.map { ($0, cursor.name) } }
+        // The index range already holds the driving field's equality, range and prefix filters.
+        var residual = query
+        residual.filters.removeAll { $0.fieldName == plan.field && ScalarRange.of($0) != nil }
+        var items: [QueryPage.Item] = []
+        var keys: [QueryScalar] = []
+        var seen = Set<String>()
+        let batchSize = min(max(query.limit + 1, 32), 1000)
+        while items.count <= query.limit {
+            let entries = try await reader.scanValues(
+                zone: zone, field: plan.field, range: plan.range, descending: plan.descending, after: after,
+                limit: batchSize)
+            guard let last = entries.last else { break }
+            after = (last.value, last.name)
+            let records = try await reader.records(zone: zone, names: entries.map(\.name))
+            let byName = Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+            for entry in entries where items.count <= query.limit && seen.insert(entry.name).inserted {
+                guard let record = byName[entry.name], residual.admit(record) else { continue }
+                items.append(QueryPage.Item(zone: zone, record: record))
+                keys.append(entry.value)
+            }
+            if entries.count < batchSize { break }
+        }
+        guard items.count > query.limit else { return QueryPage(items: items, cursor: nil) }
+        items.removeLast()
+        let last = items[items.count - 1]
+        return QueryPage(
+            items: items, cursor: QueryCursor(keys: [keys[items.count - 1]], zone: zone, name: last.record.name))
+    }
+
+    /// The most selective source of candidates the filters allow.
+    private static func source(_ query: RecordQuery) -> CandidateSource {
+        func indexed(_ filter: QueryFilter, _ option: FieldIndexes) -> Bool {
+            query.fields[filter.fieldName]?.indexes.isDisjoint(with: option) == false
+        }
+        let valueIndex: FieldIndexes = [.queryable, .sortable]
+        var best: (rank: Int, source: CandidateSource)?
+        func consider(_ rank: Int, _ source: CandidateSource) {
+            if best.map({ rank < $0.rank }) ?? true { best = (rank, source) }
+        }
+        for filter in query.filters {
+            let field = filter.fieldName
+            let scalars = filter.fieldValue.queryScalars
+            let valueIndexed = indexed(filter, valueIndex)
+            switch filter.comparator {
+            case .equals, .listContains:
+                if valueIndexed { consider(0, .values(field: field, scalars)) }
+            case .in, .listContainsAny:
+                if valueIndexed { consider(1, .values(field: field, scalars)) }
+            case .listContainsAll:
+                if valueIndexed { consider(1, .values(field: field, Array(scalars.prefix(1)))) }
+            case .beginsWith, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals:
+                if valueIndexed, let range = ScalarRange.of(filter) { consider(2, .range(field: field, range)) }
+            case .listMemberBeginsWith:
+                if valueIndexed, case .text(let prefix) = scalars.first {
+                    consider(2, .range(field: field, ScalarRange(lower: (.text(prefix), true),
+                                                                  upper: (.text(prefix + "\u{10FFFF}"), false))))
+                }
+            case .containsAllTokens, .containsAnyTokens:
+                let fields = field == QueryFilter.allSearchableFields
+                    ? query.fields.filter { $0.value.indexes.contains(.searchable) }.keys.sorted()
+                    : (query.fields[field]?.indexes.contains(.searchable) == true ? [field] : [])
+                guard !fields.isEmpty, case .string(let text) = filter.fieldValue else { break }
+                let tokens = TextTokenizer.tokens(text)
+                consider(3, .tokens(fields: fields, filter.comparator == .containsAllTokens ? Array(tokens.prefix(1)) : tokens))
+            case .near:
+                guard valueIndexed, case .location(let center) = filter.fieldValue, let distance = filter.distance else {
+                    break
+                }
+                // One degree of latitude is at least 110.5 km everywhere.
+                let degrees = distance / 110_500
+                consider(4, .latitudes(field: field, ScalarRange(lower: (.real(center.latitude - degrees), true),
+                                                                 upper: (.real(center.latitude + degrees), true))))
+            default:
+                break
+            }
+        }
+        return best?.source ?? .allOfType
+    }
+
+    private static func collect(_ query: RecordQuery, reader: some QueryIndexReader) async throws -> QueryPage {
+        let candidates = try await reader.candidates(source(query))
+        var rows: [(keys: [QueryScalar], item: QueryPage.Item)] = []
+        for (zone, names) in Dictionary(grouping: candidates, by: \.zone).sorted(by: { $0.key < $1.key }) {
+            let names = names.map(\.name)
+            for start in stride(from: 0, to: names.count, by: 500) {
+                for record in try await reader.records(
+                    zone: zone, names: Array(names[start..<min(start + 500, names.count)]))
+                {
+                    if let createdBy = query.createdBy, record.created.userRecordName != createdBy { continue }
+                    guard let fields = try? record.queryFields(), query.matches(fields) else { continue }
+                    let keys = query.sorts.compactMap { $0.sortKey(fields) }
+                    guard keys.count == query.sorts.count else { continue }
+                    rows.append((keys, QueryPage.Item(zone: zone, record: record)))
+                }
+            }
+        }
+        let ascending = query.sorts.map(\.ascending)
+        func precedes(_ a: (keys: [QueryScalar], zone: String, name: String),
+                      _ b: (keys: [QueryScalar], zone: String, name: String)) -> Bool {
+            for (index, (x, y)) in zip(a.keys, b.keys).enumerated() where x != y {
+                return ascending[index] ? x < y : y < x
+            }
+            if a.zone != b.zone { return a.zone.utf8.lexicographicallyPrecedes(b.zone.utf8) }
+            return a.name.utf8.lexicographicallyPrecedes(b.name.utf8)
+        }
+        rows.sort { precedes(($0.keys, $0.item.zone, $0.item.record.name), ($1.keys, $1.item.zone, $1.item.record.name)) }
+        if let after = query.after, after.keys.count == query.sorts.count {
+            rows.removeAll { !precedes((after.keys, after.zone, after.name), ($0.keys, $0.item.zone, $0.item.record.name)) }
+        }
+        guard rows.count > query.limit else { return QueryPage(items: rows.map(\.item), cursor: nil) }
+        let page = rows.prefix(query.limit)
+        let last = page[page.count - 1]
+        return QueryPage(
+            items: page.map(\.item), cursor: QueryCursor(keys: last.keys, zone: last.item.zone, name: last.item.record.name))
+    }
+}
