@@ -10,14 +10,13 @@ import Synchronization
 /// A container's link to its server: one HTTP client (with its connection pool), the session, the
 /// cached capabilities, and the one place requests are sent and retried.
 final class Connection: Sendable {
-    /// Where a request goes.
+    /// Where a request goes: an operation of the table (``Endpoints``), or a URL the server handed out.
     enum Endpoint: Sendable {
-        /// `/database/1/{container}/{environment}/{scope}/{operation}`.
-        case database(Database.Scope, String)
-        /// `/database/1/{container}/{environment}/{operation}` (capabilities).
-        case environment(String)
-        /// `/auth/1/{container}/{operation}`.
-        case auth(String)
+        /// An operation on one database: `/database/1/{container}/{environment}/{scope}/…`.
+        case database(Database.Scope, AnyEndpoint)
+        /// An operation of the environment, `/database/1/{container}/{environment}/…`, or of accounts,
+        /// `/auth/1/{container}/…`, as the endpoint's base says.
+        case container(AnyEndpoint)
         /// A URL the server handed out (asset uploads and downloads).
         case url(String)
     }
@@ -81,7 +80,7 @@ final class Connection: Sendable {
     /// The server's capabilities, fetched once.
     func capabilities() async throws -> Capabilities {
         if let cached = state.withLock({ $0.capabilities }) { return cached }
-        let capabilities = try await call(.environment("capabilities"), as: Capabilities.self)
+        let capabilities = try await call(.container(Endpoints.capabilities.erased), as: Capabilities.self)
         state.withLock { $0.capabilities = capabilities }
         return capabilities
     }
@@ -125,11 +124,11 @@ final class Connection: Sendable {
         let path: String
         switch endpoint {
         case .database(let scope, let operation):
-            path = "\(serverURL)/database/1/\(container)/\(environment.rawValue)/\(scope.rawValue)/\(operation)"
-        case .environment(let operation):
-            path = "\(serverURL)/database/1/\(container)/\(environment.rawValue)/\(operation)"
-        case .auth(let operation):
-            path = "\(serverURL)/auth/1/\(container)/\(operation)"
+            path = "\(serverURL)/database/1/\(container)/\(environment.rawValue)/\(scope.rawValue)/\(operation.path)"
+        case .container(let operation) where operation.base == .auth:
+            path = "\(serverURL)/auth/1/\(container)/\(operation.path)"
+        case .container(let operation):
+            path = "\(serverURL)/database/1/\(container)/\(environment.rawValue)/\(operation.path)"
         case .url(let url):
             return url
         }
@@ -232,8 +231,8 @@ final class Connection: Sendable {
 
     private static func describe(_ endpoint: Endpoint) -> String {
         switch endpoint {
-        case .database(let scope, let operation): "\(scope.rawValue)/\(operation)"
-        case .environment(let operation), .auth(let operation): operation
+        case .database(let scope, let operation): "\(scope.rawValue)/\(operation.path)"
+        case .container(let operation): operation.path
         case .url: "asset transfer"
         }
     }

@@ -81,11 +81,11 @@ struct PushChannel: Sendable {
     /// A new push token, registered to the signed-in user and this device.
     private func register() async throws -> PushTokenResponse {
         let created = try await connection.call(
-            .environment("tokens/create"),
+            .container(Endpoints.tokensCreate.erased),
             body: CreatePushTokenRequest(apnsEnvironment: ContainerEnvironment(rawValue: connection.environment.rawValue)),
             idempotent: true, as: PushTokenResponse.self)
         return try await connection.call(
-            .environment("tokens/register"), body: RegisterPushTokenRequest(apnsToken: created.apnsToken),
+            .container(Endpoints.tokensRegister.erased), body: RegisterPushTokenRequest(apnsToken: created.apnsToken),
             idempotent: true, as: PushTokenResponse.self)
     }
 

@@ -154,7 +154,7 @@ public final class Container: Sendable {
     public func accountStatus() async throws -> AccountStatus {
         guard session != nil else { return .noAccount }
         do {
-            _ = try await connection.call(.database(.private, "users/current"), as: CurrentUserResponse.self)
+            _ = try await connection.call(.database(.private, Endpoints.usersCurrent.erased), as: CurrentUserResponse.self)
             return .available
         } catch let error as CloudError where error.code == .notAuthenticated {
             return .noAccount
@@ -169,7 +169,7 @@ public final class Container: Sendable {
     public func signUp(username: String, password: String) async throws -> Record.ID {
         try await start(
             connection.call(
-                .auth("signup"), body: PasswordCredentials(username: username, password: password),
+                .container(Endpoints.signUp.erased), body: PasswordCredentials(username: username, password: password),
                 idempotent: false, as: WebAuthSession.self))
     }
 
@@ -178,7 +178,7 @@ public final class Container: Sendable {
     public func signIn(username: String, password: String) async throws -> Record.ID {
         try await start(
             connection.call(
-                .auth("signin"), body: PasswordCredentials(username: username, password: password),
+                .container(Endpoints.signIn.erased), body: PasswordCredentials(username: username, password: password),
                 idempotent: true, as: WebAuthSession.self))
     }
 
@@ -187,7 +187,7 @@ public final class Container: Sendable {
     @discardableResult
     public func signIn(webAuthToken: String) async throws -> Record.ID {
         let user = try await connection.call(
-            .database(.private, "users/current"), token: webAuthToken, as: CurrentUserResponse.self)
+            .database(.private, Endpoints.usersCurrent.erased), token: webAuthToken, as: CurrentUserResponse.self)
         // The server does not say when a token expires; sessions last at least this long.
         let capabilities = try await connection.capabilities()
         connection.session = Session(
@@ -200,7 +200,7 @@ public final class Container: Sendable {
     public func signOut() async throws {
         guard session != nil else { return }
         do {
-            _ = try await connection.call(.auth("signout"), body: EmptyObject(), idempotent: true, as: JSONValue.self)
+            _ = try await connection.call(.container(Endpoints.signOut.erased), body: EmptyObject(), idempotent: true, as: JSONValue.self)
         } catch let error as CloudError where error.code == .notAuthenticated {
             // Already ended on the server.
         }
@@ -209,7 +209,7 @@ public final class Container: Sendable {
 
     /// The signed-in user's record ID (CloudKit's `userRecordID()`).
     public func userRecordID() async throws -> Record.ID {
-        let user = try await connection.call(.database(.private, "users/current"), as: CurrentUserResponse.self)
+        let user = try await connection.call(.database(.private, Endpoints.usersCurrent.erased), as: CurrentUserResponse.self)
         return Record.ID(recordName: user.userRecordName)
     }
 

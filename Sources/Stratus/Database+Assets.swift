@@ -43,7 +43,7 @@ extension Database {
         var urls: [String] = []
         for chunk in tokens.chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
-                "assets/upload", body: UploadAssetsRequest(zoneID: wireZoneID(zoneID), tokens: Array(chunk)),
+                Endpoints.assetsUpload.erased, body: UploadAssetsRequest(zoneID: wireZoneID(zoneID), tokens: Array(chunk)),
                 idempotent: true, as: UploadAssetsResponse.self)
             urls += answer.tokens.map(\.url)
         }

@@ -89,7 +89,7 @@ extension Database {
             zoneID: wireZoneID(zoneID), syncToken: changeToken?.rawValue, resultsLimit: resultsLimit,
             desiredKeys: desiredKeys)
         return try await connection.send(
-            .POST, .database(databaseScope, "records/changes"), body: ByteBuffer(bytes: request.jsonBytes),
+            .POST, .database(databaseScope, Endpoints.recordsChanges.erased), body: ByteBuffer(bytes: request.jsonBytes),
             idempotent: true)
     }
 
@@ -122,7 +122,7 @@ extension Database {
     /// - Throws: ``CloudError`` `changeTokenExpired`: read again from `nil`.
     public func databaseChanges(since changeToken: ServerChangeToken?, resultsLimit: Int? = nil) async throws -> DatabaseChanges {
         let answer = try await call(
-            "changes/database", body: DatabaseChangesRequest(syncToken: changeToken?.rawValue, resultsLimit: resultsLimit),
+            Endpoints.changesDatabase.erased, body: DatabaseChangesRequest(syncToken: changeToken?.rawValue, resultsLimit: resultsLimit),
             idempotent: true, as: DatabaseChangesResponse.self)
         var modifications: [RecordZone.ID] = []
         var deletions: [DatabaseChanges.Deletion] = []

@@ -32,7 +32,7 @@ extension Database {
         of query: Query, zoneID: RecordZone.ID?, marker: String?, desiredKeys: [String]?, resultsLimit: Int?
     ) async throws -> (matchResults: [(Record.ID, Result<Record, CloudError>)], queryCursor: Query.Cursor?) {
         let answer = try await call(
-            "records/query",
+            Endpoints.recordsQuery.erased,
             body: QueryRecordsRequest(
                 zoneID: zoneID.map(wireZoneID), resultsLimit: resultsLimit, query: query.wire,
                 continuationMarker: marker, desiredKeys: desiredKeys, zoneWide: zoneID == nil ? true : nil),

@@ -41,7 +41,7 @@ extension Database {
         for (zoneID, ids) in Self.groupedByZone(unique, zone: \.zoneID) {
             for chunk in ids.chunked(into: limits.maxRecordsPerResponse) {
                 let answer = try await call(
-                    "records/lookup",
+                    Endpoints.recordsLookup.erased,
                     body: LookupRecordsRequest(
                         records: chunk.map { LookupRecordsRequest.Item(recordName: $0.recordName) },
                         zoneID: wireZoneID(zoneID), desiredKeys: desiredKeys),
@@ -135,7 +135,7 @@ extension Database {
             for request in plan.requests {
                 let answer: RecordsResponse
                 do {
-                    answer = try await call("records/modify", body: request.body, idempotent: false, as: RecordsResponse.self)
+                    answer = try await call(Endpoints.recordsModify.erased, body: request.body, idempotent: false, as: RecordsResponse.self)
                     guard answer.records.count == request.changes.count else {
                         throw CloudError(
                             .serverRejectedRequest,

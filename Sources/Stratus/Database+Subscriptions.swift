@@ -14,7 +14,7 @@ extension Database {
     /// - Throws: ``CloudError`` `unknownItem` when there is none.
     public func subscription(for subscriptionID: Subscription.ID) async throws -> Subscription {
         let answer = try await call(
-            "subscriptions/lookup", body: LookupSubscriptionsRequest(subscriptionIDs: [subscriptionID]),
+            Endpoints.subscriptionsLookup.erased, body: LookupSubscriptionsRequest(subscriptionIDs: [subscriptionID]),
             idempotent: true, as: SubscriptionsResponse.self)
         guard let item = answer.subscriptions.first else {
             throw CloudError(.internalError, "the server did not answer for subscription '\(subscriptionID)'")
@@ -25,7 +25,7 @@ extension Database {
     /// Every subscription of the user in this database (CloudKit's `allSubscriptions()`).
     public func allSubscriptions() async throws -> [Subscription] {
         let answer = try await connection.call(
-            .database(databaseScope, "subscriptions/list"), as: SubscriptionsResponse.self)
+            .database(databaseScope, Endpoints.subscriptionsList.erased), as: SubscriptionsResponse.self)
         return try answer.subscriptions.map { try $0.mapError(CloudError.init).get().subscription(in: self) }
     }
 
@@ -59,7 +59,7 @@ extension Database {
         var results = ModifyResults<Subscription.ID, Subscription>(itemID: CloudError.ItemID.subscription)
         for chunk in Array(zip(ids, operations)).chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
-                "subscriptions/modify", body: ModifySubscriptionsRequest(operations: chunk.map(\.1)),
+                Endpoints.subscriptionsModify.erased, body: ModifySubscriptionsRequest(operations: chunk.map(\.1)),
                 // Saving replaces; deleting twice fails the second time.
                 idempotent: chunk.allSatisfy { $0.1.operationType == .create }, as: SubscriptionsResponse.self)
             for ((id, operation), item) in zip(chunk, answer.subscriptions) {

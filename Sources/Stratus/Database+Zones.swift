@@ -3,7 +3,7 @@ public import StratusModel
 extension Database {
     /// Every zone of the database, the default zone first (CloudKit's `allRecordZones()`).
     public func allRecordZones() async throws -> [RecordZone] {
-        let answer = try await connection.call(.database(databaseScope, "zones/list"), as: ZonesResponse.self)
+        let answer = try await connection.call(.database(databaseScope, Endpoints.zonesList.erased), as: ZonesResponse.self)
         return try answer.zones.map { try $0.mapError(CloudError.init).map(recordZone).get() }
     }
 
@@ -23,7 +23,7 @@ extension Database {
         var results: [RecordZone.ID: Result<RecordZone, CloudError>] = [:]
         for chunk in Array(Set(zoneIDs)).chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
-                "zones/lookup", body: LookupZonesRequest(zones: chunk.map(wireZoneID)), idempotent: true,
+                Endpoints.zonesLookup.erased, body: LookupZonesRequest(zones: chunk.map(wireZoneID)), idempotent: true,
                 as: ZonesResponse.self)
             for (zoneID, item) in zip(chunk, answer.zones) {
                 results[zoneID] = item.mapError(CloudError.init).map(recordZone)
@@ -67,7 +67,7 @@ extension Database {
         var results = ModifyResults<RecordZone.ID, RecordZone>(itemID: CloudError.ItemID.zone)
         for chunk in Array(zip(ids, operations)).chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
-                "zones/modify", body: ModifyZonesRequest(operations: chunk.map(\.1)),
+                Endpoints.zonesModify.erased, body: ModifyZonesRequest(operations: chunk.map(\.1)),
                 // Creating a zone twice gives the same zone; deleting twice fails the second time.
                 idempotent: chunk.allSatisfy { $0.1.operationType == .create }, as: ZonesResponse.self)
             for ((zoneID, operation), item) in zip(chunk, answer.zones) {

@@ -32,7 +32,7 @@ public struct Database: Sendable {
 
     /// Calls `operation` of this database with `body`.
     func call<Response: JSONDecodable>(
-        _ operation: String, body: some JSONWritable, idempotent: Bool, as type: Response.Type
+        _ operation: AnyEndpoint, body: some JSONWritable, idempotent: Bool, as type: Response.Type
     ) async throws -> Response {
         try await connection.call(.database(databaseScope, operation), body: body, idempotent: idempotent, as: type)
     }

@@ -71,6 +71,13 @@ struct LifecycleTests {
         #expect(routed.subtracting(documented).isEmpty, "routes missing from openapi.json: \(routed.subtracting(documented).sorted())")
         #expect(documented.subtracting(routed).isEmpty, "documented but not routed: \(documented.subtracting(routed).sorted())")
         #expect(routed.count >= 20)
+        // The table of endpoints is the one source of CloudKit's paths: all of it is routed and
+        // documented, and every route of a container's apps comes from it.
+        let table = Set(Endpoints.all.map { "\($0.method.rawValue) \($0.template)" })
+        #expect(table.subtracting(routed).isEmpty, "table entries not routed: \(table.subtracting(routed).sorted())")
+        #expect(table.subtracting(documented).isEmpty, "table entries not documented: \(table.subtracting(documented).sorted())")
+        let appRoutes = routed.filter { $0.contains(" /database/1/") || $0.contains(" /auth/1/") }
+        #expect(appRoutes.subtracting(table).isEmpty, "routes outside the table: \(appRoutes.subtracting(table).sorted())")
         try await server.stopAndRemove()
     }
 

@@ -27,8 +27,7 @@ struct AuthEndpoints: Sendable {
     }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        let auth = router.group("auth/1/:container")
-        auth.post("signup") { request, context in
+        router.on(Endpoints.signUp) { request, context in
             let container = try authenticator.authenticateApp(context)
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
             if let wait = signUps.acquire(context.caller.address) {
@@ -49,7 +48,7 @@ struct AuthEndpoints: Sendable {
                 throw error
             }
         }
-        auth.post("signin") { request, context in
+        router.on(Endpoints.signIn) { request, context in
             let container = try authenticator.authenticateApp(context)
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
             let account = FailureBackoff.Key(
@@ -68,7 +67,7 @@ struct AuthEndpoints: Sendable {
                 throw error
             }
         }
-        auth.post("signout") { request, context in
+        router.on(Endpoints.signOut) { request, context in
             _ = try authenticator.authenticateApp(context)
             guard let token = request.query("ckWebAuthToken"), context.caller.userRecordName != nil else {
                 throw StratusError.badRequest("ckWebAuthToken is required: it names the session to end")
@@ -80,7 +79,7 @@ struct AuthEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer)
         }
-        auth.get("signin") { request, context in
+        router.on(Endpoints.signInPage) { request, context in
             let container = try authenticator.authenticateApp(context)
             let callback = try request.query("callback").map {
                 try SignInCallback(

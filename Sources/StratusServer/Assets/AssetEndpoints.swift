@@ -63,10 +63,9 @@ enum ByteRange: Equatable {
 
 extension DatabaseEndpoints {
     func addAssetRoutes(to router: Router<StratusRequestContext>) {
-        let database = router.group("database/1/:container/:environment/:database")
-        database.post("assets/upload") { request, context in try await requestUploads(request, context) }
-        database.post("assets/rereference") { request, context in try await rereference(request, context) }
-        database.get("assets/download/:checksum") { request, context in try await download(request, context) }
+        router.on(Endpoints.assetsUpload) { request, context in try await requestUploads(request, context) }
+        router.on(Endpoints.assetsRereference) { request, context in try await rereference(request, context) }
+        router.on(Endpoints.assetsDownload) { request, context in try await download(request, context) }
         router.post("assets/1/upload") { request, context in try await receiveUpload(request, context) }
     }
 

@@ -28,9 +28,8 @@ struct PushEndpoints: Sendable {
     }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        let environment = router.group("database/1/:container/:environment")
-        environment.post("tokens/create") { request, context in try await createToken(request, context) }
-        environment.post("tokens/register") { request, context in try await registerToken(request, context) }
+        router.on(Endpoints.tokensCreate) { request, context in try await createToken(request, context) }
+        router.on(Endpoints.tokensRegister) { request, context in try await registerToken(request, context) }
         router.get("push/1/:token") { request, context in try await longPoll(request, context) }
     }
 

@@ -22,10 +22,9 @@ struct SubscriptionEndpoints: Sendable {
     var limits: Limits { configuration.limits }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        let database = router.group("database/1/:container/:environment/:database")
-        database.get("subscriptions/list") { request, context in try await list(request, context) }
-        database.post("subscriptions/lookup") { request, context in try await lookup(request, context) }
-        database.post("subscriptions/modify") { request, context in try await modify(request, context) }
+        router.on(Endpoints.subscriptionsList) { request, context in try await list(request, context) }
+        router.on(Endpoints.subscriptionsLookup) { request, context in try await lookup(request, context) }
+        router.on(Endpoints.subscriptionsModify) { request, context in try await modify(request, context) }
     }
 
     func list(_ request: Request, _ context: StratusRequestContext) async throws -> Response {

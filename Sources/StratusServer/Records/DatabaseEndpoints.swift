@@ -15,19 +15,18 @@ struct DatabaseEndpoints: Sendable {
     var limits: Limits { configuration.limits }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        let database = router.group("database/1/:container/:environment/:database")
-        database.get("zones/list") { request, context in try await listZones(request, context) }
-        database.post("zones/lookup") { request, context in try await lookupZones(request, context) }
-        database.post("zones/modify") { request, context in try await modifyZones(request, context) }
-        database.post("zones/changes") { request, context in try await databaseChanges(request, context) }
-        database.post("records/modify") { request, context in try await modifyRecords(request, context) }
-        database.post("records/lookup") { request, context in try await lookupRecords(request, context) }
-        database.post("records/query") { request, context in try await queryRecords(request, context) }
-        database.post("records/changes") { request, context in try await recordChanges(request, context) }
-        database.post("changes/zone") { request, context in try await zoneChanges(request, context) }
-        database.post("changes/database") { request, context in try await databaseChanges(request, context) }
-        database.get("users/caller") { request, context in try await caller(request, context) }
-        database.get("users/current") { request, context in try await currentUser(request, context) }
+        router.on(Endpoints.zonesList) { request, context in try await listZones(request, context) }
+        router.on(Endpoints.zonesLookup) { request, context in try await lookupZones(request, context) }
+        router.on(Endpoints.zonesModify) { request, context in try await modifyZones(request, context) }
+        router.on(Endpoints.zonesChanges) { request, context in try await databaseChanges(request, context) }
+        router.on(Endpoints.recordsModify) { request, context in try await modifyRecords(request, context) }
+        router.on(Endpoints.recordsLookup) { request, context in try await lookupRecords(request, context) }
+        router.on(Endpoints.recordsQuery) { request, context in try await queryRecords(request, context) }
+        router.on(Endpoints.recordsChanges) { request, context in try await recordChanges(request, context) }
+        router.on(Endpoints.changesZone) { request, context in try await zoneChanges(request, context) }
+        router.on(Endpoints.changesDatabase) { request, context in try await databaseChanges(request, context) }
+        router.on(Endpoints.usersCaller) { request, context in try await caller(request, context) }
+        router.on(Endpoints.usersCurrent) { request, context in try await currentUser(request, context) }
         addAssetRoutes(to: router)
     }
 

@@ -16,7 +16,7 @@ struct MetaEndpoints: Sendable {
     }()
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        router.get("database/1/:container/:environment/capabilities") { request, context in
+        router.on(Endpoints.capabilities) { request, context in
             _ = try authenticator.authenticateApp(context)
             _ = try authenticator.environment(context)
             return Response.json(

@@ -1,0 +1,141 @@
+/// One operation of the protocol: its method and path, paired with the types of its request and
+/// answer bodies.
+///
+/// The server routes these, the SDK calls them and the OpenAPI test checks them, all through
+/// ``Endpoints``, so each path string exists once.
+public struct Endpoint<Request: Sendable, Response: Sendable>: Sendable, Hashable {
+    /// The HTTP method.
+    public let method: EndpointMethod
+    /// Where the path starts.
+    public let base: EndpointBase
+    /// The path after the base, such as `records/modify`; a `{name}` segment is a parameter.
+    public let path: String
+
+    init(_ method: EndpointMethod, _ base: EndpointBase, _ path: String) {
+        self.method = method
+        self.base = base
+        self.path = path
+    }
+
+    /// The endpoint without its body types, for tables and checks.
+    public var erased: AnyEndpoint { AnyEndpoint(method: method, base: base, path: path) }
+}
+
+/// An ``Endpoint`` without its body types.
+public struct AnyEndpoint: Sendable, Hashable {
+    /// The HTTP method.
+    public let method: EndpointMethod
+    /// Where the path starts.
+    public let base: EndpointBase
+    /// The path after the base.
+    public let path: String
+
+    /// The whole path as OpenAPI writes it: `/database/1/{container}/{environment}/{database}/records/modify`.
+    public var template: String { base.template + "/" + path }
+}
+
+/// The HTTP method of an endpoint.
+public enum EndpointMethod: String, Sendable, Hashable {
+    /// `GET`.
+    case get = "GET"
+    /// `POST`.
+    case post = "POST"
+}
+
+/// Where an endpoint's path starts.
+public enum EndpointBase: String, Sendable, Hashable {
+    /// `/database/1/{container}/{environment}/{database}`: an operation on one database.
+    case database
+    /// `/database/1/{container}/{environment}`: an operation of an environment (push tokens,
+    /// capabilities).
+    case environment
+    /// `/auth/1/{container}`: accounts (a Stratus extension: CloudKit signs users in with Apple IDs).
+    case auth
+
+    /// The base as OpenAPI writes it.
+    public var template: String {
+        switch self {
+        case .database: "/database/1/{container}/{environment}/{database}"
+        case .environment: "/database/1/{container}/{environment}"
+        case .auth: "/auth/1/{container}"
+        }
+    }
+}
+
+/// A body that is not JSON of a known type: none (a `GET`), or an answer read as a plain JSON value
+/// or as HTML.
+public enum UntypedBody: Sendable {}
+
+/// The table of the operations Stratus serves: CloudKit Web Services' paths, and the extensions
+/// beside them (docs/protocol.md lists each).
+public enum Endpoints {
+    /// `zones/list`.
+    public static let zonesList = Endpoint<UntypedBody, ZonesResponse>(.get, .database, "zones/list")
+    /// `zones/lookup`.
+    public static let zonesLookup = Endpoint<LookupZonesRequest, ZonesResponse>(.post, .database, "zones/lookup")
+    /// `zones/modify`.
+    public static let zonesModify = Endpoint<ModifyZonesRequest, ZonesResponse>(.post, .database, "zones/modify")
+    /// `zones/changes`, the older name of `changes/database`.
+    public static let zonesChanges =
+        Endpoint<DatabaseChangesRequest, DatabaseChangesResponse>(.post, .database, "zones/changes")
+    /// `records/modify`.
+    public static let recordsModify = Endpoint<ModifyRecordsRequest, RecordsResponse>(.post, .database, "records/modify")
+    /// `records/lookup`.
+    public static let recordsLookup = Endpoint<LookupRecordsRequest, RecordsResponse>(.post, .database, "records/lookup")
+    /// `records/query`.
+    public static let recordsQuery = Endpoint<QueryRecordsRequest, RecordsResponse>(.post, .database, "records/query")
+    /// `records/changes`.
+    public static let recordsChanges =
+        Endpoint<RecordChangesRequest, RecordChangesResponse>(.post, .database, "records/changes")
+    /// `changes/zone`.
+    public static let changesZone = Endpoint<ZoneChangesRequest, UntypedBody>(.post, .database, "changes/zone")
+    /// `changes/database`.
+    public static let changesDatabase =
+        Endpoint<DatabaseChangesRequest, DatabaseChangesResponse>(.post, .database, "changes/database")
+    /// `users/caller`.
+    public static let usersCaller = Endpoint<UntypedBody, UntypedBody>(.get, .database, "users/caller")
+    /// `users/current`.
+    public static let usersCurrent = Endpoint<UntypedBody, CurrentUserResponse>(.get, .database, "users/current")
+    /// `subscriptions/list`.
+    public static let subscriptionsList =
+        Endpoint<UntypedBody, SubscriptionsResponse>(.get, .database, "subscriptions/list")
+    /// `subscriptions/lookup`.
+    public static let subscriptionsLookup =
+        Endpoint<LookupSubscriptionsRequest, SubscriptionsResponse>(.post, .database, "subscriptions/lookup")
+    /// `subscriptions/modify`.
+    public static let subscriptionsModify =
+        Endpoint<ModifySubscriptionsRequest, SubscriptionsResponse>(.post, .database, "subscriptions/modify")
+    /// `assets/upload`: upload URLs for asset fields.
+    public static let assetsUpload =
+        Endpoint<UploadAssetsRequest, UploadAssetsResponse>(.post, .database, "assets/upload")
+    /// `assets/rereference`: fresh receipts for assets records already hold.
+    public static let assetsRereference = Endpoint<UntypedBody, UntypedBody>(.post, .database, "assets/rereference")
+    /// `assets/download/{checksum}`: an asset's bytes (the `downloadURL` of a record's asset).
+    public static let assetsDownload = Endpoint<UntypedBody, UntypedBody>(.get, .database, "assets/download/{checksum}")
+    /// `tokens/create`: a push token and its URL.
+    public static let tokensCreate =
+        Endpoint<CreatePushTokenRequest, PushTokenResponse>(.post, .environment, "tokens/create")
+    /// `tokens/register`: binds a push token to the signed-in user and device.
+    public static let tokensRegister =
+        Endpoint<RegisterPushTokenRequest, PushTokenResponse>(.post, .environment, "tokens/register")
+    /// `capabilities`: the server's limits (a Stratus extension).
+    public static let capabilities = Endpoint<UntypedBody, Capabilities>(.get, .environment, "capabilities")
+    /// `signup`: creates an account and signs it in.
+    public static let signUp = Endpoint<PasswordCredentials, WebAuthSession>(.post, .auth, "signup")
+    /// `signin`: signs a user in.
+    public static let signIn = Endpoint<PasswordCredentials, WebAuthSession>(.post, .auth, "signin")
+    /// `signout`: ends the session of the request's web auth token.
+    public static let signOut = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signout")
+    /// `GET signin`: the HTML sign-in page that `AUTHENTICATION_REQUIRED` redirects to.
+    public static let signInPage = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin")
+
+    /// Every endpoint of the table.
+    public static let all: [AnyEndpoint] = [
+        zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
+        recordsLookup.erased, recordsQuery.erased, recordsChanges.erased, changesZone.erased, changesDatabase.erased,
+        usersCaller.erased, usersCurrent.erased, subscriptionsList.erased, subscriptionsLookup.erased,
+        subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
+        tokensCreate.erased, tokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
+        signInPage.erased,
+    ]
+}
