@@ -649,7 +649,7 @@ struct StratusPeer: VersusPeer {
     private func ensureZone(_ zone: String) async throws {
         guard zones.insert(zone) else { return }
         _ = try await post(
-            "zones/modify", Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(zone)"}}}]}"#.utf8))
+            Endpoints.zonesModify.path, Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(zone)"}}}]}"#.utf8))
     }
 
     /// Writes a `records/modify` body and returns the per-record results.
@@ -665,7 +665,7 @@ struct StratusPeer: VersusPeer {
         writer.endArray()
         writer.field("desiredKeys", array: [String]())
         writer.endObject()
-        let answer = try await post("records/modify", writer.bytes)
+        let answer = try await post(Endpoints.recordsModify.path, writer.bytes)
         guard case .array(let records)? = answer["records"] else { throw BenchError("stratus: no records in the answer") }
         return try records.map { try $0.object() }
     }
@@ -703,7 +703,7 @@ struct StratusPeer: VersusPeer {
         writer.endObject()
         writer.endArray()
         writer.endObject()
-        let answer = try await post("records/lookup", writer.bytes)
+        let answer = try await post(Endpoints.recordsLookup.path, writer.bytes)
         guard case .array(let records)? = answer["records"], let record = records.first,
             let tag: String = try? record.object().decode("recordChangeTag")
         else { throw BenchError("stratus lookup: no change tag") }
@@ -731,7 +731,7 @@ struct StratusPeer: VersusPeer {
             var body = #"{"zoneID":{"zoneName":"\#(collection)"},"resultsLimit":200"#
             if let token { body += #","syncToken":"\#(token)""# }
             body += "}"
-            let page = try await post("records/changes", Array(body.utf8))
+            let page = try await post(Endpoints.recordsChanges.path, Array(body.utf8))
             if case .array(let records)? = page["records"] {
                 for record in records { names.append(try record.object().decode("recordName")) }
             }
