@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import StratusModel
 import StratusStorage
 import Synchronization
 
@@ -28,8 +29,6 @@ final class PostgresMessageBus: InstanceMessageBus {
         self.logger = logger
     }
 
-    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
-
     func broadcast(_ message: [UInt8]) async throws {
         let inline = instanceID + "\n" + String(decoding: message, as: UTF8.self)
         let logger = logger
@@ -38,7 +37,7 @@ final class PostgresMessageBus: InstanceMessageBus {
                 try await connection.run("SELECT pg_notify(\(Self.channel), \(inline))", logger: logger)
                 return
             }
-            let now = Self.now()
+            let now = Timestamp.now.milliseconds
             let id = try await connection.run(
                 """
                 INSERT INTO instance_messages (payload, created_ms) VALUES (\(ByteBuffer(bytes: message)), \(now))

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import StratusModel
 
 /// The versioned schema of a Stratus PostgreSQL database. Migrations run in order on start, in one
 /// transaction, and are never edited once released: a change is a new migration.
@@ -172,7 +173,7 @@ enum PostgresMigrations {
             for statement in migration.statements {
                 try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let now = Timestamp.now.milliseconds
             try await connection.run(
                 """
                 INSERT INTO stratus_migrations (version, name, applied_ms)

@@ -343,7 +343,7 @@ struct Admin: AsyncParsableCommand {
             }
             let counts = try await storageOptions.withStorage { storage in
                 try await ContainerTransfer.importLines(
-                    NDJSONLines(input), into: storage, now: Int64(Date().timeIntervalSince1970 * 1000),
+                    NDJSONLines(input), into: storage, now: Timestamp.now.milliseconds,
                     progress: { Export.report("imported", $0) })
             }
             Export.report("imported", counts, done: true)

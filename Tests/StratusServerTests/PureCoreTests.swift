@@ -395,9 +395,9 @@ private final class RecordingSink: PushSink {
 
 /// A device's queue keeps the newest notification per subscription and zone, bounded, and says when it dropped some.
 @Suite struct PushDeviceTests {
-    static func device(limit: Int = 10) -> PushDevice {
+    static func device(limit: Int = 10, clock: ManualClock = ManualClock()) -> PushDevice {
         let owner = PushDevice.Owner(container: "iCloud.test", environment: .development, userRecordName: "_alice")
-        return PushDevice(tokenHash: "hash", owner: owner, deviceID: "phone", limit: limit)
+        return PushDevice(tokenHash: "hash", owner: owner, deviceID: "phone", limit: limit, clock: clock.serverClock)
     }
 
     static func entry(_ subscription: String, zone: String = "Work", id: String) -> PushDevice.Entry {
@@ -471,13 +471,15 @@ private final class RecordingSink: PushSink {
     }
 
     @Test func aDetachedDeviceKeepsItsQueueUntilItComesBack() throws {
-        let device = Self.device()
+        let clock = ManualClock()
+        let device = Self.device(clock: clock)
         let first = device.attach(sessionHash: nil).connection
-        #expect(!device.isAway(since: ContinuousClock.Instant.now.advanced(by: .seconds(3600))))
-        let beforeDetach = ContinuousClock.Instant.now
+        #expect(!device.isAway(since: clock.milliseconds + 3_600_000), "a connected device is never away")
+        clock.advance(bySeconds: 10)
         device.detach(first)
-        #expect(!device.isAway(since: beforeDetach))
-        #expect(device.isAway(since: ContinuousClock.Instant.now.advanced(by: .seconds(1))))
+        #expect(!device.isAway(since: clock.milliseconds - 1), "it left after that")
+        clock.advance(bySeconds: 1)
+        #expect(device.isAway(since: clock.milliseconds - 500), "it left before that")
         device.enqueue([Self.entry("s1", id: "1")])
         let back = device.attach(sessionHash: nil)
         #expect(!back.missedNotifications)

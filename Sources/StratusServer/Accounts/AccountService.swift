@@ -20,13 +20,15 @@ public struct IssuedSession: Sendable, Hashable {
 public struct AccountService: Sendable {
     private let storage: any AccountStorage
     private let configuration: ServerConfiguration
-    private let apiTokens = CredentialCache<String>()
-    private let sessions = CredentialCache<SessionInfo>()
+    private let apiTokens: CredentialCache<String>
+    private let sessions: CredentialCache<SessionInfo>
 
     /// Creates the service.
     public init(storage: any AccountStorage, configuration: ServerConfiguration) {
         self.storage = storage
         self.configuration = configuration
+        apiTokens = CredentialCache(clock: configuration.clock)
+        sessions = CredentialCache(clock: configuration.clock)
     }
 
     /// Real hashes to check passwords of unknown usernames against, one per bcrypt cost (made on

@@ -22,6 +22,7 @@ final class AssetStore: Sendable {
     let tokens: SyncTokenCodec
     /// How long an uploaded asset is kept without any record referring to it, in milliseconds.
     let graceMilliseconds: Int64
+    private let clock: ServerClock
     private let state = Mutex(State())
 
     private struct State {
@@ -31,7 +32,11 @@ final class AssetStore: Sendable {
         var deletions: [String: Task<Void, any Error>] = [:]
     }
 
-    init(blobs: any AssetBlobStore, storage: any AssetStorage, tokens: SyncTokenCodec, graceSeconds: Int64) {
+    init(
+        blobs: any AssetBlobStore, storage: any AssetStorage, tokens: SyncTokenCodec, graceSeconds: Int64,
+        clock: ServerClock = .system
+    ) {
+        self.clock = clock
         self.blobs = blobs
         self.storage = storage
         self.tokens = tokens
@@ -41,8 +46,6 @@ final class AssetStore: Sendable {
     static func isChecksum(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
-
-    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     // MARK: Upload tickets and receipts
 
@@ -54,7 +57,7 @@ final class AssetStore: Sendable {
         writer.field("kind", "upload")
         writer.field("container", container)
         writer.field("user", user)
-        writer.field("expires", Self.now() + seconds * 1000)
+        writer.field("expires", clock.milliseconds + seconds * 1000)
         writer.endObject()
         return tokens.seal(writer.bytes)
     }
@@ -66,7 +69,7 @@ final class AssetStore: Sendable {
         guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "upload",
             let container: String = try? object.decode("container"), let expires: Int64 = try? object.decode("expires")
         else { throw StratusError.badRequest("ticket is not an upload ticket issued by this server") }
-        guard expires > Self.now() else {
+        guard expires > clock.milliseconds else {
             throw StratusError(.authenticationFailed, "the upload URL has expired; ask assets/upload for a new one")
         }
         return container
@@ -142,20 +145,21 @@ final class AssetStore: Sendable {
         // content already under way, so that deletion cannot remove them.
         while let deletion = state.withLock({ state -> Task<Void, any Error>? in
             if let deletion = state.deletions[checksum] { return deletion }
-            state.recentlyStored[checksum] = Self.now()
+            state.recentlyStored[checksum] = clock.milliseconds
             return nil
         }) {
             _ = await deletion.result
         }
         try await blobs.put(temporary, checksum: checksum, size: Int64(size))
-        try await storage.registerAsset(checksum: checksum, size: Int64(size), timestamp: Self.now())
+        try await storage.registerAsset(checksum: checksum, size: Int64(size), timestamp: clock.milliseconds)
         return (checksum, Int64(size))
     }
 
     /// Deletes the assets that no record has referred to since the grace period; returns how many.
     /// A deletion that fails does not stop the others; the error then names how many failed.
     @discardableResult
-    func collect(now: Int64 = now()) async throws -> Int {
+    func collect(now: Int64? = nil) async throws -> Int {
+        let now = now ?? clock.milliseconds
         let checksums = try await storage.collectAssets(registeredBefore: now - graceMilliseconds)
         var removed = 0
         var failures: [any Error] = []

@@ -54,22 +54,24 @@ final class PushDevice: Sendable {
         var sessionHash: String?
         var waiter: (connection: UInt64, continuation: CheckedContinuation<Delivery, Never>)?
         var sink: (any PushSink)?
-        var lastSeen: ContinuousClock.Instant = .now
+        var lastSeen: Int64
     }
 
     let tokenHash: String
     let owner: Owner
     let deviceID: String?
     let limit: Int
+    private let clock: ServerClock
     private let state: Mutex<State>
 
     /// A device new to this process: the server cannot vouch for what it missed before.
-    init(tokenHash: String, owner: Owner, deviceID: String?, limit: Int) {
+    init(tokenHash: String, owner: Owner, deviceID: String?, limit: Int, clock: ServerClock) {
+        self.clock = clock
         self.tokenHash = tokenHash
         self.owner = owner
         self.deviceID = deviceID
         self.limit = limit
-        self.state = Mutex(State(missed: true))
+        self.state = Mutex(State(missed: true, lastSeen: clock.milliseconds))
     }
 
     /// Starts a connection, ending any earlier one of this device; a WebSocket connection gives its
@@ -96,7 +98,7 @@ final class PushDevice: Sendable {
         state.withLock { state -> () -> Void in
             guard state.connection == connection else { return {} }
             state.connection = nil
-            state.lastSeen = .now
+            state.lastSeen = clock.milliseconds
             state.sink = nil
             return Self.release(&state)
         }()
@@ -107,7 +109,7 @@ final class PushDevice: Sendable {
         state.withLock { state -> () -> Void in
             guard state.connection != nil, sessionHash == nil || state.sessionHash == sessionHash else { return {} }
             state.connection = nil
-            state.lastSeen = .now
+            state.lastSeen = clock.milliseconds
             return Self.release(&state)
         }()
     }
@@ -133,8 +135,8 @@ final class PushDevice: Sendable {
     }
 
     /// Whether no connection has taken the queue since `instant`.
-    func isAway(since instant: ContinuousClock.Instant) -> Bool {
-        state.withLock { $0.connection == nil && $0.lastSeen < instant }
+    func isAway(since milliseconds: Int64) -> Bool {
+        state.withLock { $0.connection == nil && $0.lastSeen < milliseconds }
     }
 
     /// Queues notifications, each replacing a waiting one with the same key, and hands the queue to

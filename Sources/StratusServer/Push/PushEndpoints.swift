@@ -43,7 +43,7 @@ struct PushEndpoints: Sendable {
         let body = try await request.decodeJSON(CreatePushTokenRequest.self, limit: 64 << 10)
         try check(body.apnsEnvironment, matches: environment)
         let token = Secrets.makeToken()
-        let now = DatabaseEndpoints.now()
+        let now = configuration.clock.milliseconds
         try await storage.createPushToken(
             hash: Secrets.hash(token),
             token: PushTokenInfo(container: container, environment: environment, createdAt: now, usedAt: now))
@@ -74,7 +74,7 @@ struct PushEndpoints: Sendable {
         }
         _ = try await storage.registerPushToken(
             hash: hash, userRecordName: user, deviceID: request.headers[.stratusDeviceID],
-            timestamp: DatabaseEndpoints.now())
+            timestamp: configuration.clock.milliseconds)
         return .json(
             PushTokenResponse(
                 apnsEnvironment: environment, apnsToken: body.apnsToken, webcourierURL: pushURL(request, token: body.apnsToken)))
@@ -119,7 +119,7 @@ struct PushEndpoints: Sendable {
         guard try await accounts.user(forWebAuthToken: webAuthToken, container: info.container) == user else {
             throw StratusError(.authenticationFailed, "the push token is registered to another user")
         }
-        try await storage.markPushTokenUsed(hash: hash, timestamp: DatabaseEndpoints.now())
+        try await storage.markPushTokenUsed(hash: hash, timestamp: configuration.clock.milliseconds)
         return Session(
             tokenHash: hash,
             owner: PushDevice.Owner(container: info.container, environment: info.environment, userRecordName: user),

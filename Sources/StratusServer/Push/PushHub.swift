@@ -202,7 +202,8 @@ final class PushHub: Service {
             if let known = registry.devices[tokenHash], known.owner == owner, known.deviceID == deviceID { return known }
             if let previous = registry.devices[tokenHash] { registry.byOwner[previous.owner]?.remove(tokenHash) }
             let device = PushDevice(
-                tokenHash: tokenHash, owner: owner, deviceID: deviceID, limit: configuration.pushQueueLimit)
+                tokenHash: tokenHash, owner: owner, deviceID: deviceID, limit: configuration.pushQueueLimit,
+                clock: configuration.clock)
             registry.devices[tokenHash] = device
             registry.byOwner[owner, default: []].insert(tokenHash)
             return device
@@ -223,7 +224,7 @@ final class PushHub: Service {
     private func pruneAwayDevices() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(60))
-            let cutoff = ContinuousClock.now - .seconds(configuration.pushRetentionSeconds)
+            let cutoff = configuration.clock.milliseconds - configuration.pushRetentionSeconds * 1000
             registry.withLock { registry in
                 for (hash, device) in registry.devices where device.isAway(since: cutoff) {
                     registry.devices[hash] = nil

@@ -82,7 +82,7 @@ struct SubscriptionEndpoints: Sendable {
                     try await storage.saveSubscription(
                         StoredSubscription(
                             database: locator, subscriber: user, definition: definition,
-                            createdAt: DatabaseEndpoints.now()))
+                            createdAt: configuration.clock.milliseconds))
                     results.append(.success(definition))
                 }
             case .delete:

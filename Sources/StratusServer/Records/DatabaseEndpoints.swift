@@ -30,7 +30,6 @@ struct DatabaseEndpoints: Sendable {
         addAssetRoutes(to: router)
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// A response `{"<key>": [ … ]}` whose items `writeItems` appends.
     func listResponse(
@@ -123,13 +122,13 @@ struct DatabaseEndpoints: Sendable {
                 case .create where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone always exists and cannot be created")
                 case .create:
-                    let (zone, created) = try await storage.createZone(named: name, in: locator, timestamp: Self.now())
+                    let (zone, created) = try await storage.createZone(named: name, in: locator, timestamp: configuration.clock.milliseconds)
                     if created { hub.publish(.zone(locator, name: name, deleted: false, deviceID: target.deviceID)) }
                     try zoneDictionary(zone, in: target).write(to: &writer)
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")
                 case .delete:
-                    if try await storage.deleteZone(named: name, in: locator, timestamp: Self.now()) {
+                    if try await storage.deleteZone(named: name, in: locator, timestamp: configuration.clock.milliseconds) {
                         hub.publish(.zone(locator, name: name, deleted: true, deviceID: target.deviceID))
                         ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
                     } else {
@@ -154,7 +153,7 @@ struct DatabaseEndpoints: Sendable {
             try admitAssets(&writes[index], field: "operations[\(index)].record.fields", container: target.container)
         }
         let context = WriteContext(
-            userRecordName: user, deviceID: target.deviceID, timestamp: Self.now(),
+            userRecordName: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
             enforcesGrants: access.enforcesGrants, limits: limits)
         let outcome = try await storage.modifyRecords(
             writes, zone: zoneName, in: access.locator,

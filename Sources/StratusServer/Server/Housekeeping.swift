@@ -20,7 +20,7 @@ struct Housekeeping: Service, CustomStringConvertible {
                 // Each chore runs whatever happened to the others: a bucket that is down must not keep
                 // tombstones or push tokens forever.
                 await chore("purging tombstones") {
-                    let cutoff = Int64(Date().timeIntervalSince1970 * 1000) - configuration.tombstoneHorizonSeconds * 1000
+                    let cutoff = configuration.clock.milliseconds - configuration.tombstoneHorizonSeconds * 1000
                     let removed = try await storage.purgeTombstones(before: cutoff)
                     if removed > 0 { logger.info("purged tombstones", metadata: ["count": "\(removed)"]) }
                 }
@@ -30,7 +30,7 @@ struct Housekeeping: Service, CustomStringConvertible {
                     }
                 }
                 await chore("deleting unused push tokens") {
-                    let now = Int64(Date().timeIntervalSince1970 * 1000)
+                    let now = configuration.clock.milliseconds
                     let expired = try await storage.purgePushTokens(
                         unusedSince: now - configuration.pushTokenLifetimeSeconds * 1000)
                     if expired > 0 { logger.info("deleted unused push tokens", metadata: ["count": "\(expired)"]) }

@@ -1,4 +1,5 @@
 public import Foundation
+import StratusModel
 import Synchronization
 
 /// The time as the server reads it, in milliseconds since 1970: the system's clock in production,
@@ -13,7 +14,7 @@ public struct ServerClock: Sendable {
     }
 
     /// The system's wall clock.
-    public static let system = ServerClock { Int64(Date().timeIntervalSince1970 * 1000) }
+    public static let system = ServerClock { Timestamp.now.milliseconds }
 
     /// The current time in milliseconds since 1970.
     public var milliseconds: Int64 { read() }

@@ -60,7 +60,9 @@ public enum StratusApplication {
                 directory
             }
         let assets = blobs.map {
-            AssetStore(blobs: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds)
+            AssetStore(
+                blobs: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds,
+                clock: configuration.clock)
         }
         let router = Router(context: StratusRequestContext.self)
         router.add(middleware: ErrorMiddleware())
