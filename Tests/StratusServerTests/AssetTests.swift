@@ -51,93 +51,93 @@ struct AssetTests {
 
     @Test("a several-MB asset round-trips byte for byte, with ranges, and only to its owner")
     func roundTrip() async throws {
-        let server = try await TestServer.start()
-        defer { Task { try? await server.stopAndRemove() } }
-        let (alice, _) = try await server.signUp("alice")
-        let (bob, _) = try await server.signUp("bob")
-        let bytes = Self.randomBytes(5 << 20 + 123)
-        let uploaded = try await Self.upload(server, bytes, user: alice)
-        let singleFile = try #require(uploaded.body["singleFile"] as? [String: Any], "\(uploaded.text)")
-        #expect(singleFile["size"] as? Int == bytes.count && singleFile["receipt"] is String)
+        try await withServer { server async throws in
+            let (alice, _) = try await server.signUp("alice")
+            let (bob, _) = try await server.signUp("bob")
+            let bytes = Self.randomBytes(5 << 20 + 123)
+            let uploaded = try await Self.upload(server, bytes, user: alice)
+            let singleFile = try #require(uploaded.body["singleFile"] as? [String: Any], "\(uploaded.text)")
+            #expect(singleFile["size"] as? Int == bytes.count && singleFile["receipt"] is String)
 
-        let saved = try await server.modify(
-            [operation("create", "doc", fields: ["text": ["value": singleFile, "type": "ASSETID"], "title": ["value": "t"]])],
-            user: alice)
-        #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.text)")
-        let lookup = try await server.database("private", "records/lookup", ["records": [["recordName": "doc"]]], user: alice)
-        let asset = try #require(
-            ((lookup.records.first?["fields"] as? [String: Any])?["text"] as? [String: Any])?["value"] as? [String: Any])
-        let url = try #require(asset["downloadURL"] as? String, "\(lookup.text)")
-        #expect(asset["receipt"] == nil && asset["fileChecksum"] as? String == singleFile["fileChecksum"] as? String)
+            let saved = try await server.modify(
+                [operation("create", "doc", fields: ["text": ["value": singleFile, "type": "ASSETID"], "title": ["value": "t"]])],
+                user: alice)
+            #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.text)")
+            let lookup = try await server.database("private", "records/lookup", ["records": [["recordName": "doc"]]], user: alice)
+            let asset = try #require(
+                ((lookup.records.first?["fields"] as? [String: Any])?["text"] as? [String: Any])?["value"] as? [String: Any])
+            let url = try #require(asset["downloadURL"] as? String, "\(lookup.text)")
+            #expect(asset["receipt"] == nil && asset["fileChecksum"] as? String == singleFile["fileChecksum"] as? String)
 
-        let whole = try await Self.download(server, url, user: alice)
-        #expect(whole.status == 200 && whole.bytes == bytes)
-        let part = try await Self.download(server, url, user: alice, range: "bytes=1000-1999")
-        #expect(part.status == 206 && part.bytes == Array(bytes[1000...1999]))
-        #expect(part.headers["Content-Range"].first == "bytes 1000-1999/\(bytes.count)")
-        let tail = try await Self.download(server, url, user: alice, range: "bytes=-10")
-        #expect(tail.status == 206 && tail.bytes == Array(bytes.suffix(10)))
-        let outside = try await Self.download(server, url, user: alice, range: "bytes=\(bytes.count)-")
-        #expect(outside.status == 416)
+            let whole = try await Self.download(server, url, user: alice)
+            #expect(whole.status == 200 && whole.bytes == bytes)
+            let part = try await Self.download(server, url, user: alice, range: "bytes=1000-1999")
+            #expect(part.status == 206 && part.bytes == Array(bytes[1000...1999]))
+            #expect(part.headers["Content-Range"].first == "bytes 1000-1999/\(bytes.count)")
+            let tail = try await Self.download(server, url, user: alice, range: "bytes=-10")
+            #expect(tail.status == 206 && tail.bytes == Array(bytes.suffix(10)))
+            let outside = try await Self.download(server, url, user: alice, range: "bytes=\(bytes.count)-")
+            #expect(outside.status == 416)
 
-        let stolen = try await Self.download(server, url, user: bob)
-        #expect(stolen.status == 404, "another user's private asset is not served")
+            let stolen = try await Self.download(server, url, user: bob)
+            #expect(stolen.status == 404, "another user's private asset is not served")
 
-        // Query and change feed results carry the URL too.
-        let query = try await server.database(
-            "private", "records/query", ["query": ["recordType": "Note"]], user: alice)
-        #expect(query.text.contains("downloadURL"))
-        let tooBig = try await TestServer.start(configuration: ServerConfiguration(
-            port: 0, limits: Limits(maxAssetSizeBytes: 1000), passwordHashCost: 4))
-        defer { Task { try? await tooBig.stopAndRemove() } }
-        let (carol, _) = try await tooBig.signUp("carol")
-        let refused = try await Self.upload(tooBig, Self.randomBytes(5000), user: carol)
-        #expect(refused.status == 413 && refused.code == "LIMIT_EXCEEDED", "\(refused.text)")
-        #expect(Self.assetFiles(tooBig).isEmpty)
+            // Query and change feed results carry the URL too.
+            let query = try await server.database(
+                "private", "records/query", ["query": ["recordType": "Note"]], user: alice)
+            #expect(query.text.contains("downloadURL"))
+            let tooBig = try await TestServer.start(configuration: ServerConfiguration(
+                port: 0, limits: Limits(maxAssetSizeBytes: 1000), passwordHashCost: 4))
+            defer { Task { try? await tooBig.stopAndRemove() } }
+            let (carol, _) = try await tooBig.signUp("carol")
+            let refused = try await Self.upload(tooBig, Self.randomBytes(5000), user: carol)
+            #expect(refused.status == 413 && refused.code == "LIMIT_EXCEEDED", "\(refused.text)")
+            #expect(Self.assetFiles(tooBig).isEmpty)
+        }
     }
 
     @Test("equal content is stored once and deleted after its last record goes")
     func dedupAndCollection() async throws {
-        let server = try await TestServer.start()
-        defer { Task { try? await server.stopAndRemove() } }
-        let (alice, _) = try await server.signUp("alice")
-        let (bob, _) = try await server.signUp("bob")
-        let bytes = Self.randomBytes(300_000)
-        let first = try #require(try await Self.upload(server, bytes, user: alice).body["singleFile"] as? [String: Any])
-        let second = try #require(try await Self.upload(server, bytes, user: bob).body["singleFile"] as? [String: Any])
-        #expect(first["fileChecksum"] as? String == second["fileChecksum"] as? String)
-        #expect(Self.assetFiles(server).count == 1)
+        try await withServer { server async throws in
+            let (alice, _) = try await server.signUp("alice")
+            let (bob, _) = try await server.signUp("bob")
+            let bytes = Self.randomBytes(300_000)
+            let first = try #require(try await Self.upload(server, bytes, user: alice).body["singleFile"] as? [String: Any])
+            let second = try #require(try await Self.upload(server, bytes, user: bob).body["singleFile"] as? [String: Any])
+            #expect(first["fileChecksum"] as? String == second["fileChecksum"] as? String)
+            #expect(Self.assetFiles(server).count == 1)
 
-        _ = try await server.modify([operation("create", "a1", fields: ["text": ["value": first, "type": "ASSETID"]])], user: alice)
-        _ = try await server.modify([operation("create", "b1", fields: ["text": ["value": second, "type": "ASSETID"]])], user: bob)
-        let orphan = try #require(try await Self.upload(server, Self.randomBytes(1000), user: alice).body["singleFile"]
-            as? [String: Any])
+            _ = try await server.modify([operation("create", "a1", fields: ["text": ["value": first, "type": "ASSETID"]])], user: alice)
+            _ = try await server.modify([operation("create", "b1", fields: ["text": ["value": second, "type": "ASSETID"]])], user: bob)
+            let orphan = try #require(try await Self.upload(server, Self.randomBytes(1000), user: alice).body["singleFile"]
+                as? [String: Any])
 
-        // Without the receipt, a record cannot claim an asset it does not hold.
-        let claim = try await server.modify(
-            [operation("create", "c1", fields: ["text": ["value": ["fileChecksum": first["fileChecksum"]!, "size": 300_000],
-                                                        "type": "ASSETID"]])], user: bob)
-        #expect(claim.records.first?["serverErrorCode"] as? String == "BAD_REQUEST", "\(claim.text)")
+            // Without the receipt, a record cannot claim an asset it does not hold.
+            let claim = try await server.modify(
+                [operation("create", "c1", fields: ["text": ["value": ["fileChecksum": first["fileChecksum"]!, "size": 300_000],
+                                                            "type": "ASSETID"]])], user: bob)
+            #expect(claim.records.first?["serverErrorCode"] as? String == "BAD_REQUEST", "\(claim.text)")
 
-        // rereference gives a receipt for an asset a readable record holds.
-        let renewed = try await server.database(
-            "private", "assets/rereference", ["assets": [["recordName": "a1", "fieldName": "text"]]], user: alice)
-        let field = try #require((renewed.body["assets"] as? [[String: Any]])?.first?["value"] as? [String: Any], "\(renewed.text)")
-        let copy = try await server.modify([operation("create", "a2", fields: ["text": field])], user: alice)
-        #expect(copy.records.first?["serverErrorCode"] == nil, "\(copy.text)")
+            // rereference gives a receipt for an asset a readable record holds.
+            let renewed = try await server.database(
+                "private", "assets/rereference", ["assets": [["recordName": "a1", "fieldName": "text"]]], user: alice)
+            let field = try #require((renewed.body["assets"] as? [[String: Any]])?.first?["value"] as? [String: Any], "\(renewed.text)")
+            let copy = try await server.modify([operation("create", "a2", fields: ["text": field])], user: alice)
+            #expect(copy.records.first?["serverErrorCode"] == nil, "\(copy.text)")
 
-        let store = AssetStore(
-            blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
-            storage: server.storage, tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
-        let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
-        #expect(try await store.collect(now: later) == 1, "only the asset nobody saved goes")
-        #expect(!Self.assetFiles(server).contains { $0.hasSuffix(orphan["fileChecksum"] as! String) })
-        for (name, user) in [("a1", alice), ("a2", alice)] {
-            _ = try await server.modify([operation("forceDelete", name)], user: user)
+            let store = AssetStore(
+                blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
+                storage: server.storage, tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
+            let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+            #expect(try await store.collect(now: later) == 1, "only the asset nobody saved goes")
+            #expect(!Self.assetFiles(server).contains { $0.hasSuffix(orphan["fileChecksum"] as! String) })
+            for (name, user) in [("a1", alice), ("a2", alice)] {
+                _ = try await server.modify([operation("forceDelete", name)], user: user)
+            }
+            #expect(try await store.collect(now: later) == 0, "bob's record still holds the content")
+            _ = try await server.modify([operation("forceDelete", "b1")], user: bob)
+            #expect(try await store.collect(now: later) == 1)
+            #expect(Self.assetFiles(server).isEmpty)
         }
-        #expect(try await store.collect(now: later) == 0, "bob's record still holds the content")
-        _ = try await server.modify([operation("forceDelete", "b1")], user: bob)
-        #expect(try await store.collect(now: later) == 1)
-        #expect(Self.assetFiles(server).isEmpty)
     }
 }

@@ -10,108 +10,108 @@ import Testing
 struct ChangeFeedTests {
     @Test("records/changes pages with moreComing across more than 1,000 changes")
     func paging() async throws {
-        let server = try await TestServer.start()
-        let alice = try await server.signUp("alice").token
-        try await server.createZone("Z", user: alice)
-        for batch in 0..<6 {
-            let reply = try await server.modify(
-                (0..<200).map { operation("create", "r\(batch * 200 + $0)", fields: ["n": ["value": batch * 200 + $0]]) },
-                zone: "Z", user: alice)
-            #expect(reply.records.allSatisfy { $0["serverErrorCode"] == nil })
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            for batch in 0..<6 {
+                let reply = try await server.modify(
+                    (0..<200).map { operation("create", "r\(batch * 200 + $0)", fields: ["n": ["value": batch * 200 + $0]]) },
+                    zone: "Z", user: alice)
+                #expect(reply.records.allSatisfy { $0["serverErrorCode"] == nil })
+            }
+            let feed = try await server.readFeed(zone: "Z", user: alice, limit: 150)
+            #expect(feed.pages == 8)
+            #expect(feed.records.compactMap { $0["recordName"] as? String } == (0..<1200).map { "r\($0)" })
+
+            _ = try await server.modify([operation("forceDelete", "r5", recordType: nil)], zone: "Z", user: alice)
+            _ = try await server.modify([operation("forceUpdate", "r9", recordType: nil, fields: ["n": ["value": -1]])], zone: "Z", user: alice)
+            let delta = try await server.readFeed(zone: "Z", user: alice, token: feed.token)
+            #expect(delta.records.compactMap { $0["recordName"] as? String } == ["r5", "r9"])
+            #expect(delta.records[0]["deleted"] as? Bool == true && delta.records[0]["fields"] == nil)
+            #expect(delta.records[1]["deleted"] == nil)
+
+            let multi = try await server.database(
+                "private", "changes/zone",
+                ["zones": [["zoneID": ["zoneName": "Z"], "syncToken": feed.token], ["zoneID": ["zoneName": "missing"]]],
+                 "resultsLimit": 1], user: alice)
+            #expect(multi.zones.count == 2)
+            #expect((multi.zones[0]["records"] as? [Any])?.count == 1 && multi.zones[0]["moreComing"] as? Bool == true)
+            #expect(multi.zones[1]["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
         }
-        let feed = try await server.readFeed(zone: "Z", user: alice, limit: 150)
-        #expect(feed.pages == 8)
-        #expect(feed.records.compactMap { $0["recordName"] as? String } == (0..<1200).map { "r\($0)" })
-
-        _ = try await server.modify([operation("forceDelete", "r5", recordType: nil)], zone: "Z", user: alice)
-        _ = try await server.modify([operation("forceUpdate", "r9", recordType: nil, fields: ["n": ["value": -1]])], zone: "Z", user: alice)
-        let delta = try await server.readFeed(zone: "Z", user: alice, token: feed.token)
-        #expect(delta.records.compactMap { $0["recordName"] as? String } == ["r5", "r9"])
-        #expect(delta.records[0]["deleted"] as? Bool == true && delta.records[0]["fields"] == nil)
-        #expect(delta.records[1]["deleted"] == nil)
-
-        let multi = try await server.database(
-            "private", "changes/zone",
-            ["zones": [["zoneID": ["zoneName": "Z"], "syncToken": feed.token], ["zoneID": ["zoneName": "missing"]]],
-             "resultsLimit": 1], user: alice)
-        #expect(multi.zones.count == 2)
-        #expect((multi.zones[0]["records"] as? [Any])?.count == 1 && multi.zones[0]["moreComing"] as? Bool == true)
-        #expect(multi.zones[1]["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
-        try await server.stopAndRemove()
     }
 
     @Test("16 concurrent writers × 200 writes into one zone: nothing lost, each change once in the feed")
     func concurrentWriters() async throws {
-        let server = try await TestServer.start()
-        let alice = try await server.signUp("alice").token
-        try await server.createZone("Z", user: alice)
-        let writers = 16
-        let writes = 200
-        let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
-            for writer in 0..<writers {
-                group.addTask {
-                    var names: [String] = []
-                    for index in 0..<writes {
-                        let name = "w\(writer)-\(index)"
-                        let reply = try await server.modify([operation("create", name)], zone: "Z", user: alice)
-                        if reply.status == 200, reply.records.first?["serverErrorCode"] == nil { names.append(name) }
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            let writers = 16
+            let writes = 200
+            let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        var names: [String] = []
+                        for index in 0..<writes {
+                            let name = "w\(writer)-\(index)"
+                            let reply = try await server.modify([operation("create", name)], zone: "Z", user: alice)
+                            if reply.status == 200, reply.records.first?["serverErrorCode"] == nil { names.append(name) }
+                        }
+                        return names
                     }
-                    return names
                 }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
             }
-            return try await group.reduce(into: [String]()) { $0 += $1 }
+            #expect(acknowledged.count == writers * writes)
+            let feed = try await server.readFeed(zone: "Z", user: alice)
+            let names = feed.records.compactMap { $0["recordName"] as? String }
+            #expect(names.count == writers * writes)
+            #expect(Set(names) == Set(acknowledged), "every acknowledged write is in the feed, exactly once")
         }
-        #expect(acknowledged.count == writers * writes)
-        let feed = try await server.readFeed(zone: "Z", user: alice)
-        let names = feed.records.compactMap { $0["recordName"] as? String }
-        #expect(names.count == writers * writes)
-        #expect(Set(names) == Set(acknowledged), "every acknowledged write is in the feed, exactly once")
-        try await server.stopAndRemove()
     }
 
     @Test("sync tokens: integrity-checked, not interchangeable, expire with the tombstone horizon")
     func tokens() async throws {
-        let server = try await TestServer.start()
-        let alice = try await server.signUp("alice").token
-        try await server.createZone("Z", user: alice)
-        _ = try await server.modify([operation("create", "a"), operation("create", "b")], zone: "Z", user: alice)
-        let first = try await server.readFeed(zone: "Z", user: alice)
-        _ = try await server.modify([operation("forceDelete", "a", recordType: nil)], zone: "Z", user: alice)
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify([operation("create", "a"), operation("create", "b")], zone: "Z", user: alice)
+            let first = try await server.readFeed(zone: "Z", user: alice)
+            _ = try await server.modify([operation("forceDelete", "a", recordType: nil)], zone: "Z", user: alice)
 
-        var tampered = Array(try #require(Data(base64Encoded: first.token)))
-        tampered[17] ^= 1
-        let bad = try await server.database(
-            "private", "records/changes",
-            ["zoneID": ["zoneName": "Z"], "syncToken": Data(tampered).base64EncodedString()], user: alice)
-        #expect(bad.status == 400 && bad.reason.contains("syncToken"))
-        let garbage = try await server.database(
-            "private", "records/changes", ["zoneID": ["zoneName": "Z"], "syncToken": "not a token"], user: alice)
-        #expect(garbage.status == 400)
-        let wrongKind = try await server.database("private", "changes/database", ["syncToken": first.token], user: alice)
-        #expect(wrongKind.status == 400 && wrongKind.reason.contains("another feed"))
+            var tampered = Array(try #require(Data(base64Encoded: first.token)))
+            tampered[17] ^= 1
+            let bad = try await server.database(
+                "private", "records/changes",
+                ["zoneID": ["zoneName": "Z"], "syncToken": Data(tampered).base64EncodedString()], user: alice)
+            #expect(bad.status == 400 && bad.reason.contains("syncToken"))
+            let garbage = try await server.database(
+                "private", "records/changes", ["zoneID": ["zoneName": "Z"], "syncToken": "not a token"], user: alice)
+            #expect(garbage.status == 400)
+            let wrongKind = try await server.database("private", "changes/database", ["syncToken": first.token], user: alice)
+            #expect(wrongKind.status == 400 && wrongKind.reason.contains("another feed"))
 
-        let cutoff = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
-        #expect(try await server.storage.purgeTombstones(before: cutoff) == 1)
-        let expired = try await server.database(
-            "private", "records/changes", ["zoneID": ["zoneName": "Z"], "syncToken": first.token], user: alice)
-        #expect(expired.status == 410 && expired.code == "CHANGE_TOKEN_EXPIRED", "\(expired.text)")
-        let restart = try await server.readFeed(zone: "Z", user: alice)
-        #expect(restart.records.compactMap { $0["recordName"] as? String } == ["b"])
-        try await server.stopAndRemove()
+            let cutoff = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+            #expect(try await server.storage.purgeTombstones(before: cutoff) == 1)
+            let expired = try await server.database(
+                "private", "records/changes", ["zoneID": ["zoneName": "Z"], "syncToken": first.token], user: alice)
+            #expect(expired.status == 410 && expired.code == "CHANGE_TOKEN_EXPIRED", "\(expired.text)")
+            let restart = try await server.readFeed(zone: "Z", user: alice)
+            #expect(restart.records.compactMap { $0["recordName"] as? String } == ["b"])
+        }
     }
 
     @Test("change feeds cover custom zones of the private and shared databases only")
     func feedScopes() async throws {
-        let server = try await TestServer.start()
-        let alice = try await server.signUp("alice").token
-        let defaultZone = try await server.database("private", "records/changes", ["zoneID": ["zoneName": "_defaultZone"]], user: alice)
-        #expect(defaultZone.status == 400 && defaultZone.reason.contains("default zone"))
-        let noZone = try await server.database("private", "records/changes", [String: Any](), user: alice)
-        #expect(noZone.status == 400 && noZone.reason.contains("zoneID is required"))
-        let publicFeed = try await server.database("public", "changes/database", [String: Any](), user: alice)
-        #expect(publicFeed.status == 400)
-        let missing = try await server.database("private", "records/changes", ["zoneID": ["zoneName": "nope"]], user: alice)
-        #expect(missing.status == 404 && missing.code == "ZONE_NOT_FOUND")
-        try await server.stopAndRemove()
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            let defaultZone = try await server.database("private", "records/changes", ["zoneID": ["zoneName": "_defaultZone"]], user: alice)
+            #expect(defaultZone.status == 400 && defaultZone.reason.contains("default zone"))
+            let noZone = try await server.database("private", "records/changes", [String: Any](), user: alice)
+            #expect(noZone.status == 400 && noZone.reason.contains("zoneID is required"))
+            let publicFeed = try await server.database("public", "changes/database", [String: Any](), user: alice)
+            #expect(publicFeed.status == 400)
+            let missing = try await server.database("private", "records/changes", ["zoneID": ["zoneName": "nope"]], user: alice)
+            #expect(missing.status == 404 && missing.code == "ZONE_NOT_FOUND")
+        }
     }
 }

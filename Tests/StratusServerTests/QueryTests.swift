@@ -141,41 +141,41 @@ struct QueryTests {
 
     @Test("paging with continuationMarker visits every record once, in every plan")
     func paging() async throws {
-        let server = try await TestServer.start()
-        defer { Task { try? await server.stopAndRemove() } }
-        let (user, _) = try await server.signUp("pat")
-        try await server.createZone("Q", user: user)
-        let count = 120
-        let reply = try await server.modify(
-            (0..<count).map { index in
-                operation("create", String(format: "r%03d", index), recordType: "Row",
-                          fields: ["rank": ["value": index], "group": ["value": index % 3], "label": ["value": "row \(index)"]])
-            }, zone: "Q", user: user)
-        try #require(reply.status == 200)
+        try await withServer { server async throws in
+            let (user, _) = try await server.signUp("pat")
+            try await server.createZone("Q", user: user)
+            let count = 120
+            let reply = try await server.modify(
+                (0..<count).map { index in
+                    operation("create", String(format: "r%03d", index), recordType: "Row",
+                              fields: ["rank": ["value": index], "group": ["value": index % 3], "label": ["value": "row \(index)"]])
+                }, zone: "Q", user: user)
+            try #require(reply.status == 200)
 
-        let ranked = try await Self.run(server, user: user, recordType: "Row", sorts: [["fieldName": "rank"]], limit: 25)
-        #expect(ranked.names == (0..<count).map { String(format: "r%03d", $0) } && ranked.pages == 5)
-        let reversed = try await Self.run(
-            server, user: user, recordType: "Row", sorts: [["fieldName": "rank", "ascending": false]], limit: 50)
-        #expect(reversed.names == (0..<count).reversed().map { String(format: "r%03d", $0) })
-        let group = try await Self.run(
-            server, user: user, recordType: "Row", filters: [Self.filter("EQUALS", "group", 1)], limit: 7)
-        #expect(group.names.count == 40 && Set(group.names).count == 40)
-        let twoKeys = try await Self.run(
-            server, user: user, recordType: "Row",
-            sorts: [["fieldName": "group"], ["fieldName": "rank", "ascending": false]], limit: 11)
-        let expected = (0..<count).sorted { ($0 % 3, -$0) < ($1 % 3, -$1) }.map { String(format: "r%03d", $0) }
-        #expect(twoKeys.names == expected)
-        let all = try await Self.run(server, user: user, recordType: "Row", limit: 33)
-        #expect(all.names.count == count && Set(all.names).count == count && all.pages == 4)
-        let zoneWide = try await Self.run(server, user: user, recordType: "Row", limit: 100, zone: nil)
-        #expect(zoneWide.names.isEmpty, "without zoneWide, the default zone is queried")
-        var body: [String: Any] = ["query": ["recordType": "Row"], "zoneWide": true, "resultsLimit": 200]
-        #expect(try await server.database("private", "records/query", body, user: user).records.count == count)
+            let ranked = try await Self.run(server, user: user, recordType: "Row", sorts: [["fieldName": "rank"]], limit: 25)
+            #expect(ranked.names == (0..<count).map { String(format: "r%03d", $0) } && ranked.pages == 5)
+            let reversed = try await Self.run(
+                server, user: user, recordType: "Row", sorts: [["fieldName": "rank", "ascending": false]], limit: 50)
+            #expect(reversed.names == (0..<count).reversed().map { String(format: "r%03d", $0) })
+            let group = try await Self.run(
+                server, user: user, recordType: "Row", filters: [Self.filter("EQUALS", "group", 1)], limit: 7)
+            #expect(group.names.count == 40 && Set(group.names).count == 40)
+            let twoKeys = try await Self.run(
+                server, user: user, recordType: "Row",
+                sorts: [["fieldName": "group"], ["fieldName": "rank", "ascending": false]], limit: 11)
+            let expected = (0..<count).sorted { ($0 % 3, -$0) < ($1 % 3, -$1) }.map { String(format: "r%03d", $0) }
+            #expect(twoKeys.names == expected)
+            let all = try await Self.run(server, user: user, recordType: "Row", limit: 33)
+            #expect(all.names.count == count && Set(all.names).count == count && all.pages == 4)
+            let zoneWide = try await Self.run(server, user: user, recordType: "Row", limit: 100, zone: nil)
+            #expect(zoneWide.names.isEmpty, "without zoneWide, the default zone is queried")
+            var body: [String: Any] = ["query": ["recordType": "Row"], "zoneWide": true, "resultsLimit": 200]
+            #expect(try await server.database("private", "records/query", body, user: user).records.count == count)
 
-        body = ["zoneID": ["zoneName": "Q"], "query": ["recordType": "Row"], "continuationMarker": "bm90IGEgbWFya2Vy"]
-        let forged = try await server.database("private", "records/query", body, user: user)
-        #expect(forged.status == 400 && forged.reason.contains("continuationMarker"))
+            body = ["zoneID": ["zoneName": "Q"], "query": ["recordType": "Row"], "continuationMarker": "bm90IGEgbWFya2Vy"]
+            let forged = try await server.database("private", "records/query", body, user: user)
+            #expect(forged.status == 400 && forged.reason.contains("continuationMarker"))
+        }
     }
 
     @Test("bad queries answer 400 naming the part and the rule")

@@ -9,95 +9,95 @@ import Testing
 struct ValidationTests {
     @Test("malformed JSON, wrong field types, unknown operation types, bad names")
     func malformedRequests() async throws {
-        let server = try await TestServer.start()
-        let alice = try await server.signUp("alice").token
-        let path = "/database/1/\(server.container)/development/private/records/modify"
-        let query = ["ckAPIToken": server.apiToken, "ckWebAuthToken": alice]
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            let path = "/database/1/\(server.container)/development/private/records/modify"
+            let query = ["ckAPIToken": server.apiToken, "ckWebAuthToken": alice]
 
-        let cases: [(body: String, status: Int, reasonContains: String)] = [
-            (#"{"operations": [ "#, 400, "not valid JSON"),
-            ("", 400, "empty"),
-            (#"{"operations": []}"#, 400, "operations must not be empty"),
-            (#"{"zoneID": {}}"#, 400, "operations is required"),
-            (#"{"operations": [{"operationType": "upsert", "record": {"recordName": "a"}}]}"#, 400,
-             "operations[0].operationType: 'upsert' is not one of create"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"n": {"value": "x", "type": "INT64"}}}}]}"#,
-             400, "operations[0].record.fields.n.value: must be a whole number"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"n": {"value": 1, "type": "FLOAT"}}}}]}"#,
-             400, "unknown field type FLOAT"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"l": {"value": {"latitude": 91, "longitude": 0}, "type": "LOCATION"}}}}]}"#,
-             400, "latitude must be between -90 and 90"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"b": {"value": "***", "type": "BYTES"}}}}]}"#,
-             400, "base64"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"x": {"value": [1, "a"]}}}}]}"#,
-             400, "list elements must all have one type"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a"}}]}"#, 400,
-             "operations[0].record.recordType is required for create"),
-            (#"{"operations": [{"operationType": "update", "record": {"recordName": "a"}}]}"#, 400,
-             "operations[0].record.recordChangeTag is required for update"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T"}}, {"operationType": "delete", "record": {"recordName": "a", "recordChangeTag": "x"}}]}"#,
-             400, "appears in more than one operation"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "caf\u00e9", "recordType": "T"}}]}"#, 400,
-             "recordName must be printable ASCII"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "1Bad"}}]}"#, 400,
-             "recordType '1Bad' must start with a letter"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"bad-name": {"value": 1}}}}]}"#,
-             400, "field name 'bad-name'"),
-            (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T"}}], "atomic": "yes"}"#,
-             400, "atomic must be true or false"),
-            (#"{"zoneID": {"zoneName": "Other"}, "operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "zoneID": {"zoneName": "Else"}}}]}"#,
-             400, "differs from the request's zone"),
-        ]
-        for (body, status, reason) in cases {
-            let reply = try await server.request(.POST, path, rawBody: body, query: query)
-            #expect(reply.status == status, "\(body) → \(reply.text)")
-            #expect(reply.code == "BAD_REQUEST", "\(body) → \(reply.text)")
-            #expect(reply.reason.contains(reason), "\(body) → \(reply.reason)")
-            #expect(reply.body["uuid"] is String)
+            let cases: [(body: String, status: Int, reasonContains: String)] = [
+                (#"{"operations": [ "#, 400, "not valid JSON"),
+                ("", 400, "empty"),
+                (#"{"operations": []}"#, 400, "operations must not be empty"),
+                (#"{"zoneID": {}}"#, 400, "operations is required"),
+                (#"{"operations": [{"operationType": "upsert", "record": {"recordName": "a"}}]}"#, 400,
+                 "operations[0].operationType: 'upsert' is not one of create"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"n": {"value": "x", "type": "INT64"}}}}]}"#,
+                 400, "operations[0].record.fields.n.value: must be a whole number"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"n": {"value": 1, "type": "FLOAT"}}}}]}"#,
+                 400, "unknown field type FLOAT"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"l": {"value": {"latitude": 91, "longitude": 0}, "type": "LOCATION"}}}}]}"#,
+                 400, "latitude must be between -90 and 90"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"b": {"value": "***", "type": "BYTES"}}}}]}"#,
+                 400, "base64"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"x": {"value": [1, "a"]}}}}]}"#,
+                 400, "list elements must all have one type"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a"}}]}"#, 400,
+                 "operations[0].record.recordType is required for create"),
+                (#"{"operations": [{"operationType": "update", "record": {"recordName": "a"}}]}"#, 400,
+                 "operations[0].record.recordChangeTag is required for update"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T"}}, {"operationType": "delete", "record": {"recordName": "a", "recordChangeTag": "x"}}]}"#,
+                 400, "appears in more than one operation"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "caf\u00e9", "recordType": "T"}}]}"#, 400,
+                 "recordName must be printable ASCII"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "1Bad"}}]}"#, 400,
+                 "recordType '1Bad' must start with a letter"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"bad-name": {"value": 1}}}}]}"#,
+                 400, "field name 'bad-name'"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T"}}], "atomic": "yes"}"#,
+                 400, "atomic must be true or false"),
+                (#"{"zoneID": {"zoneName": "Other"}, "operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "zoneID": {"zoneName": "Else"}}}]}"#,
+                 400, "differs from the request's zone"),
+            ]
+            for (body, status, reason) in cases {
+                let reply = try await server.request(.POST, path, rawBody: body, query: query)
+                #expect(reply.status == status, "\(body) → \(reply.text)")
+                #expect(reply.code == "BAD_REQUEST", "\(body) → \(reply.text)")
+                #expect(reply.reason.contains(reason), "\(body) → \(reply.reason)")
+                #expect(reply.body["uuid"] is String)
+            }
+            let longName = String(repeating: "n", count: 256)
+            let tooLong = try await server.modify([operation("create", longName)], user: alice)
+            #expect(tooLong.status == 400 && tooLong.reason.contains("256 characters; the limit is 255"))
+            let tooMany = try await server.modify((0...200).map { operation("create", "r\($0)") }, user: alice)
+            #expect(tooMany.status == 400 && tooMany.reason.contains("operations has 201 items; the limit is 200"))
+
+            let unknownEndpoint = try await server.database("private", "records/upsert", [String: Any](), user: alice)
+            #expect(unknownEndpoint.status == 404 && unknownEndpoint.code == "NOT_FOUND")
+
+            let feed = try await server.database("private", "zones/list", user: alice)
+            #expect(feed.zones.count == 1)
+            let lookup = try await server.database("private", "records/lookup", ["records": [["recordName": "a"]]], user: alice)
+            #expect(lookup.records.first?["serverErrorCode"] as? String == "NOT_FOUND", "no rejected request wrote anything")
         }
-        let longName = String(repeating: "n", count: 256)
-        let tooLong = try await server.modify([operation("create", longName)], user: alice)
-        #expect(tooLong.status == 400 && tooLong.reason.contains("256 characters; the limit is 255"))
-        let tooMany = try await server.modify((0...200).map { operation("create", "r\($0)") }, user: alice)
-        #expect(tooMany.status == 400 && tooMany.reason.contains("operations has 201 items; the limit is 200"))
-
-        let unknownEndpoint = try await server.database("private", "records/upsert", [String: Any](), user: alice)
-        #expect(unknownEndpoint.status == 404 && unknownEndpoint.code == "NOT_FOUND")
-
-        let feed = try await server.database("private", "zones/list", user: alice)
-        #expect(feed.zones.count == 1)
-        let lookup = try await server.database("private", "records/lookup", ["records": [["recordName": "a"]]], user: alice)
-        #expect(lookup.records.first?["serverErrorCode"] as? String == "NOT_FOUND", "no rejected request wrote anything")
-        try await server.stopAndRemove()
     }
 
     @Test("oversize records and request bodies")
     func oversize() async throws {
         let limits = Limits(maxRecordSizeBytes: 10_000, maxFieldsPerRecord: 4, maxRequestBodyBytes: 100_000)
-        let server = try await TestServer.start(configuration: .init(port: 0, limits: limits, passwordHashCost: 4))
-        let alice = try await server.signUp("alice").token
-        try await server.createZone("Z", user: alice)
-        let big = String(repeating: "x", count: 20_000)
-        let reply = try await server.modify(
-            [operation("create", "big", fields: ["text": ["value": big]]), operation("create", "small")], zone: "Z", user: alice)
-        #expect(reply.records.map { $0["serverErrorCode"] as? String } == ["BAD_REQUEST", "ATOMIC_ERROR"])
-        let reason = try #require(reply.records.first?["reason"] as? String)
-        #expect(reason.contains("'big'") && reason.contains("the limit is 10000 bytes"), "\(reason)")
+        try await withServer(.init(port: 0, limits: limits, passwordHashCost: 4)) { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            let big = String(repeating: "x", count: 20_000)
+            let reply = try await server.modify(
+                [operation("create", "big", fields: ["text": ["value": big]]), operation("create", "small")], zone: "Z", user: alice)
+            #expect(reply.records.map { $0["serverErrorCode"] as? String } == ["BAD_REQUEST", "ATOMIC_ERROR"])
+            let reason = try #require(reply.records.first?["reason"] as? String)
+            #expect(reason.contains("'big'") && reason.contains("the limit is 10000 bytes"), "\(reason)")
 
-        let fields = Dictionary(uniqueKeysWithValues: (0..<5).map { ("f\($0)", ["value": $0] as [String: Any]) })
-        let wide = try await server.modify([operation("create", "wide", fields: fields)], zone: "Z", user: alice)
-        #expect(wide.status == 400 && wide.reason.contains("5 fields; the limit is 4"))
+            let fields = Dictionary(uniqueKeysWithValues: (0..<5).map { ("f\($0)", ["value": $0] as [String: Any]) })
+            let wide = try await server.modify([operation("create", "wide", fields: fields)], zone: "Z", user: alice)
+            #expect(wide.status == 400 && wide.reason.contains("5 fields; the limit is 4"))
 
-        let huge = try await server.modify(
-            (0..<20).map { operation("create", "h\($0)", fields: ["text": ["value": String(repeating: "y", count: 9_000)]]) },
-            zone: "Z", user: alice)
-        #expect(huge.status == 413 && huge.code == "LIMIT_EXCEEDED", "\(huge.status) \(huge.text)")
-        let capabilities = try await server.request(
-            .GET, "/database/1/\(server.container)/development/capabilities", query: ["ckAPIToken": server.apiToken])
-        let advertised = try #require(capabilities.body["limits"] as? [String: Any])
-        #expect(advertised["maxRecordSizeBytes"] as? Int == 10_000)
-        #expect(advertised["maxOperationsPerRequest"] as? Int == 200)
-        #expect(try await server.readFeed(zone: "Z", user: alice).records.isEmpty)
-        try await server.stopAndRemove()
+            let huge = try await server.modify(
+                (0..<20).map { operation("create", "h\($0)", fields: ["text": ["value": String(repeating: "y", count: 9_000)]]) },
+                zone: "Z", user: alice)
+            #expect(huge.status == 413 && huge.code == "LIMIT_EXCEEDED", "\(huge.status) \(huge.text)")
+            let capabilities = try await server.request(
+                .GET, "/database/1/\(server.container)/development/capabilities", query: ["ckAPIToken": server.apiToken])
+            let advertised = try #require(capabilities.body["limits"] as? [String: Any])
+            #expect(advertised["maxRecordSizeBytes"] as? Int == 10_000)
+            #expect(advertised["maxOperationsPerRequest"] as? Int == 200)
+            #expect(try await server.readFeed(zone: "Z", user: alice).records.isEmpty)
+        }
     }
 }

@@ -25,8 +25,10 @@ struct RetryTests {
             }
             let elapsed = ContinuousClock.now - start
             #expect(elapsed >= .seconds(3), "4 requests after the first, at 1 per second, take about 4 s; waited \(elapsed)")
+            // How many saves found the bucket empty depends on how fast the loaded machine sends them;
+            // at least one did, or the saves could not have taken 3 s.
             let retries = log.messages.filter { $0 == "retrying after a transient failure" }.count
-            #expect(retries >= 2)
+            #expect(retries >= 1)
             #expect(try await database.records(for: (0..<4).map { .init(recordName: "n\($0)", zoneID: zone) }).count == 4)
 
             let impatient = server.makeContainer(session: setup.session, retryPolicy: .never)

@@ -56,74 +56,74 @@ struct NotesTests {
 
     @Test("a running watch picks up the other device's edits through the push channel")
     func watch() async throws {
-        let server = try await TestServer.start()
-        let phone = try await NotesDevice.signUp(account(server, "phone"))
-        let laptop = try await NotesDevice.signIn(account(server, "laptop"))
-        let (changes, continuation) = AsyncStream<LocalNote?>.makeStream()
-        let watching = Task { try await laptop.watch { continuation.yield($0) } }
-        var seen = changes.makeAsyncIterator()
-        try await Task.sleep(for: .milliseconds(300))
-        // The watch syncs only when the push channel says so: no timer, no polling.
-        try await phone.edit("Buy milk")
-        let first = await seen.next()
-        #expect(first??.text == "Buy milk")
-        try await phone.edit("Buy milk and bread")
-        #expect(await seen.next()??.text == "Buy milk and bread")
-        #expect(await laptop.note?.text == "Buy milk and bread", "the watch synced the laptop's copy")
-        watching.cancel()
-        try await server.stopAndRemove()
+        try await withServer { server async throws in
+            let phone = try await NotesDevice.signUp(account(server, "phone"))
+            let laptop = try await NotesDevice.signIn(account(server, "laptop"))
+            let (changes, continuation) = AsyncStream<LocalNote?>.makeStream()
+            let watching = Task { try await laptop.watch { continuation.yield($0) } }
+            var seen = changes.makeAsyncIterator()
+            try await Task.sleep(for: .milliseconds(300))
+            // The watch syncs only when the push channel says so: no timer, no polling.
+            try await phone.edit("Buy milk")
+            let first = await seen.next()
+            #expect(first??.text == "Buy milk")
+            try await phone.edit("Buy milk and bread")
+            #expect(await seen.next()??.text == "Buy milk and bread")
+            #expect(await laptop.note?.text == "Buy milk and bread", "the watch synced the laptop's copy")
+            watching.cancel()
+        }
     }
 
     @Test("conflicts: the later edit wins, whichever device pushes first")
     func latestEditWins() async throws {
-        let server = try await TestServer.start()
-        let phone = try await NotesDevice.signUp(account(server, "phone"))
-        let laptop = try await NotesDevice.signIn(account(server, "laptop"))
-        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
-        try await phone.edit("first", at: t0)
-        try await laptop.sync()
+        try await withServer { server async throws in
+            let phone = try await NotesDevice.signUp(account(server, "phone"))
+            let laptop = try await NotesDevice.signIn(account(server, "laptop"))
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            try await phone.edit("first", at: t0)
+            try await laptop.sync()
 
-        // Both edit the same version. The laptop's edit is later but reaches the server second:
-        // its save conflicts, it compares `modified`, and writes its text over the server's.
-        try await phone.edit("phone, earlier", at: t0.addingTimeInterval(10))
-        try await laptop.edit("laptop, later", at: t0.addingTimeInterval(20))
-        #expect(await laptop.note?.text == "laptop, later")
-        try await phone.sync()
-        #expect(await phone.note?.text == "laptop, later")
+            // Both edit the same version. The laptop's edit is later but reaches the server second:
+            // its save conflicts, it compares `modified`, and writes its text over the server's.
+            try await phone.edit("phone, earlier", at: t0.addingTimeInterval(10))
+            try await laptop.edit("laptop, later", at: t0.addingTimeInterval(20))
+            #expect(await laptop.note?.text == "laptop, later")
+            try await phone.sync()
+            #expect(await phone.note?.text == "laptop, later")
 
-        // Now the later edit reaches the server first; the earlier one loses when it arrives.
-        try await laptop.edit("laptop, later again", at: t0.addingTimeInterval(40))
-        #expect(await phone.note?.text == "laptop, later")
-        try await phone.edit("phone, earlier again", at: t0.addingTimeInterval(30))
-        #expect(await phone.note?.text == "laptop, later again", "the server's newer edit replaced the phone's")
-        #expect(await phone.note?.needsPush == false)
-        try await laptop.sync()
-        #expect(await laptop.note?.text == "laptop, later again")
-        try await server.stopAndRemove()
+            // Now the later edit reaches the server first; the earlier one loses when it arrives.
+            try await laptop.edit("laptop, later again", at: t0.addingTimeInterval(40))
+            #expect(await phone.note?.text == "laptop, later")
+            try await phone.edit("phone, earlier again", at: t0.addingTimeInterval(30))
+            #expect(await phone.note?.text == "laptop, later again", "the server's newer edit replaced the phone's")
+            #expect(await phone.note?.needsPush == false)
+            try await laptop.sync()
+            #expect(await laptop.note?.text == "laptop, later again")
+        }
     }
 
     @Test("a note written by a newer app version is refused, and left as it is")
     func newerVersionRefused() async throws {
-        let server = try await TestServer.start()
-        let newer = NotesDevice.Account(
-            stateDirectory: server.directory.appendingPathComponent("device-new"), serverURL: URL(string: server.baseURL)!,
-            containerIdentifier: server.container, apiToken: server.apiToken, username: "mei", password: "correct horse")
-        try await NotesDevice.signUp(account(server, "old"))
-        try await NotesDevice.signIn(newer)
-        let old = try await NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-old"))
-        let new = try await NotesDevice(stateDirectory: newer.stateDirectory, appVersion: NotesDevice.currentVersion + 1)
-        try await old.edit("written by version 1")
-        try await new.sync()
-        #expect(await new.note?.text == "written by version 1", "a newer app reads older notes")
-        try await new.edit("written by version 2")
+        try await withServer { server async throws in
+            let newer = NotesDevice.Account(
+                stateDirectory: server.directory.appendingPathComponent("device-new"), serverURL: URL(string: server.baseURL)!,
+                containerIdentifier: server.container, apiToken: server.apiToken, username: "mei", password: "correct horse")
+            try await NotesDevice.signUp(account(server, "old"))
+            try await NotesDevice.signIn(newer)
+            let old = try await NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-old"))
+            let new = try await NotesDevice(stateDirectory: newer.stateDirectory, appVersion: NotesDevice.currentVersion + 1)
+            try await old.edit("written by version 1")
+            try await new.sync()
+            #expect(await new.note?.text == "written by version 1", "a newer app reads older notes")
+            try await new.edit("written by version 2")
 
-        await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) { try await old.sync() }
-        #expect(await old.note?.text == "written by version 1")
-        await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) {
-            try await old.edit("version 1 tries to overwrite")
+            await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) { try await old.sync() }
+            #expect(await old.note?.text == "written by version 1")
+            await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) {
+                try await old.edit("version 1 tries to overwrite")
+            }
+            try await new.sync()
+            #expect(await new.note?.text == "written by version 2", "the older app did not overwrite the newer note")
         }
-        try await new.sync()
-        #expect(await new.note?.text == "written by version 2", "the older app did not overwrite the newer note")
-        try await server.stopAndRemove()
     }
 }
