@@ -20,12 +20,47 @@ extension SyncEngine {
         /// When to fetch in case a notification was lost.
         var nextCatchUp: ContinuousClock.Instant
 
-        /// An engine that syncs by itself fetches and sends as soon as it starts.
-        init(catchUpInterval: Duration) {
+        /// An engine that syncs by itself fetches and sends as soon as it starts (at `now`).
+        init(catchUpInterval: Duration, now: ContinuousClock.Instant) {
             self.catchUpInterval = catchUpInterval
             fetchRequested = true
             sendRequested = true
-            nextCatchUp = .now + catchUpInterval
+            nextCatchUp = now + catchUpInterval
+        }
+
+        /// What to do at `now`, or until when to wait: a pure function of the schedule and the time.
+        /// State updates are never held back; fetches and sends wait out `notBefore`; a fetch is due
+        /// when asked for or when the catch-up interval has passed.
+        mutating func next(at now: ContinuousClock.Instant) -> ScheduledStep {
+            var work: ScheduledWork = []
+            if stateUpdateRequested {
+                work.insert(.stateUpdate)
+                stateUpdateRequested = false
+            }
+            if let notBefore, now < notBefore {
+                return work.isEmpty ? .wait(until: notBefore) : .run(work)
+            }
+            notBefore = nil
+            if fetchRequested || now >= nextCatchUp {
+                work.insert(.fetch)
+                fetchRequested = false
+                nextCatchUp = now + catchUpInterval
+            }
+            if sendRequested {
+                work.insert(.send)
+                sendRequested = false
+            }
+            return work.isEmpty ? .wait(until: nextCatchUp) : .run(work)
+        }
+
+        /// An operation failed for a passing reason at `now`: fetches and sends wait `wait`, and
+        /// the ones asked for run then.
+        mutating func retry(after wait: Duration, at now: ContinuousClock.Instant, fetch: Bool, send: Bool) {
+            failures += 1
+            let retry = now + wait
+            notBefore = max(notBefore ?? retry, retry)
+            if fetch { fetchRequested = true }
+            if send { sendRequested = true }
         }
     }
 
@@ -73,13 +108,7 @@ extension SyncEngine {
         let backoff = database.container.configuration.retryPolicy.backoff(
             afterFailures: schedule.withLock { $0.failures + 1 })
         let wait = max(error.retryAfterSeconds.map { Duration.seconds($0) } ?? .zero, backoff)
-        schedule.withLock { schedule in
-            schedule.failures += 1
-            let retry = ContinuousClock.now + wait
-            schedule.notBefore = max(schedule.notBefore ?? retry, retry)
-            if fetch { schedule.fetchRequested = true }
-            if send { schedule.sendRequested = true }
-        }
+        schedule.withLock { $0.retry(after: wait, at: .now, fetch: fetch, send: send) }
         wakeup.signal()
         let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) * 1e-18
         return Date(timeIntervalSinceNow: seconds)
@@ -97,28 +126,7 @@ extension SyncEngine {
 
     /// What to do now, or until when to wait.
     func nextScheduledWork() -> ScheduledStep {
-        schedule.withLock { schedule in
-            let now = ContinuousClock.now
-            var work: ScheduledWork = []
-            if schedule.stateUpdateRequested {
-                work.insert(.stateUpdate)
-                schedule.stateUpdateRequested = false
-            }
-            if let notBefore = schedule.notBefore, now < notBefore {
-                return work.isEmpty ? .wait(until: notBefore) : .run(work)
-            }
-            schedule.notBefore = nil
-            if schedule.fetchRequested || now >= schedule.nextCatchUp {
-                work.insert(.fetch)
-                schedule.fetchRequested = false
-                schedule.nextCatchUp = now + schedule.catchUpInterval
-            }
-            if schedule.sendRequested {
-                work.insert(.send)
-                schedule.sendRequested = false
-            }
-            return work.isEmpty ? .wait(until: schedule.nextCatchUp) : .run(work)
-        }
+        schedule.withLock { $0.next(at: .now) }
     }
 
     /// Runs what the scheduler decided, as one operation in line with the app's.

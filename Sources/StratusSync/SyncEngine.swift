@@ -101,7 +101,7 @@ public final class SyncEngine: Sendable {
         logger = configuration.database.container.configuration.logger
         state = try State(
             serialization: configuration.stateSerialization, journalURL: configuration.journalURL, logger: logger)
-        schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval))
+        schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval, now: .now))
         state.setOnAdd { [weak self] in self?.changesAdded() }
         startBackgroundWork()
     }

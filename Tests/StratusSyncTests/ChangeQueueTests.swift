@@ -1,0 +1,77 @@
+import Foundation
+import Stratus
+@testable import StratusSync
+import Testing
+
+/// The pending-change queue on its own: order, replacement, versions against in-flight sends,
+/// failures kept with their error.
+@Suite("sync engine: the pending-change queue")
+struct ChangeQueueTests {
+    typealias Queue = ChangeQueue<SyncEngine.PendingRecordZoneChange>
+    static let a = Record.ID(recordName: "a")
+    static let b = Record.ID(recordName: "b")
+
+    /// A status in words, to compare (statuses carry errors, which are not equatable).
+    static func describe(_ status: SyncEngine.ChangeStatus?) -> String {
+        switch status {
+        case nil: "none"
+        case .pending?: "pending"
+        case .inFlight?: "inFlight"
+        case .waitingToRetry(let error, let date)?: "waitingToRetry(\(error.code), \(date.timeIntervalSince1970))"
+        case .failed(let error)?: "failed(\(error.code), \(error.message))"
+        }
+    }
+
+    @Test("changes keep the order they were added in; one item has one change, the latest kind")
+    func orderAndReplacement() {
+        var queue = Queue()
+        queue.add(.saveRecord(Self.a), version: 1)
+        queue.add(.saveRecord(Self.b), version: 2)
+        queue.add(.saveRecord(Self.a), version: 3)
+        #expect(queue.changes == [.saveRecord(Self.a), .saveRecord(Self.b)], "adding again keeps its place")
+        queue.add(.deleteRecord(Self.a), version: 4)
+        #expect(queue.changes == [.saveRecord(Self.b), .deleteRecord(Self.a)], "a delete replaces the save")
+        queue.remove(.deleteRecord(Self.a))
+        #expect(queue.changes == [.saveRecord(Self.b)])
+    }
+
+    @Test("a confirmation removes a change only if it was not added again after the batch was built")
+    func confirmationsRespectVersions() {
+        var queue = Queue()
+        queue.add(.saveRecord(Self.a), version: 1)
+        queue.markInFlight(.saveRecord(Self.a))
+        #expect(Self.describe(queue.status(of: .saveRecord(Self.a))) == "inFlight")
+        queue.add(.saveRecord(Self.a), version: 5)  // edited while in flight
+        queue.confirm(.saveRecord(Self.a), sentAt: 3)
+        #expect(Self.describe(queue.status(of: .saveRecord(Self.a))) == "pending", "the newer edit stays pending")
+        queue.confirm(.saveRecord(Self.a), sentAt: 5)
+        #expect(queue.isEmpty)
+    }
+
+    @Test("a refused change leaves the queue and is kept as failed with its error, until added again")
+    func refusals() {
+        var queue = Queue()
+        queue.add(.saveRecord(Self.a), version: 1)
+        let error = CloudError(.invalidArguments, "no")
+        queue.settle(.saveRecord(Self.a), failedWith: error, .refuse, sentAt: 1)
+        #expect(queue.isEmpty)
+        #expect(Self.describe(queue.status(of: .saveRecord(Self.a))) == "failed(\(error.code), no)")
+        #expect(queue.tracked.map(\.change) == [.saveRecord(Self.a)])
+        queue.add(.saveRecord(Self.a), version: 2)
+        #expect(Self.describe(queue.status(of: .saveRecord(Self.a))) == "pending", "adding it again clears the failure")
+    }
+
+    @Test("a change to retry waits with the date; a cancelled request puts in-flight changes back")
+    func retriesAndCancellation() {
+        var queue = Queue()
+        queue.add(.saveRecord(Self.a), version: 1)
+        queue.add(.saveRecord(Self.b), version: 1)
+        let date = Date(timeIntervalSince1970: 1_000)
+        let throttled = CloudError(.requestRateLimited, "slow down", retryAfterSeconds: 5)
+        queue.settle(.saveRecord(Self.a), failedWith: throttled, .retry(date), sentAt: 1)
+        #expect(Self.describe(queue.status(of: .saveRecord(Self.a))) == "waitingToRetry(\(throttled.code), 1000.0)")
+        queue.markInFlight(.saveRecord(Self.b))
+        queue.resetInFlight()
+        #expect(Self.describe(queue.status(of: .saveRecord(Self.b))) == "pending")
+    }
+}
