@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import Logging
 import NIOHTTP1
+import NIOPosix
 import Stratus
 import StratusModel
 import StratusPostgres
@@ -335,7 +336,7 @@ struct KintoServer {
     static func start(executable: String, postgres: String?) async throws -> KintoServer {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("versus-kinto-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let port = try freePort()
+        let port = try await freePort()
         let ini = directory.appendingPathComponent("kinto.ini")
         let backend = postgres.map { url in
             let sqlAlchemyURL = url.replacingOccurrences(of: "postgres://", with: "postgresql://")
@@ -809,21 +810,13 @@ actor PropagationReader {
     }
 }
 
-/// A free TCP port on loopback.
-func freePort() throws -> Int {
-    let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard socket >= 0 else { throw BenchError("no socket") }
-    defer { close(socket) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
-    }
-    guard bound else { throw BenchError("no free port") }
-    return Int(UInt16(bigEndian: address.sin_port))
+/// A free TCP port on loopback: one NIO binds and lets go.
+func freePort() async throws -> Int {
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(host: "127.0.0.1", port: 0).get()
+    defer { channel.close(promise: nil) }
+    guard let port = channel.localAddress?.port else { throw BenchError("no free port") }
+    return port
 }
 
 // MARK: Report

@@ -75,7 +75,7 @@ struct RetryTests {
 
     @Test("a lost answer is retried for reads but never for a write, which fails as serverResponseLost")
     func lostAnswers() async throws {
-        let silent = try SilentServer()
+        let silent = try await SilentServer.start()
         let container = Container(
             identifier: "iCloud.com.example.test", serverURL: URL(string: "http://127.0.0.1:\(silent.port)")!,
             apiToken: "token",
@@ -92,6 +92,7 @@ struct RetryTests {
         #expect(write?.code == .serverResponseLost)
         #expect(write?.message.contains("not repeated") == true)
         #expect(silent.requestCount - before == 1, "a write whose answer was lost is sent once")
+        try await silent.stop()
     }
 }
 
