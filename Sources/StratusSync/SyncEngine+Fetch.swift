@@ -23,9 +23,9 @@ extension SyncEngine {
 
     /// Saves the database subscription the server notifies the engine through, once per user.
     private func ensureSubscription() async throws {
-        let subscriptionID = configuration.subscriptionID ?? "stratus-sync-\(database.databaseScope.rawValue)"
+        let subscriptionID = configuration.subscriptionID ?? "stratus-sync-\(transport.databaseScope.rawValue)"
         guard state.withSnapshot({ $0.subscriptionID }) != subscriptionID else { return }
-        _ = try await database.save(Subscription.database(subscriptionID: subscriptionID))
+        try await transport.saveSubscription(Subscription.database(subscriptionID: subscriptionID))
         state.withSnapshot { $0.subscriptionID = subscriptionID }
     }
 
@@ -37,7 +37,7 @@ extension SyncEngine {
             try Task.checkCancellation()
             let page: DatabaseChanges
             do {
-                page = try await database.databaseChanges(since: token)
+                page = try await transport.databaseChanges(since: token)
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
                 // Read the whole feed again: every zone is then fetched from its own token.
                 token = nil
@@ -97,7 +97,7 @@ extension SyncEngine {
         var token = state.withSnapshot { $0.zoneChangeTokens[zoneID] }
         while true {
             do {
-                for try await page in database.recordZoneChangePages(inZoneWith: zoneID, since: token) {
+                for try await page in transport.recordZoneChangePages(inZoneWith: zoneID, since: token) {
                     try Task.checkCancellation()
                     try await apply(page, inZone: zoneID, delegate: delegate)
                     token = page.changeToken

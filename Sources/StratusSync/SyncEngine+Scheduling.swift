@@ -105,7 +105,7 @@ extension SyncEngine {
     /// `retryAfter`, or a backoff that grows with each failure in a row. Returns when.
     @discardableResult
     func scheduleRetry(after error: CloudError, fetch: Bool = false, send: Bool = false) -> Date {
-        let backoff = database.container.configuration.retryPolicy.backoff(
+        let backoff = transport.retryPolicy.backoff(
             afterFailures: schedule.withLock { $0.failures + 1 })
         let wait = max(error.retryAfterSeconds.map { Duration.seconds($0) } ?? .zero, backoff)
         schedule.withLock { $0.retry(after: wait, at: .now, fetch: fetch, send: send) }
@@ -155,15 +155,15 @@ extension SyncEngine {
     }
 
     /// Turns the server's notifications of `database` into fetches, reconnecting when the channel ends.
-    static func listenForNotifications(_ database: Database, engine: Weak<SyncEngine>) async {
+    static func listenForNotifications(_ transport: any SyncTransport, engine: Weak<SyncEngine>) async {
         var failures = 0
         while !Task.isCancelled {
             do {
-                for try await event in database.container.notifications() {
+                for try await event in transport.notifications() {
                     failures = 0
                     guard let engine = engine.value else { return }
                     switch event {
-                    case .notification(let notification) where notification.databaseScope == database.databaseScope:
+                    case .notification(let notification) where notification.databaseScope == transport.databaseScope:
                         engine.fetchRequested()
                     case .notification:
                         break
@@ -175,7 +175,7 @@ extension SyncEngine {
                 engine.value?.logger.debug("sync engine: the push channel ended", metadata: ["stratus.error": "\(error)"])
             }
             failures += 1
-            let backoff = database.container.configuration.retryPolicy.backoff(afterFailures: failures)
+            let backoff = transport.retryPolicy.backoff(afterFailures: failures)
             do { try await Task.sleep(for: max(backoff, .milliseconds(100))) } catch { return }
         }
     }

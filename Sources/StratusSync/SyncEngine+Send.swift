@@ -54,7 +54,7 @@ extension SyncEngine {
             }
         }
         let answer = await Answer {
-            try await database.modifyRecordZones(saving: zonesToSave, deleting: zoneIDsToDelete)
+            try await transport.modifyRecordZones(saving: zonesToSave, deleting: zoneIDsToDelete)
         }
         var settling = Settling(engine: self)
         var savedZones: [RecordZone] = []
@@ -108,7 +108,7 @@ extension SyncEngine {
     private func sendPendingChanges(
         _ context: SendChangesContext, delegate: any SyncEngineDelegate
     ) async throws -> [CloudError.ItemID: CloudError] {
-        let limits = try await database.container.serverLimits()
+        let limits = try await transport.serverLimits()
         let batchLimits = BatchLimits(
             operations: limits.maxOperationsPerRequest,
             // Leave room for the request's envelope and the records' JSON beyond their values.
@@ -149,7 +149,7 @@ extension SyncEngine {
             for recordID in batch.recordIDsToDelete { snapshot.recordZoneChanges.markInFlight(.deleteRecord(recordID)) }
         }
         let answer = await Answer {
-            try await database.modifyRecords(
+            try await transport.modifyRecords(
                 saving: batch.recordsToSave, deleting: batch.recordIDsToDelete, savePolicy: .ifServerRecordUnchanged,
                 atomically: batch.atomicByZone)
         }

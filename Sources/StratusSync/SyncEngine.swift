@@ -80,6 +80,8 @@ public final class SyncEngine: Sendable {
 
     /// The database the engine syncs.
     public let database: Database
+    /// How the engine reaches the server: the database, through the calls ``SyncTransport`` names.
+    let transport: any SyncTransport
     /// What the engine has to do, and where each change stands.
     public let state: State
 
@@ -97,8 +99,9 @@ public final class SyncEngine: Sendable {
     public init(_ configuration: Configuration) throws {
         self.configuration = configuration
         database = configuration.database
+        transport = configuration.database
         delegate = configuration.delegate
-        logger = configuration.database.container.configuration.logger
+        logger = transport.logger
         state = try State(
             serialization: configuration.stateSerialization, journalURL: configuration.journalURL, logger: logger)
         schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval, now: .now))
@@ -159,7 +162,7 @@ public final class SyncEngine: Sendable {
     /// Compares the signed-in user with the state's: on a change, resets the state as CloudKit
     /// does and reports an `accountChange`. Returns whether a user is signed in.
     func checkAccount(_ delegate: any SyncEngineDelegate) async -> Bool {
-        let current = database.container.session?.userRecordName
+        let current = transport.signedInUserRecordName
         let previous = state.withSnapshot { $0.userRecordName }
         guard current != previous else { return current != nil }
         let change: Event.AccountChange.ChangeType
@@ -193,7 +196,7 @@ public final class SyncEngine: Sendable {
     private func startBackgroundWork() {
         guard configuration.automaticallySync else { return }
         let wakeup = wakeup
-        let database = database
+        let transport = transport
         let engine = Weak(self)
         let tasks = [
             Task {
@@ -205,7 +208,7 @@ public final class SyncEngine: Sendable {
                     }
                 }
             },
-            Task { await Self.listenForNotifications(database, engine: engine) },
+            Task { await Self.listenForNotifications(transport, engine: engine) },
         ]
         backgroundTasks.withLock { $0 = tasks }
     }
