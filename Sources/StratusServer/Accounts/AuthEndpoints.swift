@@ -34,19 +34,10 @@ struct AuthEndpoints: Sendable {
                 throw signUps.limit.throttled(wait: wait, what: "accounts created from this address")
             }
             // A sign-up refused for a taken username counts as a failed guess of this address.
-            let attempt = [addressKey(context)]
-            try begin(attempt)
-            do {
-                let session = try await accounts.signUp(
-                    container: container, username: body.username, password: body.password)
-                failures.succeeded(attempt)
-                return Self.sessionResponse(session)
-            } catch let error as StratusError where error.code == .exists {
-                throw error
-            } catch {
-                failures.succeeded(attempt)
-                throw error
+            let session = try await attempt([addressKey(context)], failingWith: .exists) {
+                try await accounts.signUp(container: container, username: body.username, password: body.password)
             }
+            return Self.sessionResponse(session)
         }
         router.on(Endpoints.signIn) { request, context in
             let container = try authenticator.authenticateApp(context)
@@ -54,18 +45,12 @@ struct AuthEndpoints: Sendable {
             let account = FailureBackoff.Key(
                 name: "account:\(container)\n\(body.username.lowercased())",
                 freeFailures: configuration.signInLimits.freeFailuresPerAccount)
-            let attempt = [account, addressKey(context)]
-            try begin(attempt)
-            do {
-                let session = try await accounts.signIn(container: container, username: body.username, password: body.password)
-                failures.succeeded(attempt, forgiving: [account.name])
-                return Self.sessionResponse(session)
-            } catch let error as StratusError where error.code == .authenticationFailed {
-                throw error
-            } catch {
-                failures.succeeded(attempt)
-                throw error
+            let session = try await attempt(
+                [account, addressKey(context)], failingWith: .authenticationFailed, forgiving: [account.name]
+            ) {
+                try await accounts.signIn(container: container, username: body.username, password: body.password)
             }
+            return Self.sessionResponse(session)
         }
         router.on(Endpoints.signOut) { request, context in
             _ = try authenticator.authenticateApp(context)
@@ -97,13 +82,29 @@ struct AuthEndpoints: Sendable {
             name: "address:\(context.caller.address)", freeFailures: configuration.signInLimits.freeFailuresPerAddress)
     }
 
-    /// Counts an attempt, or refuses it while one of its keys is locked: the same answer whether or
-    /// not the account exists, and whichever key is locked.
-    private func begin(_ attempt: [FailureBackoff.Key]) throws {
-        guard let wait = failures.begin(attempt) else { return }
-        throw StratusError(
-            .throttled, "too many failed attempts to sign in or sign up; retry after the retryAfter seconds",
-            retryAfter: wait)
+    /// Runs a sign-in or sign-up counted against `keys`. While a key is locked it is refused with
+    /// the same answer whether or not the account exists, and whichever key is locked. An error of
+    /// code `failure` (a wrong password, a taken username) keeps the attempt counted; any other
+    /// outcome takes it back, and a success also forgets the failures of `forgiving`.
+    private func attempt<Result>(
+        _ keys: [FailureBackoff.Key], failingWith failure: ServerErrorCode, forgiving: Set<String> = [],
+        _ body: () async throws -> Result
+    ) async throws -> Result {
+        if let wait = failures.begin(keys) {
+            throw StratusError(
+                .throttled, "too many failed attempts to sign in or sign up; retry after the retryAfter seconds",
+                retryAfter: wait)
+        }
+        do {
+            let result = try await body()
+            failures.succeeded(keys, forgiving: forgiving)
+            return result
+        } catch let error as StratusError where error.code == failure {
+            throw error
+        } catch {
+            failures.succeeded(keys)
+            throw error
+        }
     }
 
     private static func sessionResponse(_ session: IssuedSession) -> Response {
