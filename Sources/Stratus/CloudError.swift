@@ -1,5 +1,5 @@
 import Foundation
-public import StratusModel
+import StratusModel
 
 /// An error from a Stratus call, with a code that mirrors CloudKit's `CKError.Code`.
 ///

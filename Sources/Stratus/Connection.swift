@@ -222,7 +222,7 @@ final class Connection: Sendable {
                     "stratus.delay": "\(delay)", "stratus.error": "\(failure)",
                 ])
             do {
-                try await Task.sleep(for: delay)
+                try await configuration.clock.sleep(for: delay)
             } catch {
                 throw CloudError(.operationCancelled, "the request was cancelled while waiting to retry")
             }

@@ -1,9 +1,9 @@
 import AsyncHTTPClient
-public import Foundation
+import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-public import StratusModel
+import StratusModel
 import Synchronization
 import WSClient
 
@@ -73,7 +73,7 @@ struct PushChannel: Sendable {
             }
             failures = connected ? 1 : failures + 1
             let delay = connection.configuration.retryPolicy.backoff(afterFailures: failures)
-            do { try await Task.sleep(for: delay) } catch { break }
+            do { try await connection.configuration.clock.sleep(for: delay) } catch { break }
         }
         continuation.finish()
     }

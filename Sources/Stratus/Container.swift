@@ -1,6 +1,6 @@
 public import Foundation
 public import Logging
-public import StratusModel
+import StratusModel
 
 /// A container on a Stratus server: the app's data, its users, and their databases (CloudKit's
 /// `CKContainer`).
@@ -66,6 +66,9 @@ public final class Container: Sendable {
         public var logger: Logger
         /// How ``Container/notifications()`` reaches the server.
         public var pushTransport: PushTransport
+        /// The clock the SDK waits on between retries and push reconnections (`ContinuousClock` by
+        /// default; tests pass a clock that moves time instead of waiting for it).
+        public var clock: any Clock<Duration>
 
         /// How the push channel reaches the server.
         public enum PushTransport: Sendable, Hashable {
@@ -81,9 +84,10 @@ public final class Container: Sendable {
             retryPolicy: RetryPolicy = RetryPolicy(), deviceID: String? = nil, assetCacheDirectory: URL? = nil,
             downloadsAssets: Bool = true,
             logger: Logger = Logger(label: "stratus", factory: { _ in SwiftLogNoOpLogHandler() }),
-            pushTransport: PushTransport = .automatic
+            pushTransport: PushTransport = .automatic, clock: any Clock<Duration> = ContinuousClock()
         ) {
             self.pushTransport = pushTransport
+            self.clock = clock
             self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
             self.retryPolicy = retryPolicy

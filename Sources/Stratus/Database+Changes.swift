@@ -1,6 +1,6 @@
 import NIOCore
 import NIOHTTP1
-public import StratusModel
+import StratusModel
 
 /// One page of a zone's changes (what CloudKit's `recordZoneChanges(inZoneWith:since:)` returns).
 public struct RecordZoneChanges: Sendable {

@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 extension Database {
     /// The first page of records matching `query` (CloudKit's

@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 /// How a save treats the server's copy of a record (CloudKit's `CKModifyRecordsOperation.RecordSavePolicy`).
 public enum RecordSavePolicy: Int, Sendable, Hashable {

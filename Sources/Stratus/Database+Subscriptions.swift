@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 extension Database {
     /// Saves a subscription, replacing the user's subscription of the same ID (CloudKit's `save(_:)`).

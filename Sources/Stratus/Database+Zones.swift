@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 extension Database {
     /// Every zone of the database, the default zone first (CloudKit's `allRecordZones()`).

@@ -1,5 +1,5 @@
 import Foundation
-public import StratusModel
+import StratusModel
 
 /// One of a container's databases: public, private or shared (CloudKit's `CKDatabase`).
 ///

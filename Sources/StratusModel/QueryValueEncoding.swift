@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 extension String {
     /// The string percent-encoded as a URL query value: every character but ASCII letters, digits

@@ -1,8 +1,8 @@
 import Foundation
-public import Logging
+import Logging
 import NIOCore
-public import PostgresNIO
-public import StratusModel
+import PostgresNIO
+import StratusModel
 public import StratusStorage
 import Synchronization
 

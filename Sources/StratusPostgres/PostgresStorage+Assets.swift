@@ -1,9 +1,9 @@
 import Foundation
-public import Logging
+import Logging
 import NIOCore
-public import PostgresNIO
-public import StratusModel
-public import StratusStorage
+import PostgresNIO
+import StratusModel
+import StratusStorage
 import Synchronization
 
 /// The ``AssetStorage`` role (the type conforms through ``StratusStorage``).

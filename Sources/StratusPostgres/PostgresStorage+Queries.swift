@@ -2,7 +2,7 @@ import Logging
 import Synchronization
 import NIOCore
 import PostgresNIO
-public import StratusModel
+import StratusModel
 public import StratusStorage
 
 extension PostgresStorage {

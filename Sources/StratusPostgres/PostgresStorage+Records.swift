@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-public import StratusModel
+import StratusModel
 public import StratusStorage
 
 /// The ``RecordStorage`` role (the type conforms through ``StratusStorage``).

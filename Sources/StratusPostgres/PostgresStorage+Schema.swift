@@ -3,7 +3,7 @@ import Synchronization
 import NIOCore
 import PostgresNIO
 public import StratusModel
-public import StratusStorage
+import StratusStorage
 
 /// The ``SchemaStorage`` role (the type conforms through ``StratusStorage``).
 extension PostgresStorage {

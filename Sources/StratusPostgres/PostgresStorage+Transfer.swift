@@ -1,6 +1,6 @@
 import NIOCore
 import PostgresNIO
-public import StratusModel
+import StratusModel
 public import StratusStorage
 
 /// The ``TransferStorage`` role (the type conforms through ``StratusStorage``).

@@ -1,8 +1,8 @@
-public import Foundation
+import Foundation
 public import Logging
 import NIOCore
 public import PostgresNIO
-public import StratusModel
+import StratusModel
 public import StratusStorage
 import ServiceLifecycle
 import Synchronization

@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-public import StratusModel
-public import StratusStorage
+import StratusModel
+import StratusStorage
 import Synchronization
 
 /// The ``AssetStorage`` role (the type conforms through ``StratusStorage``).

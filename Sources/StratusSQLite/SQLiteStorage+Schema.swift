@@ -1,8 +1,8 @@
-public import Foundation
+import Foundation
 import GRDB
 import GRDBSQLite
 public import StratusModel
-public import StratusStorage
+import StratusStorage
 import Synchronization
 
 /// The ``SchemaStorage`` role (the type conforms through ``StratusStorage``).

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-public import StratusModel
+import StratusModel
 public import StratusStorage
 import Synchronization
 

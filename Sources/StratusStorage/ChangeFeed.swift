@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 /// A position in a change order: which zone or database incarnation, and how far into it.
 ///

@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 /// Makes change tags: short, opaque, and different on every write.
 public enum ChangeTag {

@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 public import StratusStorage
 public import Testing
 

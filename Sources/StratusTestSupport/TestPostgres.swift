@@ -1,5 +1,5 @@
-package import Foundation
-package import StratusPostgres
+import Foundation
+import StratusPostgres
 import Testing
 
 /// The PostgreSQL server that `scripts/test` provisions, named by `STRATUS_TEST_POSTGRES_URL`.

@@ -5,15 +5,17 @@ package import StratusServer
 
 extension TestServer {
     /// A container on this server as one device of an app makes it: its own device ID and asset
-    /// cache, and quick retries.
+    /// cache, and quick retries (waited on `clock` when one is given).
     package func makeContainer(
         device: String = UUID().uuidString, session: Container.Session? = nil,
-        retryPolicy: RetryPolicy = RetryPolicy(initialBackoff: .milliseconds(20)), logger: Logger? = nil
+        retryPolicy: RetryPolicy = RetryPolicy(initialBackoff: .milliseconds(20)), logger: Logger? = nil,
+        clock: (any Clock<Duration>)? = nil
     ) -> Container {
         var configuration = Container.Configuration(
             retryPolicy: retryPolicy, deviceID: device,
             assetCacheDirectory: directory.appendingPathComponent("asset-cache-\(device)"))
         if let logger { configuration.logger = logger }
+        if let clock { configuration.clock = clock }
         return Container(
             identifier: container, serverURL: URL(string: baseURL)!, apiToken: apiToken, session: session,
             configuration: configuration)

@@ -1,13 +1,14 @@
 package import NIOHTTP1
 import AsyncHTTPClient
 package import Foundation
-package import Logging
-package import NIOCore
-package import StratusModel
+import Logging
+import NIOCore
+import StratusModel
 package import StratusServer
-package import StratusPostgres
-package import StratusSQLite
+import StratusPostgres
+import StratusSQLite
 package import StratusStorage
+import Synchronization
 import Testing
 
 /// A real Stratus server on a loopback port over a real SQLite file in a temporary directory, or,
@@ -19,6 +20,8 @@ package final class TestServer: Sendable {
     package let credentials: ServerCredentials
     package let configuration: ServerConfiguration
     private let server: EmbeddedServer
+    /// The server that ``restart()`` started on this one's data, which ``stopAndRemove()`` stops too.
+    private let successor = Mutex<TestServer?>(nil)
 
     package var baseURL: String { server.baseURL }
 
@@ -81,16 +84,20 @@ package final class TestServer: Sendable {
         try await server.stop()
     }
 
-    /// A new server on this stopped server's port and data: the server after a restart.
+    /// A new server on this stopped server's port and data: the server after a restart. Stopping
+    /// and removing this server (as ``withServer(_:_:)`` does at the end) stops that one too.
     package func restart() async throws -> TestServer {
         var configuration = configuration
         configuration.port = try #require(URL(string: baseURL)?.port)
-        return try await TestServer.start(directory: directory, configuration: configuration)
+        let restarted = try await TestServer.start(directory: directory, configuration: configuration)
+        successor.withLock { $0 = restarted }
+        return restarted
     }
 
-    /// Stops the server and removes its data.
+    /// Stops the server and the servers restarted from it, and removes their data.
     package func stopAndRemove() async throws {
         try await stop()
+        if let restarted = successor.withLock({ $0 }) { try await restarted.stopAndRemove() }
         try? FileManager.default.removeItem(at: directory)
     }
 

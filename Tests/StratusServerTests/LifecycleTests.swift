@@ -12,26 +12,26 @@ import Testing
 struct LifecycleTests {
     @Test("a restart keeps every acknowledged write, the tokens, and sessions")
     func restart() async throws {
-        let first = try await TestServer.start()
-        let alice = try await first.signUp("alice").token
-        try await first.createZone("Z", user: alice)
-        var acknowledged: [String] = []
-        for batch in 0..<10 {
-            let reply = try await first.modify(
-                (0..<50).map { operation("create", "r\(batch)-\($0)") }, zone: "Z", user: alice)
-            if reply.status == 200 { acknowledged += reply.records.compactMap { $0["recordName"] as? String } }
-        }
-        let tokenBefore = try await first.readFeed(zone: "Z", user: alice).token
-        try await first.stop()
+        try await withServer { first in
+            let alice = try await first.signUp("alice").token
+            try await first.createZone("Z", user: alice)
+            var acknowledged: [String] = []
+            for batch in 0..<10 {
+                let reply = try await first.modify(
+                    (0..<50).map { operation("create", "r\(batch)-\($0)") }, zone: "Z", user: alice)
+                if reply.status == 200 { acknowledged += reply.records.compactMap { $0["recordName"] as? String } }
+            }
+            let tokenBefore = try await first.readFeed(zone: "Z", user: alice).token
+            try await first.stop()
 
-        let second = try await TestServer.start(directory: first.directory)
-        #expect(second.credentials == first.credentials, "credentials.json survives a restart")
-        let feed = try await second.readFeed(zone: "Z", user: alice)
-        #expect(Set(feed.records.compactMap { $0["recordName"] as? String }) == Set(acknowledged))
-        #expect(acknowledged.count == 500)
-        let delta = try await second.readFeed(zone: "Z", user: alice, token: tokenBefore)
-        #expect(delta.records.isEmpty, "a token issued before the restart still works")
-        try await second.stopAndRemove()
+            let second = try await first.restart()
+            #expect(second.credentials == first.credentials, "credentials.json survives a restart")
+            let feed = try await second.readFeed(zone: "Z", user: alice)
+            #expect(Set(feed.records.compactMap { $0["recordName"] as? String }) == Set(acknowledged))
+            #expect(acknowledged.count == 500)
+            let delta = try await second.readFeed(zone: "Z", user: alice, token: tokenBefore)
+            #expect(delta.records.isEmpty, "a token issued before the restart still works")
+        }
     }
 
     @Test("first start writes credentials.json, readable by its owner only, with working tokens")

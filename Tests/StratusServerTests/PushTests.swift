@@ -257,22 +257,19 @@ struct PushTests {
 
     @Test("after a server restart a device hears that it may have missed notifications, then receives new ones")
     func restart() async throws {
-        let server = try await TestServer.start()
-        let alice = try await server.signUp("alice").token
-        try await server.createZone("Notes", user: alice)
-        try await subscribe(server, user: alice, ["subscriptionID": "zone", "subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]])
-        let laptop = try await PollingDevice.register(server, user: alice, deviceID: "laptop")
-        #expect(try await laptop.poll().missed)
-        #expect(try await !laptop.poll().missed, "the same process can vouch for its queue")
-        let port = try #require(URL(string: server.baseURL)?.port)
-        try await server.stop()
-        var configuration = server.configuration
-        configuration.port = port
-        let restarted = try await TestServer.start(directory: server.directory, configuration: configuration)
-        let again = PollingDevice(server: restarted, user: alice, token: laptop.token)
-        #expect(try await again.poll().missed, "a new process cannot vouch for what happened while it was down")
-        _ = try await restarted.modify([note("n1", priority: 1)], zone: "Notes", user: alice, device: "phone")
-        #expect(try await again.fired() == ["zone"], "tokens and subscriptions survive the restart")
-        try await restarted.stopAndRemove()
+        try await withServer { server in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Notes", user: alice)
+            try await subscribe(server, user: alice, ["subscriptionID": "zone", "subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]])
+            let laptop = try await PollingDevice.register(server, user: alice, deviceID: "laptop")
+            #expect(try await laptop.poll().missed)
+            #expect(try await !laptop.poll().missed, "the same process can vouch for its queue")
+            try await server.stop()
+            let restarted = try await server.restart()
+            let again = PollingDevice(server: restarted, user: alice, token: laptop.token)
+            #expect(try await again.poll().missed, "a new process cannot vouch for what happened while it was down")
+            _ = try await restarted.modify([note("n1", priority: 1)], zone: "Notes", user: alice, device: "phone")
+            #expect(try await again.fired() == ["zone"], "tokens and subscriptions survive the restart")
+        }
     }
 }

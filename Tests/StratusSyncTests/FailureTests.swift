@@ -10,19 +10,22 @@ import Testing
 struct FailureTests {
     @Test("a throttled send keeps the rest pending until the server's retryAfter, reports it, and finishes on the next send")
     func throttling() async throws {
-        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
-        // One request every two seconds: the zone goes out, the first batch right after it is
-        // throttled however loaded the machine is.
+        // One request every two seconds on a server whose time moves only when the test moves it:
+        // the zone goes out, the first batch right after it is throttled.
+        let serverTime = ManualClock()
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4, clock: serverTime.serverClock)
         configuration.rateLimit = RateLimit(requestsPerSecond: 0.5, burst: 1)
         try await withServer(configuration) { server in
             let container = server.makeContainer(retryPolicy: .never)
             try await container.signUp(username: "mei", password: "correct horse")
-            _ = try await container.serverLimits()  // read once, before the bucket refills
-            try await Task.sleep(for: .seconds(2.1))
+            serverTime.advance(bySeconds: 2)
+            _ = try await container.serverLimits()  // read once, before the engine's first send
+            serverTime.advance(bySeconds: 2)
             let phone = try await ContactsDevice("phone", container: container)
             await phone.createZone()
             for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
 
+            let sendStarted = Date()
             let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
             #expect(error?.code == .requestRateLimited)
             let tracked = await phone.engine.state.trackedRecordZoneChanges
@@ -30,22 +33,24 @@ struct FailureTests {
                 if case .waitingToRetry(let error, let retryDate) = change.status { (error, retryDate) } else { nil }
             }
             #expect(!waiting.isEmpty, "the throttled records wait to be retried")
-            #expect(waiting.allSatisfy { $0.0.code == .requestRateLimited && $0.1 > Date() })
+            // The server asked for two seconds; the retry date lies that far after the failure.
+            #expect(waiting.allSatisfy { $0.0.code == .requestRateLimited && $0.1 >= sendStarted.addingTimeInterval(1) })
             let untried = tracked.filter { if case .pending = $0.status { true } else { false } }
             #expect(tracked.count == waiting.count + untried.count, "nothing failed for good")
             let reported = await phone.sentRecordZoneChanges.flatMap(\.failedRecordSaves)
             #expect(reported.count == waiting.count)
             #expect(reported.allSatisfy { $0.error.code == .requestRateLimited && $0.error.retryAfterSeconds != nil })
 
-            // Sending again once the server allows it finishes the job.
+            // Sending again each time the server allows it finishes the job: one batch per request.
             var sends = 0
-            while await !phone.engine.state.pendingRecordZoneChanges.isEmpty, sends < 60 {
-                try await Task.sleep(for: .milliseconds(500))
+            while await !phone.engine.state.pendingRecordZoneChanges.isEmpty, sends < 10 {
+                serverTime.advance(bySeconds: 2)
                 try? await phone.sendChanges()
                 sends += 1
             }
             #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
-            let laptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
+            let laptop = try await ContactsDevice(
+                "laptop", container: server.makeContainer(session: container.session, clock: SteppingClock(moving: serverTime)))
             try await laptop.fetchChanges()
             #expect(await laptop.contacts.count == 444)
         }
@@ -53,31 +58,31 @@ struct FailureTests {
 
     @Test("the server going away in the middle of a send keeps the unsent changes pending; they go out once it is back")
     func networkFailureMidSend() async throws {
-        let server = try await TestServer.start()
-        let phone = try await ContactsDevice(
-            "phone", container: server.makeContainer(retryPolicy: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(10))))
-        try await phone.container.signUp(username: "mei", password: "correct horse")
-        await phone.createZone()
-        for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
-        await phone.setBeforeBatch { batch in
-            if batch == 2 { try? await server.stop() }
+        try await withServer { server in
+            let phone = try await ContactsDevice(
+                "phone", container: server.makeContainer(retryPolicy: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(10))))
+            try await phone.container.signUp(username: "mei", password: "correct horse")
+            await phone.createZone()
+            for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
+            await phone.setBeforeBatch { batch in
+                if batch == 2 { try? await server.stop() }
+            }
+
+            let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
+            #expect(error?.isTransient == true)
+            let sent = await phone.sentRecordZoneChanges
+            #expect(sent.first?.savedRecords.count == 200)
+            #expect(sent.last?.failedRecordSaves.count == 200)
+            #expect(await phone.engine.state.pendingRecordZoneChanges.count == 244)
+
+            let restarted = try await server.restart()
+            try await phone.sendChanges()
+            #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
+            let laptop = try await ContactsDevice("laptop", container: try await restarted.device(of: "mei"))
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts == phone.contacts)
+            #expect(await laptop.contacts.count == 444)
         }
-
-        let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
-        #expect(error?.isTransient == true)
-        let sent = await phone.sentRecordZoneChanges
-        #expect(sent.first?.savedRecords.count == 200)
-        #expect(sent.last?.failedRecordSaves.count == 200)
-        #expect(await phone.engine.state.pendingRecordZoneChanges.count == 244)
-
-        let restarted = try await server.restart()
-        try await phone.sendChanges()
-        #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
-        let laptop = try await ContactsDevice("laptop", container: try await restarted.device(of: "mei"))
-        try await laptop.fetchChanges()
-        #expect(await laptop.contacts == phone.contacts)
-        #expect(await laptop.contacts.count == 444)
-        try await restarted.stopAndRemove()
     }
 
     @Test("an edit made while its previous version is on its way stays pending and goes out in the next batch")

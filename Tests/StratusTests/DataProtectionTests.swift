@@ -100,7 +100,6 @@ struct DataProtectionTests {
         // A later start keeps the tokens to the file and says where it is.
         let second = try Self.serve(data: data)
         defer { second.kill() }
-        try await Task.sleep(for: .milliseconds(200))
         #expect(second.banner.contains("credentials: \(data.appendingPathComponent("credentials.json").path)"), "\(second.banner)")
         #expect(!second.banner.contains(credentials.adminToken) && !second.banner.contains(credentials.apiToken))
     }

@@ -112,26 +112,22 @@ struct NotificationTests {
 
     @Test("after a server restart the stream reconnects by itself, reports the gap, and goes on")
     func reconnects() async throws {
-        let server = try await TestServer.start()
-        let phone = try await server.signedInContainer("mei", device: "phone")
-        let laptop = server.makeContainer(device: "laptop", session: phone.session)
-        let zone = try await phone.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
-        try await phone.privateCloudDatabase.save(Subscription.recordZone(zoneID: zone, subscriptionID: "notes"))
-        let events = PushEventCollector(laptop)
-        #expect(await events.wait { $0.gaps == 1 })
+        try await withServer { server in
+            let phone = try await server.signedInContainer("mei", device: "phone")
+            let laptop = server.makeContainer(device: "laptop", session: phone.session)
+            let zone = try await phone.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
+            try await phone.privateCloudDatabase.save(Subscription.recordZone(zoneID: zone, subscriptionID: "notes"))
+            let events = PushEventCollector(laptop)
+            #expect(await events.wait { $0.gaps == 1 })
 
-        let port = try #require(URL(string: server.baseURL)?.port)
-        try await server.stop()
-        try await Task.sleep(for: .milliseconds(200))
-        var configuration = server.configuration
-        configuration.port = port
-        let restarted = try await TestServer.start(directory: server.directory, configuration: configuration)
-        #expect(await events.wait(for: .seconds(30)) { $0.gaps == 2 }, "the reconnection reports that notifications may be lost")
-        _ = try await phone.privateCloudDatabase.save(Record(recordType: "Note", zoneID: zone))
-        #expect(await events.wait { $0.notifications.count == 1 })
-        #expect(!events.ended)
-        events.stop()
-        try await restarted.stopAndRemove()
+            try await server.stop()
+            _ = try await server.restart()
+            #expect(await events.wait(for: .seconds(30)) { $0.gaps == 2 }, "the reconnection reports that notifications may be lost")
+            _ = try await phone.privateCloudDatabase.save(Record(recordType: "Note", zoneID: zone))
+            #expect(await events.wait { $0.notifications.count == 1 })
+            #expect(!events.ended)
+            events.stop()
+        }
     }
 
     @Test("an unauthenticated socket is refused; signing out ends the stream with notAuthenticated")

@@ -8,27 +8,31 @@ import Testing
 struct RetryTests {
     @Test("throttled requests are retried after the server's retryAfter, saves included; without retries the error carries it")
     func throttling() async throws {
-        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
-        // Slow enough that requests stay over the limit however loaded the machine is.
+        // The server's time stands still; the SDK's waits move it, so each retry finds the server
+        // exactly as much later as it waited.
+        let serverTime = ManualClock()
+        let clock = SteppingClock(moving: serverTime)
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4, clock: serverTime.serverClock)
         configuration.rateLimit = RateLimit(requestsPerSecond: 1, burst: 1)
         try await withServer(configuration) { server in
             let log = LogRecorder()
-            let setup = try await server.signedInContainer("mei")
-            let container = server.makeContainer(session: setup.session, logger: log.logger)
+            let setup = server.makeContainer(clock: clock)
+            try await setup.signUp(username: "mei", password: "correct horse")
+            let container = server.makeContainer(session: setup.session, logger: log.logger, clock: clock)
             let database = container.privateCloudDatabase
             let zone = try await database.save(RecordZone(zoneName: "Notes")).zoneID
-            let start = ContinuousClock.now
+            let retriesBefore = log.messages.filter { $0 == "retrying after a transient failure" }.count
+            let waitedBefore = clock.totalWaited
             for index in 0..<4 {
                 var record = Record(recordType: "Note", recordID: .init(recordName: "n\(index)", zoneID: zone))
                 record["index"] = index
                 _ = try await database.save(record)
             }
-            let elapsed = ContinuousClock.now - start
-            #expect(elapsed >= .seconds(3), "4 requests after the first, at 1 per second, take about 4 s; waited \(elapsed)")
-            // How many saves found the bucket empty depends on how fast the loaded machine sends them;
-            // at least one did, or the saves could not have taken 3 s.
-            let retries = log.messages.filter { $0 == "retrying after a transient failure" }.count
-            #expect(retries >= 1)
+            // At one request per second with a bucket of one, each save finds the bucket empty,
+            // waits the second the server names, and goes through.
+            let retries = log.messages.filter { $0 == "retrying after a transient failure" }.count - retriesBefore
+            #expect(retries == 4)
+            #expect(clock.totalWaited - waitedBefore >= .seconds(4))
             #expect(try await database.records(for: (0..<4).map { .init(recordName: "n\($0)", zoneID: zone) }).count == 4)
 
             let impatient = server.makeContainer(session: setup.session, retryPolicy: .never)
@@ -48,29 +52,30 @@ struct RetryTests {
 
     @Test("a call made while the server is down succeeds once it is back; without a server it fails as networkUnavailable")
     func serverRestart() async throws {
-        let first = try await TestServer.start()
-        let container = try await first.signedInContainer("mei")
-        let zone = try await container.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
-        _ = try await container.privateCloudDatabase.save(Record(recordType: "Note", recordID: .init(recordName: "n", zoneID: zone)))
-        let port = try #require(URL(string: first.baseURL)?.port)
-        try await first.stop()
+        try await withServer { first in
+            let container = try await first.signedInContainer("mei")
+            let zone = try await container.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
+            _ = try await container.privateCloudDatabase.save(Record(recordType: "Note", recordID: .init(recordName: "n", zoneID: zone)))
+            try await first.stop()
 
-        let patient = first.makeContainer(
-            session: container.session,
-            retryPolicy: RetryPolicy(maxAttempts: 30, initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(200)))
-        async let fetched = patient.privateCloudDatabase.record(for: .init(recordName: "n", zoneID: zone))
-        try await Task.sleep(for: .milliseconds(600))
-        var configuration = first.configuration
-        configuration.port = port
-        let second = try await TestServer.start(directory: first.directory, configuration: configuration)
-        #expect(try await fetched.recordType == "Note")
-        try await second.stopAndRemove()
+            let log = LogRecorder()
+            let patient = first.makeContainer(
+                session: container.session,
+                retryPolicy: RetryPolicy(maxAttempts: 30, initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(200)),
+                logger: log.logger)
+            async let fetched = patient.privateCloudDatabase.record(for: .init(recordName: "n", zoneID: zone))
+            // The server comes back once the call has failed against it and is waiting to retry.
+            while !log.messages.contains("retrying after a transient failure") { await Task.yield() }
+            let second = try await first.restart()
+            #expect(try await fetched.recordType == "Note")
+            try await second.stop()
 
-        let down = first.makeContainer(
-            session: container.session, retryPolicy: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(10)))
-        let error = await cloudError { _ = try await down.privateCloudDatabase.allRecordZones() }
-        #expect(error?.code == .networkUnavailable)
-        #expect(error?.isTransient == true)
+            let down = first.makeContainer(
+                session: container.session, retryPolicy: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(10)))
+            let error = await cloudError { _ = try await down.privateCloudDatabase.allRecordZones() }
+            #expect(error?.code == .networkUnavailable)
+            #expect(error?.isTransient == true)
+        }
     }
 
     @Test("a lost answer is retried for reads but never for a write, which fails as serverResponseLost")

@@ -1,7 +1,7 @@
 import Foundation
 import HummingbirdBcrypt
 import NIOPosix
-public import StratusModel
+import StratusModel
 public import StratusStorage
 import Synchronization
 

@@ -1,4 +1,4 @@
-public import StratusModel
+import StratusModel
 
 /// Limits on signing up and signing in, per client address and per account, against password
 /// guessing and mass account creation.

@@ -1,5 +1,5 @@
 import Foundation
-public import StratusModel
+import StratusModel
 public import StratusStorage
 
 /// Moves a container between storages (SQLite and PostgreSQL) as NDJSON: one JSON object per line,

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// An S3-compatible bucket that holds asset bytes (Amazon S3, MinIO, Garage, Ceph and the like), so
 /// that several server instances over one database serve the same assets.

@@ -1,6 +1,6 @@
 import Crypto
-public import Foundation
-public import StratusModel
+import Foundation
+import StratusModel
 public import StratusStorage
 
 /// Turns feed positions into opaque sync tokens and back.

@@ -1,5 +1,5 @@
 import Hummingbird
-public import StratusModel
+import StratusModel
 import Synchronization
 
 /// How many requests one caller may make: a token bucket of `burst` requests that refills at

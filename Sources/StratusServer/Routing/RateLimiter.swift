@@ -1,5 +1,5 @@
 import Hummingbird
-public import StratusModel
+import StratusModel
 import Synchronization
 
 /// Token buckets of a ``RateLimit``, one per key (a verified caller, a client address).

@@ -1,6 +1,6 @@
 public import Hummingbird
 public import NIOCore
-public import StratusModel
+import StratusModel
 
 
 /// The context of every Stratus request: Hummingbird's, the address the request came from, and

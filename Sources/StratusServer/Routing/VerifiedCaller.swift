@@ -1,6 +1,6 @@
-public import Hummingbird
-public import NIOCore
-public import StratusModel
+import Hummingbird
+import NIOCore
+import StratusModel
 
 /// Who a request comes from, as far as the server has verified it. Nothing here is taken from the
 /// request unchecked: a token that fails its check never gets this far.

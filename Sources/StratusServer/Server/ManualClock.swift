@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Synchronization
 
 /// A clock that stands still until it is moved: `ServerClock(manual)` reads it.

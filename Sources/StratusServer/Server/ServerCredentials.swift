@@ -1,5 +1,5 @@
-public import Foundation
-public import StratusStorage
+import Foundation
+import StratusStorage
 
 /// What a newcomer or a script needs to talk to a server: written to `DATA/credentials.json`.
 public struct ServerCredentials: Codable, Sendable, Hashable {

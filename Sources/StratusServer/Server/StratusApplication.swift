@@ -3,7 +3,7 @@ public import Hummingbird
 import HummingbirdCore
 public import Logging
 import NIOCore
-public import StratusModel
+import StratusModel
 public import StratusStorage
 
 /// Builds the Stratus HTTP application over a storage backend.
