@@ -96,6 +96,24 @@ public enum Endpoints {
     public static let usersCaller = Endpoint<UntypedBody, UntypedBody>(.get, .database, "users/caller")
     /// `users/current`.
     public static let usersCurrent = Endpoint<UntypedBody, CurrentUserResponse>(.get, .database, "users/current")
+    /// `GET users/discover`: the identities in the caller's address book (Stratus keeps none: empty).
+    public static let usersDiscoverAll = Endpoint<UntypedBody, DiscoverUsersResponse>(.get, .database, "users/discover")
+    /// `POST users/discover`: discoverable users by e-mail address or record name.
+    public static let usersDiscover =
+        Endpoint<DiscoverUsersRequest, DiscoverUsersResponse>(.post, .database, "users/discover")
+    /// `users/lookup/email`: discoverable users by e-mail address, in the older user shape.
+    public static let usersLookupEmail =
+        Endpoint<LookupUsersRequest, LookupUsersResponse>(.post, .database, "users/lookup/email")
+    /// `users/lookup/id`: discoverable users by record name, in the older user shape.
+    public static let usersLookupID =
+        Endpoint<LookupUsersRequest, LookupUsersResponse>(.post, .database, "users/lookup/id")
+    /// `users/discoverability` (Stratus extension): read (`GET`) or set (`POST`) whether the signed-in
+    /// user may be found, and the name they show.
+    public static let usersDiscoverability =
+        Endpoint<UntypedBody, Discoverability>(.get, .database, "users/discoverability")
+    /// `POST users/discoverability` (Stratus extension): sets it.
+    public static let usersSetDiscoverability =
+        Endpoint<Discoverability, Discoverability>(.post, .database, "users/discoverability")
     /// `subscriptions/list`.
     public static let subscriptionsList =
         Endpoint<UntypedBody, SubscriptionsResponse>(.get, .database, "subscriptions/list")
@@ -133,7 +151,8 @@ public enum Endpoints {
     public static let all: [AnyEndpoint] = [
         zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
         recordsLookup.erased, recordsQuery.erased, recordsChanges.erased, changesZone.erased, changesDatabase.erased,
-        usersCaller.erased, usersCurrent.erased, subscriptionsList.erased, subscriptionsLookup.erased,
+        usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
+        usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
         tokensCreate.erased, tokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
         signInPage.erased,

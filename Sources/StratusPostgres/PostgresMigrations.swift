@@ -134,6 +134,15 @@ enum PostgresMigrations {
                 """,
                 "CREATE INDEX instance_messages_age ON instance_messages (created_ms)",
             ]),
+        Migration(
+            version: 3, name: "finding people",
+            statements: [
+                "ALTER TABLE users ADD COLUMN email_address text COLLATE \"C\"",
+                "ALTER TABLE users ADD COLUMN discoverable boolean NOT NULL DEFAULT false",
+                "ALTER TABLE users ADD COLUMN given_name text",
+                "ALTER TABLE users ADD COLUMN family_name text",
+                "CREATE UNIQUE INDEX users_email ON users (container_id, email_address) WHERE email_address IS NOT NULL",
+            ]),
     ]
 
     /// The latest version this build knows.

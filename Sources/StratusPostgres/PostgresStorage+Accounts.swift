@@ -68,8 +68,12 @@ extension PostgresStorage {
         let inserted = try await column(
             Int32.self,
             """
-            INSERT INTO users (container_id, record_name, username, password_hash, created_ms)
-            VALUES (\(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt))
+            INSERT INTO users (
+                container_id, record_name, username, password_hash, created_ms, email_address, discoverable, given_name,
+                family_name)
+            VALUES (
+                \(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt),
+                \(user.emailAddress?.lowercased()), \(user.discoverable), \(user.givenName), \(user.familyName))
             ON CONFLICT (container_id, username) DO NOTHING RETURNING 1
             """)
         guard inserted.count == 1 else { throw StratusError(.exists, "username '\(user.username)' is taken") }
@@ -83,18 +87,59 @@ extension PostgresStorage {
         try await user(container: container, column: "record_name", value: recordName)
     }
 
+    public func user(container: String, emailAddress: String) async throws -> UserInfo? {
+        try await user(container: container, column: "email_address", value: emailAddress.lowercased())
+    }
+
     func user(container: String, column: String, value: String) async throws -> UserInfo? {
         let query = PostgresQuery(
-            unsafeSQL: """
-                SELECT record_name, username, password_hash, created_ms FROM users
-                WHERE container_id = $1 AND \(column) = $2
-                """, binds: Self.binds(container, value))
+            unsafeSQL: "SELECT \(Self.userColumns) FROM users WHERE container_id = $1 AND \(column) = $2",
+            binds: Self.binds(container, value))
         return try await read { connection in
-            try await connection.run(query, logger: logger).decode((String, String, String, Int64).self)
-                .collect().first.map {
-                    UserInfo(container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3)
-                }
+            try await Self.users(container: container, from: connection.run(query, logger: logger)).first
         }
+    }
+
+    /// The columns ``users(container:from:)`` reads, in its order.
+    static let userColumns =
+        "record_name, username, password_hash, created_ms, email_address, discoverable, given_name, family_name"
+
+    /// The users of rows selecting ``userColumns``.
+    static func users(container: String, from rows: PostgresRowSequence) async throws -> [UserInfo] {
+        try await rows.decode((String, String, String, Int64, String?, Bool, String?, String?).self).collect().map {
+            UserInfo(
+                container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3,
+                emailAddress: $0.4, discoverable: $0.5, givenName: $0.6, familyName: $0.7)
+        }
+    }
+
+    public func setEmailAddress(_ emailAddress: String?, container: String, recordName: String) async throws {
+        let address = emailAddress?.lowercased()
+        let updated: [String]
+        do {
+            updated = try await column(
+                String.self,
+                """
+                UPDATE users SET email_address = \(address) WHERE container_id = \(container) AND record_name = \(recordName)
+                RETURNING record_name
+                """)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            throw StratusError(.exists, "another user of the container has the e-mail address '\(address ?? "")'")
+        }
+        guard updated.count == 1 else { throw StratusError(.notFound, "user '\(recordName)' does not exist") }
+    }
+
+    public func setDiscoverability(
+        _ discoverable: Bool, givenName: String?, familyName: String?, container: String, recordName: String
+    ) async throws {
+        let updated = try await column(
+            String.self,
+            """
+            UPDATE users SET discoverable = \(discoverable), given_name = \(givenName), family_name = \(familyName)
+            WHERE container_id = \(container) AND record_name = \(recordName)
+            RETURNING record_name
+            """)
+        guard updated.count == 1 else { throw StratusError(.notFound, "user '\(recordName)' does not exist") }
     }
 
     public func createSession(hash: String, session: SessionInfo) async throws {

@@ -6,15 +6,11 @@ public import StratusStorage
 /// The ``TransferStorage`` role (the type conforms through ``StratusStorage``).
 extension PostgresStorage {
     public func users(container: String) async throws -> [UserInfo] {
-        try await read { connection in
-            try await connection.run(
-                """
-                SELECT record_name, username, password_hash, created_ms FROM users
-                WHERE container_id = \(container) ORDER BY record_name
-                """, logger: logger
-            ).decode((String, String, String, Int64).self).collect().map {
-                UserInfo(container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3)
-            }
+        let query = PostgresQuery(
+            unsafeSQL: "SELECT \(Self.userColumns) FROM users WHERE container_id = $1 ORDER BY record_name",
+            binds: Self.binds(container))
+        return try await read { connection in
+            try await Self.users(container: container, from: connection.run(query, logger: logger))
         }
     }
 

@@ -94,6 +94,16 @@ enum SQLiteMigrations {
                     CREATE INDEX push_tokens_used ON push_tokens (used_ms);
                     """)
         }
+        migrator.registerMigration("v5: finding people") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN email_address TEXT;
+                    ALTER TABLE users ADD COLUMN discoverable INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE users ADD COLUMN given_name TEXT;
+                    ALTER TABLE users ADD COLUMN family_name TEXT;
+                    CREATE UNIQUE INDEX users_email ON users (container_id, email_address) WHERE email_address IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 }

@@ -65,10 +65,15 @@ extension SQLiteStorage {
             }
             try db.execute(
                 sql: """
-                    INSERT INTO users (container_id, record_name, username, password_hash, created_ms)
-                    VALUES (?, ?, ?, ?, ?)
+                    INSERT INTO users (
+                        container_id, record_name, username, password_hash, created_ms, email_address, discoverable,
+                        given_name, family_name)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [user.container, user.recordName, user.username, user.passwordHash, user.createdAt])
+                arguments: [
+                    user.container, user.recordName, user.username, user.passwordHash, user.createdAt,
+                    user.emailAddress?.lowercased(), user.discoverable, user.givenName, user.familyName,
+                ])
         }
     }
 
@@ -89,10 +94,51 @@ extension SQLiteStorage {
         }
     }
 
+    public func user(container: String, emailAddress: String) async throws -> UserInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE container_id = ? AND email_address = ?",
+                arguments: [container, emailAddress.lowercased()]
+            ).map(Self.userInfo)
+        }
+    }
+
+    public func setEmailAddress(_ emailAddress: String?, container: String, recordName: String) async throws {
+        let address = emailAddress?.lowercased()
+        try await pool.write { db in
+            if let address,
+                let holder = try String.fetchOne(
+                    db, sql: "SELECT record_name FROM users WHERE container_id = ? AND email_address = ?",
+                    arguments: [container, address]), holder != recordName
+            {
+                throw StratusError(.exists, "another user of the container has the e-mail address '\(address)'")
+            }
+            try db.execute(
+                sql: "UPDATE users SET email_address = ? WHERE container_id = ? AND record_name = ?",
+                arguments: [address, container, recordName])
+            guard db.changesCount == 1 else { throw StratusError(.notFound, "user '\(recordName)' does not exist") }
+        }
+    }
+
+    public func setDiscoverability(
+        _ discoverable: Bool, givenName: String?, familyName: String?, container: String, recordName: String
+    ) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE users SET discoverable = ?, given_name = ?, family_name = ?
+                    WHERE container_id = ? AND record_name = ?
+                    """,
+                arguments: [discoverable, givenName, familyName, container, recordName])
+            guard db.changesCount == 1 else { throw StratusError(.notFound, "user '\(recordName)' does not exist") }
+        }
+    }
+
     static func userInfo(_ row: Row) -> UserInfo {
         UserInfo(
             container: row["container_id"], recordName: row["record_name"], username: row["username"],
-            passwordHash: row["password_hash"], createdAt: row["created_ms"])
+            passwordHash: row["password_hash"], createdAt: row["created_ms"], emailAddress: row["email_address"],
+            discoverable: row["discoverable"], givenName: row["given_name"], familyName: row["family_name"])
     }
 
     static func requireContainer(_ db: Database, _ container: String) throws {

@@ -27,14 +27,30 @@ public struct UserInfo: Hashable, Sendable {
     public var passwordHash: String
     /// When the account was created, in milliseconds since 1970.
     public var createdAt: Int64
+    /// The e-mail address an administrator recorded for the account (lowercased), by which others
+    /// may find the user when ``discoverable``.
+    public var emailAddress: String?
+    /// Whether the user lets others find them (off for new accounts, as in CloudKit).
+    public var discoverable: Bool
+    /// The given name the user shows when found.
+    public var givenName: String?
+    /// The family name the user shows when found.
+    public var familyName: String?
 
     /// Creates user information.
-    public init(container: String, recordName: String, username: String, passwordHash: String, createdAt: Int64) {
+    public init(
+        container: String, recordName: String, username: String, passwordHash: String, createdAt: Int64,
+        emailAddress: String? = nil, discoverable: Bool = false, givenName: String? = nil, familyName: String? = nil
+    ) {
         self.container = container
         self.recordName = recordName
         self.username = username
         self.passwordHash = passwordHash
         self.createdAt = createdAt
+        self.emailAddress = emailAddress
+        self.discoverable = discoverable
+        self.givenName = givenName
+        self.familyName = familyName
     }
 }
 

@@ -57,6 +57,16 @@ public protocol AccountStorage: Sendable {
     func user(container: String, username: String) async throws -> UserInfo?
     /// A user by record name.
     func user(container: String, recordName: String) async throws -> UserInfo?
+    /// A user by e-mail address (compared lowercased).
+    func user(container: String, emailAddress: String) async throws -> UserInfo?
+    /// Records (or, with `nil`, clears) a user's e-mail address, lowercased: `EXISTS` when another
+    /// user of the container has it, `NOT_FOUND` when there is no such user.
+    func setEmailAddress(_ emailAddress: String?, container: String, recordName: String) async throws
+    /// Sets whether a user may be found by others, and the name they show; `NOT_FOUND` when there is
+    /// no such user.
+    func setDiscoverability(
+        _ discoverable: Bool, givenName: String?, familyName: String?, container: String, recordName: String
+    ) async throws
     /// Stores a session by the hash of its token.
     func createSession(hash: String, session: SessionInfo) async throws
     /// A session by the hash of its token.

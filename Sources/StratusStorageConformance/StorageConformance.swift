@@ -134,6 +134,30 @@ public enum StorageConformance {
         #expect(try await storage.user(container: "c", recordName: "_u1") == user)
         #expect(try await storage.user(container: "other", username: "ann") == nil)
 
+        // E-mail addresses: lowercased, one user each, cleared with nil; discoverability off by default.
+        try await storage.createUser(
+            UserInfo(container: "c", recordName: "_u3", username: "bob", passwordHash: "z", createdAt: 2))
+        try await storage.setEmailAddress("Ann@Example.com", container: "c", recordName: "_u1")
+        #expect(try await storage.user(container: "c", emailAddress: "ANN@example.com")?.recordName == "_u1")
+        await expectError(.exists) {
+            try await storage.setEmailAddress("ann@example.com", container: "c", recordName: "_u3")
+        }
+        await expectError(.notFound) {
+            try await storage.setEmailAddress("x@example.com", container: "c", recordName: "_missing")
+        }
+        try await storage.setEmailAddress("ann@example.com", container: "c", recordName: "_u1")
+        #expect(try await storage.user(container: "c", recordName: "_u1")?.discoverable == false)
+        try await storage.setDiscoverability(true, givenName: "Ann", familyName: nil, container: "c", recordName: "_u1")
+        let found = try await storage.user(container: "c", emailAddress: "ann@example.com")
+        #expect(found?.discoverable == true && found?.givenName == "Ann" && found?.familyName == nil)
+        #expect(found?.emailAddress == "ann@example.com")
+        try await storage.setEmailAddress(nil, container: "c", recordName: "_u1")
+        #expect(try await storage.user(container: "c", emailAddress: "ann@example.com") == nil)
+        await expectError(.notFound) {
+            try await storage.setDiscoverability(true, givenName: nil, familyName: nil, container: "c", recordName: "_missing")
+        }
+        #expect(try await storage.users(container: "c").map(\.recordName) == ["_u1", "_u3"])
+
         let session = SessionInfo(container: "c", userRecordName: "_u1", expiresAt: 99)
         try await storage.createSession(hash: "s1", session: session)
         #expect(try await storage.session(hash: "s1") == session)

@@ -163,6 +163,17 @@ struct WireRoundTripTests {
                          databases: [.private]), "private only"),
         .of(WebAuthSession(ckWebAuthToken: "tok/+=", userRecordName: owner, expires: 1_765_009_600_000)),
         .of(CurrentUserResponse(userRecordName: owner)),
+        .of(DiscoverUsersResponse(users: [
+            UserIdentityDictionary(
+                userRecordName: owner, lookupInfo: UserLookupInfo(emailAddress: "bob@example.com"),
+                nameComponents: NameComponents(givenName: "Bob", familyName: "Builder")),
+            UserIdentityDictionary(userRecordName: owner),
+        ])),
+        .of(LookupUsersResponse(users: [
+            UserDictionary(userRecordName: owner, firstName: "Bob", lastName: nil, emailAddress: "bob@example.com"),
+        ])),
+        .of(Discoverability(discoverable: true, nameComponents: NameComponents(givenName: "Bob"))),
+        .of(Discoverability(discoverable: false)),
         .of(UploadAssetsResponse.Token(recordName: "note-1", fieldName: "photo", url: "http://h/assets/1/upload?ticket=eyJ%3D")),
         .bytes(AssetUploadResponse(singleFile: AssetValue(fileChecksum: checksum, size: 48_213, receipt: "eyJraW5k"))),
     ]
@@ -173,6 +184,11 @@ struct WireRoundTripTests {
     }
 
     static let requestSamples: [RoundTrip] = [
+        .of(DiscoverUsersRequest(lookupInfos: [
+            UserLookupInfo(emailAddress: "bob@example.com"), UserLookupInfo(userRecordName: owner),
+            UserLookupInfo(phoneNumber: "+15550100"),
+        ])),
+        .of(LookupUsersRequest(users: [UserLookupInfo(emailAddress: "bob@example.com")])),
         .of(ModifyRecordsRequest(
             operations: [RecordOperation(operationType: .create, record: note1),
                          RecordOperation(operationType: .forceDelete, record: RecordDictionary(recordName: "note-2"))],

@@ -91,6 +91,33 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer, status: .created)
         }
+        admin.patch("containers/:container/users/:user") { request, context in
+            try await authenticate(request)
+            let container = try context.parameters.require("container")
+            let recordName = try context.parameters.require("user")
+            let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
+            let emailAddress: String? = try body.decodeIfPresent("emailAddress")
+            if let emailAddress { try Self.checkEmailAddress(emailAddress) }
+            try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.field("userRecordName", recordName)
+            writer.field("emailAddress", emailAddress?.lowercased())
+            writer.endObject()
+            return Response.json(writer)
+        }
+    }
+
+    /// Refuses what is not plausibly an e-mail address: one `@` with text on both sides, no spaces or
+    /// control characters, at most 254 bytes.
+    static func checkEmailAddress(_ address: String) throws {
+        let parts = address.split(separator: "@", omittingEmptySubsequences: false)
+        guard address.utf8.count <= 254, parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty,
+            !address.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 })
+        else {
+            throw StratusError.badRequest(
+                "emailAddress must be one address (local@domain, at most 254 bytes, no spaces): '\(address)'")
+        }
     }
 
     /// `GET|PUT …/environments/{environment}/schema` (schema language; `?format=json` for JSON),

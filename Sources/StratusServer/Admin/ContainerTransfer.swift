@@ -61,6 +61,10 @@ public enum ContainerTransfer {
                 writer.field("username", user.username)
                 writer.field("passwordHash", user.passwordHash)
                 writer.field("createdAt", user.createdAt)
+                writer.field("emailAddress", user.emailAddress)
+                writer.field("discoverable", user.discoverable)
+                writer.field("givenName", user.givenName)
+                writer.field("familyName", user.familyName)
             }
         }
         for environment in ContainerEnvironment.allCases {
@@ -170,7 +174,11 @@ public enum ContainerTransfer {
                     try await storage.createUser(
                         UserInfo(container: container!, recordName: try object.decode("recordName"),
                                  username: try object.decode("username"), passwordHash: try object.decode("passwordHash"),
-                                 createdAt: try object.decode("createdAt")))
+                                 createdAt: try object.decode("createdAt"),
+                                 emailAddress: try object.decodeIfPresent("emailAddress"),
+                                 discoverable: try object.decodeIfPresent("discoverable") ?? false,
+                                 givenName: try object.decodeIfPresent("givenName"),
+                                 familyName: try object.decodeIfPresent("familyName")))
                 case "schema":
                     let environment: String = try object.decode("environment")
                     guard let environment = ContainerEnvironment(rawValue: environment) else {

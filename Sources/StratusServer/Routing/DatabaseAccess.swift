@@ -23,8 +23,11 @@ struct DatabaseAccess: Sendable {
         case manageZones
         /// Reads a change feed (`records/changes`, `changes/zone|database`, `zones/changes`).
         case readChanges
-        /// Reads or changes the caller's subscriptions, or asks who the caller is.
+        /// Reads or changes the caller's subscriptions or discoverability, or asks who the caller is.
         case ownData
+        /// Finds other users (`users/discover`, `users/lookup/*`): signed-in users only, on the public
+        /// database, as CloudKit pins these paths.
+        case findUsers
     }
 
     /// The request, as authenticated.
@@ -40,7 +43,9 @@ struct DatabaseAccess: Sendable {
         case (.readChanges, .public):
             throw StratusError.badRequest(
                 "\(endpoint) is available in the private and shared databases; the public database has no change feeds")
-        case (.write, _), (.ownData, _):
+        case (.findUsers, .private), (.findUsers, .shared):
+            throw StratusError.badRequest("\(endpoint) is served on the public database, as in CloudKit")
+        case (.write, _), (.ownData, _), (.findUsers, _):
             _ = try target.requireUser()
         default:
             break

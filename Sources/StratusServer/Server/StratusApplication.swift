@@ -83,6 +83,8 @@ public enum StratusApplication {
         push.addRoutes(to: router)
         AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
+        UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
+            .addRoutes(to: router)
         AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
         return (router, push, assets)
