@@ -209,6 +209,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CloudKitWireTests",
+            dependencies: [
+                "StratusServer", "StratusStorage", "StratusTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "NotesTests",
             dependencies: ["NotesCore", "ExampleSupport", "Stratus", "StratusTestSupport", "StratusServer"],
             path: "Examples/Notes/Tests", swiftSettings: swiftSettings),
@@ -229,6 +240,7 @@ let package = Package(
             dependencies: [
                 "Stratus", "StratusTestSupport", "StratusServer", "StratusModel", "StratusProcess",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -143,6 +143,17 @@ enum PostgresMigrations {
                 "ALTER TABLE users ADD COLUMN family_name text",
                 "CREATE UNIQUE INDEX users_email ON users (container_id, email_address) WHERE email_address IS NOT NULL",
             ]),
+        Migration(
+            version: 4, name: "server-to-server keys",
+            statements: [
+                """
+                CREATE TABLE server_keys (
+                    key_id text COLLATE "C" PRIMARY KEY,
+                    container_id text COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment text NOT NULL, public_key text NOT NULL, user_record_name text COLLATE "C" NOT NULL,
+                    created_ms bigint NOT NULL, revoked_ms bigint)
+                """,
+            ]),
     ]
 
     /// The latest version this build knows.

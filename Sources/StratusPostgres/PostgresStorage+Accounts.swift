@@ -113,6 +113,51 @@ extension PostgresStorage {
         }
     }
 
+    public func createServerKey(_ key: ServerKeyInfo) async throws {
+        try await requireContainer(key.container)
+        try await execute(
+            """
+            INSERT INTO server_keys (key_id, container_id, environment, public_key, user_record_name, created_ms, revoked_ms)
+            VALUES (
+                \(key.keyID), \(key.container), \(key.environment.rawValue), \(key.publicKeyPEM), \(key.userRecordName),
+                \(key.createdAt), \(key.revokedAt))
+            """)
+    }
+
+    public func serverKey(id: String) async throws -> ServerKeyInfo? {
+        try await serverKeys(where: "key_id", id).first
+    }
+
+    public func serverKeys(container: String) async throws -> [ServerKeyInfo] {
+        try await serverKeys(where: "container_id", container)
+    }
+
+    private func serverKeys(where column: String, _ value: String) async throws -> [ServerKeyInfo] {
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT key_id, container_id, environment, public_key, user_record_name, created_ms, revoked_ms
+                FROM server_keys WHERE \(column) = $1 ORDER BY created_ms, key_id
+                """, binds: Self.binds(value))
+        return try await read { connection in
+            try await connection.run(query, logger: logger)
+                .decode((String, String, String, String, String, Int64, Int64?).self).collect().map {
+                    ServerKeyInfo(
+                        keyID: $0.0, container: $0.1, environment: ContainerEnvironment(rawValue: $0.2) ?? .development,
+                        publicKeyPEM: $0.3, userRecordName: $0.4, createdAt: $0.5, revokedAt: $0.6)
+                }
+        }
+    }
+
+    public func revokeServerKey(id: String, container: String, at timestamp: Int64) async throws -> Bool {
+        try await column(
+            String.self,
+            """
+            UPDATE server_keys SET revoked_ms = coalesce(revoked_ms, \(timestamp))
+            WHERE key_id = \(id) AND container_id = \(container) RETURNING key_id
+            """
+        ).count == 1
+    }
+
     public func setEmailAddress(_ emailAddress: String?, container: String, recordName: String) async throws {
         let address = emailAddress?.lowercased()
         let updated: [String]

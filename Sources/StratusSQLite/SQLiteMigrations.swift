@@ -104,6 +104,16 @@ enum SQLiteMigrations {
                     CREATE UNIQUE INDEX users_email ON users (container_id, email_address) WHERE email_address IS NOT NULL;
                     """)
         }
+        migrator.registerMigration("v6: server-to-server keys") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE server_keys (
+                        key_id TEXT PRIMARY KEY,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL, public_key TEXT NOT NULL, user_record_name TEXT NOT NULL,
+                        created_ms INTEGER NOT NULL, revoked_ms INTEGER);
+                    """)
+        }
         return migrator
     }
 }

@@ -134,6 +134,56 @@ extension SQLiteStorage {
         }
     }
 
+    public func createServerKey(_ key: ServerKeyInfo) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, key.container)
+            try db.execute(
+                sql: """
+                    INSERT INTO server_keys (
+                        key_id, container_id, environment, public_key, user_record_name, created_ms, revoked_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    key.keyID, key.container, key.environment.rawValue, key.publicKeyPEM, key.userRecordName, key.createdAt,
+                    key.revokedAt,
+                ])
+        }
+    }
+
+    public func serverKey(id: String) async throws -> ServerKeyInfo? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM server_keys WHERE key_id = ?", arguments: [id]).map(Self.serverKeyInfo)
+        }
+    }
+
+    public func serverKeys(container: String) async throws -> [ServerKeyInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM server_keys WHERE container_id = ? ORDER BY created_ms, key_id",
+                arguments: [container]
+            ).map(Self.serverKeyInfo)
+        }
+    }
+
+    public func revokeServerKey(id: String, container: String, at timestamp: Int64) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE server_keys SET revoked_ms = coalesce(revoked_ms, ?) WHERE key_id = ? AND container_id = ?
+                    """,
+                arguments: [timestamp, id, container])
+            return db.changesCount == 1
+        }
+    }
+
+    static func serverKeyInfo(_ row: Row) -> ServerKeyInfo {
+        ServerKeyInfo(
+            keyID: row["key_id"], container: row["container_id"],
+            environment: ContainerEnvironment(rawValue: row["environment"]) ?? .development,
+            publicKeyPEM: row["public_key"], userRecordName: row["user_record_name"], createdAt: row["created_ms"],
+            revokedAt: row["revoked_ms"])
+    }
+
     static func userInfo(_ row: Row) -> UserInfo {
         UserInfo(
             container: row["container_id"], recordName: row["record_name"], username: row["username"],

@@ -1,3 +1,5 @@
+public import StratusModel
+
 /// A container: an app's namespace on the server.
 public struct ContainerInfo: Hashable, Sendable {
     /// Its identifier, e.g. `iCloud.com.example.notes`.
@@ -88,5 +90,39 @@ public struct APITokenInfo: Hashable, Sendable {
         self.container = container
         self.name = name
         self.createdAt = createdAt
+    }
+}
+
+/// A server-to-server key: an ECDSA P-256 public key an administrator registered for a container and
+/// environment. Requests signed with its private key act on the public database as the key's own
+/// user.
+public struct ServerKeyInfo: Hashable, Sendable {
+    /// The key's ID (64 hexadecimal digits), sent in `X-Apple-CloudKit-Request-KeyID`.
+    public var keyID: String
+    /// The container it opens.
+    public var container: String
+    /// The environment it opens.
+    public var environment: ContainerEnvironment
+    /// The public key, PEM-encoded.
+    public var publicKeyPEM: String
+    /// The user the key acts as: the creator of what it writes.
+    public var userRecordName: String
+    /// When it was registered, in milliseconds since 1970.
+    public var createdAt: Int64
+    /// When it was revoked, if it was.
+    public var revokedAt: Int64?
+
+    /// Creates a key description.
+    public init(
+        keyID: String, container: String, environment: ContainerEnvironment, publicKeyPEM: String,
+        userRecordName: String, createdAt: Int64, revokedAt: Int64? = nil
+    ) {
+        self.keyID = keyID
+        self.container = container
+        self.environment = environment
+        self.publicKeyPEM = publicKeyPEM
+        self.userRecordName = userRecordName
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
     }
 }

@@ -67,6 +67,15 @@ public protocol AccountStorage: Sendable {
     func setDiscoverability(
         _ discoverable: Bool, givenName: String?, familyName: String?, container: String, recordName: String
     ) async throws
+    /// Registers a server-to-server key.
+    func createServerKey(_ key: ServerKeyInfo) async throws
+    /// A server-to-server key by ID, revoked or not.
+    func serverKey(id: String) async throws -> ServerKeyInfo?
+    /// The server-to-server keys of a container, oldest first.
+    func serverKeys(container: String) async throws -> [ServerKeyInfo]
+    /// Revokes a key of a container; `false` when it has no such key. Revoking twice keeps the first
+    /// time.
+    func revokeServerKey(id: String, container: String, at timestamp: Int64) async throws -> Bool
     /// Stores a session by the hash of its token.
     func createSession(hash: String, session: SessionInfo) async throws
     /// A session by the hash of its token.

@@ -158,6 +158,26 @@ public enum StorageConformance {
         }
         #expect(try await storage.users(container: "c").map(\.recordName) == ["_u1", "_u3"])
 
+        // Server-to-server keys: registered, found by ID, revoked once (the first time stays).
+        let key = ServerKeyInfo(
+            keyID: String(repeating: "ab", count: 32), container: "c", environment: .production,
+            publicKeyPEM: "-----BEGIN PUBLIC KEY-----", userRecordName: "_u3", createdAt: 5)
+        try await storage.createServerKey(key)
+        #expect(try await storage.serverKey(id: key.keyID) == key)
+        #expect(try await storage.serverKeys(container: "c") == [key])
+        #expect(try await storage.serverKeys(container: "other").isEmpty)
+        await expectError(.notFound) {
+            var stray = key
+            stray.keyID = String(repeating: "cd", count: 32)
+            stray.container = "missing"
+            try await storage.createServerKey(stray)
+        }
+        #expect(try await storage.revokeServerKey(id: key.keyID, container: "other", at: 6) == false)
+        #expect(try await storage.revokeServerKey(id: key.keyID, container: "c", at: 7))
+        #expect(try await storage.revokeServerKey(id: key.keyID, container: "c", at: 8))
+        #expect(try await storage.serverKey(id: key.keyID)?.revokedAt == 7)
+        #expect(try await storage.revokeServerKey(id: "unknown", container: "c", at: 9) == false)
+
         let session = SessionInfo(container: "c", userRecordName: "_u1", expiresAt: 99)
         try await storage.createSession(hash: "s1", session: session)
         #expect(try await storage.session(hash: "s1") == session)

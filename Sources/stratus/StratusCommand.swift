@@ -68,6 +68,7 @@ extension DataOptions {
 }
 
 extension SQLiteStorage.Durability: ExpressibleByArgument {}
+extension ContainerEnvironment: ExpressibleByArgument {}
 
 enum LogFormat: String, ExpressibleByArgument, CaseIterable {
     case text, json
@@ -274,8 +275,8 @@ struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage containers, API tokens and users directly in the data directory.",
         subcommands: [
-            CreateContainer.self, CreateToken.self, CreateUser.self, ListContainers.self, Migrate.self, Export.self,
-            Import.self,
+            CreateContainer.self, CreateToken.self, CreateUser.self, CreateKey.self, RevokeKey.self, ListKeys.self,
+            ListContainers.self, Migrate.self, Export.self, Import.self,
         ])
 
     struct Migrate: AsyncParsableCommand {
@@ -402,6 +403,65 @@ struct Admin: AsyncParsableCommand {
                 let accounts = AccountService(storage: storage, configuration: .init())
                 let user = try await accounts.createUser(container: container, username: username, password: password)
                 print("user: \(user.username)\nuserRecordName: \(user.recordName)")
+            }
+        }
+    }
+
+    struct CreateKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register a server-to-server key (an ECDSA P-256 public key in PEM) and print its key ID.",
+            discussion: """
+                Make a key pair with 'openssl ecparam -name prime256v1 -genkey -noout -out key.pem' and its public \
+                half with 'openssl ec -in key.pem -pubout -out public.pem'; keep key.pem on the server that signs.
+                """)
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The environment the key opens: development or production.")
+        var environment: ContainerEnvironment = .development
+        @Option(help: "The PEM file of the public key ('-' reads standard input).")
+        var publicKey: String
+
+        func run() async throws {
+            let pem = publicKey == "-"
+                ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                : try String(contentsOfFile: publicKey, encoding: .utf8)
+            try await storageOptions.withStorage { storage in
+                let accounts = AccountService(storage: storage, configuration: .init())
+                let key = try await accounts.registerServerKey(
+                    container: container, environment: environment, publicKeyPEM: pem)
+                print("key ID: \(key.keyID)\nenvironment: \(key.environment.rawValue)\nuserRecordName: \(key.userRecordName)")
+            }
+        }
+    }
+
+    struct RevokeKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a server-to-server key.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The key ID.")
+        var keyID: String
+
+        func run() async throws {
+            let revoked = try await storageOptions.withStorage { storage in
+                try await storage.revokeServerKey(id: keyID, container: container, at: Timestamp.now.milliseconds)
+            }
+            guard revoked else { throw ValidationError("container '\(container)' has no key '\(keyID)'") }
+            print("revoked \(keyID)")
+        }
+    }
+
+    struct ListKeys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list-keys", abstract: "List a container's server-to-server keys.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            for key in try await storageOptions.withStorage({ try await $0.serverKeys(container: container) }) {
+                print("\(key.keyID)\t\(key.environment.rawValue)\t\(key.revokedAt == nil ? "active" : "revoked")")
             }
         }
     }

@@ -1,7 +1,8 @@
+import Crypto
 import Foundation
 import HummingbirdBcrypt
 import NIOPosix
-import StratusModel
+public import StratusModel
 public import StratusStorage
 import Synchronization
 
@@ -62,10 +63,45 @@ public struct AccountService: Sendable {
 
     /// Creates an API token for a container and returns it; only its hash is stored.
     public func createAPIToken(container: String, name: String = "default") async throws -> String {
-        let token = Secrets.makeToken()
+        let token = Secrets.makeHexToken()
         try await storage.createAPIToken(
             hash: Secrets.hash(token), container: container, name: name, createdAt: configuration.clock.milliseconds)
         return token
+    }
+
+    /// Registers a server-to-server key for a container and environment: `publicKeyPEM` must be an
+    /// ECDSA P-256 public key in PEM. The key gets a new ID (64 hexadecimal digits, as Apple's) and
+    /// its own user, who cannot sign in and is the creator of what the key writes.
+    public func registerServerKey(
+        container: String, environment: ContainerEnvironment, publicKeyPEM: String
+    ) async throws -> ServerKeyInfo {
+        guard (try? P256.Signing.PublicKey(pemRepresentation: publicKeyPEM)) != nil else {
+            throw StratusError.badRequest(
+                "publicKey must be an ECDSA P-256 public key in PEM ('-----BEGIN PUBLIC KEY-----'), as "
+                    + "'openssl ec -in key.pem -pubout' writes it")
+        }
+        let keyID = Secrets.makeHexToken()
+        let cost = configuration.passwordHashCost
+        let unusable = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(Secrets.makeToken(), cost: cost) }
+        let now = configuration.clock.milliseconds
+        // A username sign-up refuses (':'), so nobody can sign in as the key or claim its name.
+        let user = UserInfo(
+            container: container, recordName: Secrets.makeUserRecordName(), username: "server-key:\(keyID)",
+            passwordHash: unusable, createdAt: now)
+        try await storage.createUser(user)
+        let key = ServerKeyInfo(
+            keyID: keyID, container: container, environment: environment, publicKeyPEM: publicKeyPEM,
+            userRecordName: user.recordName, createdAt: now)
+        try await storage.createServerKey(key)
+        return key
+    }
+
+    /// The time now, in milliseconds since 1970, by the server's clock.
+    var now: Int64 { configuration.clock.milliseconds }
+
+    /// A server-to-server key by ID.
+    func serverKey(id: String) async throws -> ServerKeyInfo? {
+        try await storage.serverKey(id: id)
     }
 
     /// Creates a user account with a bcrypt-hashed password.

@@ -4,18 +4,28 @@ import StratusModel
 
 /// Makes and hashes the server's secrets: API tokens, web auth tokens, the admin token.
 ///
-/// Tokens are 32 random bytes in URL-safe base64. Only their SHA-256 digests are stored, so a copy
+/// Tokens are 32 random bytes: API tokens in hexadecimal (Apple's shape), the others in URL-safe
+/// base64. Only their SHA-256 digests are stored, so a copy
 /// of the database does not hand out credentials. (Tokens carry 256 bits of entropy, so a fast hash
 /// is enough; passwords, which do not, use bcrypt.)
 enum Secrets {
-    /// A new random token.
+    /// 32 random bytes as 64 lowercase hexadecimal digits: the shape of Apple's API tokens and key
+    /// IDs, which clients check before sending anything.
+    static func makeHexToken() -> String {
+        randomBytes().hexDigits
+    }
+
+    /// A new random token in URL-safe base64.
     static func makeToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return Data(bytes).base64EncodedString()
+        Data(randomBytes()).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+
+    private static func randomBytes() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
     /// The stored form of a token.

@@ -91,6 +91,49 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer, status: .created)
         }
+        admin.post("containers/:container/keys") { request, context in
+            try await authenticate(request)
+            let container = try context.parameters.require("container")
+            let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
+            let environmentName: String = try body.decode("environment")
+            guard let environment = ContainerEnvironment(rawValue: environmentName) else {
+                throw StratusError.badRequest("environment must be development or production, not '\(environmentName)'")
+            }
+            let key = try await accounts.registerServerKey(
+                container: container, environment: environment, publicKeyPEM: try body.decode("publicKey"))
+            var writer = JSONWriter()
+            Self.write(key, to: &writer)
+            return Response.json(writer, status: .created)
+        }
+        admin.get("containers/:container/keys") { request, context in
+            try await authenticate(request)
+            let container = try context.parameters.require("container")
+            guard try await storage.container(container) != nil else {
+                throw StratusError(.notFound, "container '\(container)' does not exist")
+            }
+            let keys = try await storage.serverKeys(container: container)
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("keys")
+            writer.beginArray()
+            for key in keys { Self.write(key, to: &writer) }
+            writer.endArray()
+            writer.endObject()
+            return Response.json(writer)
+        }
+        admin.delete("containers/:container/keys/:key") { request, context in
+            try await authenticate(request)
+            let container = try context.parameters.require("container")
+            let keyID = try context.parameters.require("key")
+            guard try await storage.revokeServerKey(id: keyID, container: container, at: accounts.now),
+                let key = try await storage.serverKey(id: keyID)
+            else {
+                throw StratusError(.notFound, "container '\(container)' has no server-to-server key '\(keyID)'")
+            }
+            var writer = JSONWriter()
+            Self.write(key, to: &writer)
+            return Response.json(writer)
+        }
         admin.patch("containers/:container/users/:user") { request, context in
             try await authenticate(request)
             let container = try context.parameters.require("container")
@@ -106,6 +149,17 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer)
         }
+    }
+
+    /// A server-to-server key as the admin API shows it: never the key itself.
+    static func write(_ key: ServerKeyInfo, to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("keyID", key.keyID)
+        writer.field("environment", key.environment.rawValue)
+        writer.field("userRecordName", key.userRecordName)
+        writer.field("created", key.createdAt)
+        writer.field("revoked", key.revokedAt)
+        writer.endObject()
     }
 
     /// Refuses what is not plausibly an e-mail address: one `@` with text on both sides, no spaces or

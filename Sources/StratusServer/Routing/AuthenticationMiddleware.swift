@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import StratusModel
+import StratusStorage
 
 /// Verifies the credentials a request carries, once, before any handler runs, and then applies
 /// the rate limit to the caller it verified.
@@ -12,6 +13,12 @@ import StratusModel
 /// exist, and a `ckWebAuthToken` must be a live session of the container, in that order; a token
 /// that fails is refused with `401 AUTHENTICATION_FAILED` on every such route, whether or not the
 /// route needs it. What was verified goes into ``StratusRequestContext/caller``.
+///
+/// A request signed with a server-to-server key (``ServerKeySignature``) is authenticated by its
+/// signature instead of `ckAPIToken`, and acts as the key's user; when it carries an API token as
+/// well, both are verified, and a bad signature is refused whatever the token. An empty
+/// `ckWebAuthToken`, or the literal `null` Apple's web library sends when nobody is signed in, counts
+/// as absent.
 ///
 /// The rate limit (``ServerConfiguration/rateLimit``) counts against what was verified, never
 /// against what a request merely claims: the signed-in user, else the app's container from the
@@ -23,14 +30,19 @@ struct AuthenticationMiddleware: RouterMiddleware {
     let accounts: AccountService
     let limiter: RateLimiter?
     let trustedProxies: Set<String>
+    /// The clock signed dates are compared with.
+    let clock: ServerClock
+    /// The largest body read to check a signature.
+    let maxBodyBytes: Int
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        var request = request
         var context = context
         context.caller.address = clientAddress(request, peer: context.remoteAddress)
         do {
-            try await verify(request, into: &context.caller, parameters: context.parameters)
+            try await verify(&request, into: &context.caller, parameters: context.parameters)
         } catch {
             try charge("address:\(context.caller.address)")
             throw error
@@ -39,7 +51,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
-    private func verify(_ request: Request, into caller: inout VerifiedCaller, parameters: Parameters) async throws {
+    private func verify(_ request: inout Request, into caller: inout VerifiedCaller, parameters: Parameters) async throws {
         // Other routes check their own credentials: the push URL, upload tickets, the admin token.
         let path = request.uri.path
         guard path.hasPrefix("/database/1/") || path.hasPrefix("/auth/1/"), let container = parameters.get("container")
@@ -56,9 +68,46 @@ struct AuthenticationMiddleware: RouterMiddleware {
         if let database = parameters.get("database") {
             caller.scope = try Authenticator.parse(DatabaseScope.self, database, parameter: "database")
         }
-        if let webAuthToken = request.query("ckWebAuthToken") {
+        let webAuthToken = request.query("ckWebAuthToken").flatMap { $0.isEmpty || $0 == "null" ? nil : $0 }
+        if let signed = try ServerKeySignature(
+            keyID: request.headers[.cloudKitKeyID], date: request.headers[.cloudKitDate],
+            signature: request.headers[.cloudKitSignature])
+        {
+            try await verify(signed, of: &request, container: container, into: &caller)
+            guard webAuthToken == nil else {
+                throw StratusError.badRequest(
+                    "a request signed with a server-to-server key acts as the key's user; leave out ckWebAuthToken")
+            }
+            return
+        }
+        if let webAuthToken {
             caller.userRecordName = try await accounts.user(forWebAuthToken: webAuthToken, container: container)
         }
+    }
+
+    /// Checks a server-to-server signature: a live key of the path's container and environment that
+    /// signed this date, body and path. The request's body is read for it (up to the body limit).
+    private func verify(
+        _ signed: ServerKeySignature, of request: inout Request, container: String, into caller: inout VerifiedCaller
+    ) async throws {
+        guard request.uri.path.hasPrefix("/database/1/") else {
+            throw StratusError(.authenticationFailed, "server-to-server keys sign requests under /database/1/ only")
+        }
+        guard let key = try await accounts.serverKey(id: signed.keyID), key.container == container else {
+            throw StratusError(
+                .authenticationFailed, "'\(signed.keyID)' is not a server-to-server key of container '\(container)'")
+        }
+        guard caller.environment == nil || caller.environment == key.environment else {
+            throw StratusError(
+                .authenticationFailed,
+                "server-to-server key '\(signed.keyID)' is for the \(key.environment.rawValue) environment")
+        }
+        let body = try await request.collectBody(upTo: maxBodyBytes)
+        try signed.verify(
+            body: body.readableBytesView, subpath: request.head.path ?? request.uri.path, key: key, now: clock.milliseconds)
+        caller.container = container
+        caller.userRecordName = key.userRecordName
+        caller.serverKeyID = key.keyID
     }
 
     private func charge(_ key: String) throws {
@@ -81,4 +130,10 @@ struct AuthenticationMiddleware: RouterMiddleware {
 extension HTTPField.Name {
     /// The client addresses a proxy forwards a request for, the nearest last.
     static let xForwardedFor = Self("X-Forwarded-For")!
+    /// The ID of the server-to-server key that signed a request.
+    static let cloudKitKeyID = Self("X-Apple-CloudKit-Request-KeyID")!
+    /// The date a server-to-server key signed, ISO 8601.
+    static let cloudKitDate = Self("X-Apple-CloudKit-Request-ISO8601Date")!
+    /// A server-to-server signature, base64.
+    static let cloudKitSignature = Self("X-Apple-CloudKit-Request-SignatureV1")!
 }

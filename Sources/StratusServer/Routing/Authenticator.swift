@@ -25,8 +25,8 @@ struct Authenticator: Sendable {
         guard let scope = context.caller.scope else { throw StratusError.badRequest("the path names no database") }
         return DatabaseRequest(
             container: container, environment: environment, scope: scope, userRecordName: context.caller.userRecordName,
-            deviceID: request.headers[.stratusDeviceID], signInURL: signInURL(request, container: container),
-            baseURL: baseURL(request))
+            deviceID: request.headers[.stratusDeviceID], signedByServerKey: context.caller.serverKeyID != nil,
+            signInURL: signInURL(request, container: container), baseURL: baseURL(request))
     }
 
     /// The environment the path names (checked by the middleware).

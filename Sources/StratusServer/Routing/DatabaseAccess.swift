@@ -7,6 +7,7 @@ import StratusStorage
 /// ``authorize(_:for:endpoint:)`` before it touches storage, names its zones through ``zone(_:field:)``,
 /// and asks ``readAccess(recordType:schema:)`` before it hands out a record. The rules (docs/protocol.md,
 /// "Who must be signed in"):
+/// - server-to-server keys reach the public database only, as their own user;
 /// - the public database is read with the API token alone and written by signed-in users, record by
 ///   record under the schema's grants; it has only the default zone and no change feeds;
 /// - a private database is its owner's, who alone reaches it, with every operation;
@@ -39,6 +40,10 @@ struct DatabaseAccess: Sendable {
     /// sign-in link when a user is needed and none signed in, `400` for what the database does not
     /// offer. `endpoint` names the request in those errors.
     static func authorize(_ operation: Operation, for target: DatabaseRequest, endpoint: String) throws -> DatabaseAccess {
+        if target.signedByServerKey, target.scope != .public {
+            throw StratusError(
+                .accessDenied, "server-to-server keys reach the public database only, as in CloudKit")
+        }
         switch (operation, target.scope) {
         case (.readChanges, .public):
             throw StratusError.badRequest(

@@ -16,6 +16,8 @@ struct DatabaseRequest: Sendable {
     var userRecordName: String?
     /// The device the client says it is (`X-Stratus-Device-ID`), recorded in change stamps.
     var deviceID: String?
+    /// Whether a server-to-server key signed the request (``userRecordName`` is then the key's user).
+    var signedByServerKey = false
     /// Where a user without a session signs in.
     var signInURL: String
     /// The URL clients reach this server at.

@@ -13,8 +13,11 @@ struct VerifiedCaller: Sendable, Hashable {
     var environment: ContainerEnvironment?
     /// The database the path names, when it names one.
     var scope: DatabaseScope?
-    /// The user whose web auth token (`ckWebAuthToken`) came with the request.
+    /// The user whose web auth token (`ckWebAuthToken`) came with the request, or the user of the
+    /// server-to-server key that signed it.
     var userRecordName: String?
+    /// The server-to-server key that signed the request, if one did.
+    var serverKeyID: String?
 
     /// What the rate limit counts against: the signed-in user, else the app's container from this
     /// address, else the address.

@@ -70,7 +70,8 @@ public enum StratusApplication {
         router.add(
             middleware: AuthenticationMiddleware(
                 accounts: accounts, limiter: configuration.rateLimit.map { RateLimiter(limit: $0, clock: configuration.clock) },
-                trustedProxies: configuration.trustedProxies))
+                trustedProxies: configuration.trustedProxies, clock: configuration.clock,
+                maxBodyBytes: configuration.limits.maxRequestBodyBytes))
         let authenticator = Authenticator(configuration: configuration)
         DatabaseEndpoints(
             storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,

@@ -1,0 +1,66 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import StratusProcess
+import StratusServer
+import StratusTestSupport
+import Testing
+
+@Suite("stratus admin create-key, list-keys and revoke-key")
+struct ServerKeyCommandTests {
+    /// Runs `stratus admin …` on `data`; returns its standard output, or throws with its error.
+    static func admin(_ arguments: [String], data: URL) throws -> String {
+        let process = Process()
+        process.executableURL = productsDirectory.appendingPathComponent("stratus")
+        process.arguments = ["admin"] + arguments + ["--data", data.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "stratus admin \(arguments) failed")
+        return text
+    }
+
+    @Test("a key registered with create-key signs requests to stratus serve until revoke-key")
+    func commandLine() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-keys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        _ = try Self.admin(["create-container", "iCloud.com.example.backend"], data: data)
+        let key = P256.Signing.PrivateKey()
+        let publicFile = data.appendingPathComponent("public.pem")
+        try key.publicKey.pemRepresentation.write(to: publicFile, atomically: true, encoding: .utf8)
+        let created = try Self.admin(
+            ["create-key", "iCloud.com.example.backend", "--environment", "development", "--public-key", publicFile.path],
+            data: data)
+        let keyID = try #require(
+            created.split(separator: "\n").first { $0.hasPrefix("key ID: ") }.map { String($0.dropFirst("key ID: ".count)) })
+        #expect(try Self.admin(["list-keys", "iCloud.com.example.backend"], data: data).contains("\(keyID)\tdevelopment\tactive"))
+
+        let server = try ServerProcess(
+            executable: productsDirectory.appendingPathComponent("stratus"),
+            arguments: ["serve", "--data", data.path, "--port", "0"])
+        defer { server.kill() }
+        func query() async throws -> Int {
+            let subpath = "/database/1/iCloud.com.example.backend/development/public/records/query"
+            let body = #"{"query":{"recordType":"Note"}}"#
+            let date = Date().formatted(.iso8601)
+            let bodyHash = Data(SHA256.hash(data: Data(body.utf8))).base64EncodedString()
+            let signature = try key.signature(for: Data("\(date):\(bodyHash):\(subpath)".utf8))
+            var request = HTTPClientRequest(url: server.url + subpath)
+            request.method = .POST
+            request.headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: keyID)
+            request.headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: date)
+            request.headers.add(name: "X-Apple-CloudKit-Request-SignatureV1", value: signature.derRepresentation.base64EncodedString())
+            request.body = .bytes(ByteBuffer(string: body))
+            return Int(try await HTTPClient.shared.execute(request, timeout: .seconds(30)).status.code)
+        }
+        #expect(try await query() == 200)
+        #expect(try Self.admin(["revoke-key", "iCloud.com.example.backend", keyID], data: data).contains("revoked"))
+        // The running server reads keys on every signed request, so the revocation holds at once.
+        #expect(try await query() == 401)
+    }
+}
