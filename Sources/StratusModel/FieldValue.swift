@@ -202,11 +202,41 @@ extension FieldValue: JSONDecodable {
 public struct FieldSlot: JSONDecodable, Sendable, Hashable {
     /// The new value; `nil` removes the field.
     public var value: FieldValue?
+    /// Whether the request named the value's type; when it did not, the type was inferred from the
+    /// JSON (see ``FieldValue/conformed(to:)``).
+    public var isTyped: Bool
 
     /// Creates a slot.
-    public init(value: FieldValue?) { self.value = value }
+    public init(value: FieldValue?, isTyped: Bool = true) {
+        self.value = value
+        self.isTyped = isTyped
+    }
 
     public init(json: JSONValue) throws {
         value = try FieldValue.decodeSlot(json)
+        isTyped = (try? json.object())?["type"] != nil
+    }
+}
+
+extension FieldValue {
+    /// This value, inferred from JSON without a type tag, read as `type` where its JSON allows: a
+    /// whole number as a `DOUBLE` or a `TIMESTAMP` (milliseconds), a string as `BYTES` (base64), and
+    /// lists alike, an empty list as an empty list of `type`. Anything else is returned unchanged, for
+    /// the schema check to judge. This is how an untyped save into a field the schema already knows
+    /// takes the field's type, as Apple's reference says `type` is optional.
+    public func conformed(to type: FieldType) -> FieldValue {
+        if let elementType = type.elementType, case .list(_, let elements) = self {
+            let conformed = elements.map { $0.conformed(to: elementType) }
+            guard conformed.allSatisfy({ $0.type == elementType }) else { return self }
+            return .list(elementType: elementType, conformed)
+        }
+        switch (self, type) {
+        case (.int64(let number), .double): return .double(Double(number))
+        case (.int64(let milliseconds), .timestamp): return .timestamp(milliseconds)
+        case (.double(let number), .timestamp) where number.rounded() == number && abs(number) < 9.2e18:
+            return .timestamp(Int64(number))
+        case (.string(let text), .bytes): return Data(base64Encoded: text).map { .bytes($0) } ?? self
+        default: return self
+        }
     }
 }

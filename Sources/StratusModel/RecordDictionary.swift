@@ -14,6 +14,9 @@ public struct RecordDictionary: Hashable, Sendable {
     public var fields: [String: FieldValue]
     /// Fields a request asks to remove.
     public var removedFieldNames: Set<String>
+    /// Fields a request sent without a `type`, whose values were inferred from their JSON; the server
+    /// reads them as the schema's type for the field when it has one.
+    public var untypedFieldNames: Set<String> = []
     /// Creation stamp.
     public var created: RecordStamp?
     /// Last modification stamp.
@@ -130,6 +133,7 @@ extension RecordDictionary: JSONDecodable {
         zoneID = try object.decodeIfPresent("zoneID")
         fields = [:]
         removedFieldNames = []
+        untypedFieldNames = []
         guard let fieldsValue = object["fields"] else { return }
         let members = try withJSONPath(.key("fields")) { try fieldsValue.object().members }
         fields.reserveCapacity(members.count)
@@ -137,6 +141,7 @@ extension RecordDictionary: JSONDecodable {
             let slot = try withJSONPath(.key("fields")) { try withJSONPath(.key(name)) { try FieldSlot(json: value) } }
             if let value = slot.value {
                 fields[name] = value
+                if !slot.isTyped { untypedFieldNames.insert(name) }
             } else {
                 removedFieldNames.insert(name)
             }

@@ -148,7 +148,11 @@ struct DatabaseEndpoints: Sendable {
         let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
         let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
-        var writes = try RecordValidator(limits: limits).writes(for: body.operations, zoneName: zoneName)
+        // Fields sent without a type take the schema's type for them; the schema is read only then
+        // (a field's type never changes once known, so reading it outside the write is safe).
+        let schema = body.operations.contains { !$0.record.untypedFieldNames.isEmpty }
+            ? try await storage.schema(container: target.container, environment: target.environment) : nil
+        var writes = try RecordValidator(limits: limits).writes(for: body.operations, zoneName: zoneName, schema: schema)
         for index in writes.indices {
             try admitAssets(&writes[index], field: "operations[\(index)].record.fields", container: target.container)
         }

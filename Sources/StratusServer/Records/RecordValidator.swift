@@ -22,7 +22,9 @@ struct RecordValidator {
         return nil
     }
 
-    func writes(for operations: [RecordOperation], zoneName: String) throws -> [RecordWrite] {
+    /// The writes `operations` ask for, checked. A field sent without a `type` takes the type
+    /// `schema` has for it, when it has one (``FieldValue/conformed(to:)``).
+    func writes(for operations: [RecordOperation], zoneName: String, schema: Schema? = nil) throws -> [RecordWrite] {
         var seen = Set<String>()
         return try operations.enumerated().map { index, operation in
             let record = operation.record
@@ -80,9 +82,17 @@ struct RecordValidator {
                 throw StratusError.badRequest(
                     "\(field).fields has \(record.fields.count) fields; the limit is \(limits.maxFieldsPerRecord)")
             }
+            var fields = record.fields
+            if let recordType = record.recordType, let known = schema?.recordTypes[recordType]?.fields {
+                for name in record.untypedFieldNames {
+                    if let value = fields[name], let fieldType = known[name]?.type {
+                        fields[name] = value.conformed(to: fieldType)
+                    }
+                }
+            }
             return RecordWrite(
                 operationType: type, recordName: recordName, recordType: record.recordType,
-                recordChangeTag: record.recordChangeTag, fields: type.isDelete ? [:] : record.fields,
+                recordChangeTag: record.recordChangeTag, fields: type.isDelete ? [:] : fields,
                 removedFieldNames: record.removedFieldNames)
         }
     }
