@@ -92,10 +92,7 @@ public struct QueryFilter: Hashable, Sendable, JSONDecodable {
     public init(json: JSONValue) throws {
         let object = try json.object()
         comparator = try object.decode("comparator")
-        fieldName = try object.decode("fieldName")
-        guard !fieldName.isEmpty else {
-            throw JSONDecodingError(.invalid, "must not be empty", at: [.key("fieldName")])
-        }
+        fieldName = try SystemFieldName.queriedField(in: object)
         fieldValue = try object.decode("fieldValue")
         distance = try object.decodeIfPresent("distance")
         switch (comparator, distance) {
@@ -282,10 +279,7 @@ public struct QuerySort: Hashable, Sendable, JSONDecodable {
     /// type `LOCATION`.
     public init(json: JSONValue) throws {
         let object = try json.object()
-        fieldName = try object.decode("fieldName")
-        guard !fieldName.isEmpty else {
-            throw JSONDecodingError(.invalid, "must not be empty", at: [.key("fieldName")])
-        }
+        fieldName = try SystemFieldName.queriedField(in: object)
         ascending = try object.decodeIfPresent("ascending") ?? true
         switch try object.decodeIfPresent("relativeLocation", as: FieldValue.self) {
         case nil: relativeLocation = nil
@@ -412,5 +406,33 @@ extension QueryRecordsRequest: JSONWritable {
         writer.field("zoneWide", zoneWide)
         writer.field("numbersAsStrings", numbersAsStrings)
         writer.endObject()
+    }
+}
+
+/// The system fields a filter or sort may name with `systemFieldName` (the key Apple's web library
+/// uses), and the query fields they stand for.
+enum SystemFieldName {
+    static let queryFields: [String: String] = [
+        "recordName": "___recordID", "createdTimestamp": "___createTime", "modifiedTimestamp": "___modTime",
+        "createdUserRecordName": "___createdBy", "modifiedUserRecordName": "___modifiedBy",
+    ]
+
+    /// The field a Filter or Sort Descriptor Dictionary names: its `fieldName`, or the query field its
+    /// `systemFieldName` stands for.
+    static func queriedField(in object: JSONObject) throws -> String {
+        if let system: String = try object.decodeIfPresent("systemFieldName") {
+            guard let field = queryFields[system] else {
+                throw JSONDecodingError(
+                    .invalid,
+                    "unknown system field '\(system)'; expected one of " + queryFields.keys.sorted().joined(separator: ", "),
+                    at: [.key("systemFieldName")])
+            }
+            return field
+        }
+        let fieldName: String = try object.decode("fieldName")
+        guard !fieldName.isEmpty else {
+            throw JSONDecodingError(.invalid, "must not be empty", at: [.key("fieldName")])
+        }
+        return fieldName
     }
 }

@@ -195,7 +195,8 @@ public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable, JSONWrita
         syncToken = try object.decodeIfPresent("syncToken")
         resultsLimit = try object.decodeIfPresent("resultsLimit")
         desiredKeys = try object.decodeIfPresent("desiredKeys")
-        recordTypes = try object.decodeIfPresent("recordTypes")
+        // `desiredRecordTypes` is the name Apple's web library sends.
+        recordTypes = try object.decodeIfPresent("recordTypes") ?? object.decodeIfPresent("desiredRecordTypes")
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
 
@@ -229,7 +230,8 @@ public struct ZoneChangesRequest: Hashable, Sendable, JSONDecodable {
         zones = try object.decode("zones")
         resultsLimit = try object.decodeIfPresent("resultsLimit")
         desiredKeys = try object.decodeIfPresent("desiredKeys")
-        recordTypes = try object.decodeIfPresent("recordTypes")
+        // `desiredRecordTypes` is the name Apple's web library sends.
+        recordTypes = try object.decodeIfPresent("recordTypes") ?? object.decodeIfPresent("desiredRecordTypes")
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
 }

@@ -82,7 +82,7 @@ public struct StoredRecord: Hashable, Sendable {
         let rewritesAssets = assetURL != nil && fieldsJSON.contains(tag: #""type":"ASSETID"#)
         RecordDictionary.writeObject(
             to: &writer, recordName: name, recordType: recordType, recordChangeTag: changeTag, created: created,
-            modified: modified, deleted: deleted ? true : nil, zoneIDJSON: zoneIDJSON,
+            modified: modified, deleted: deleted, zoneIDJSON: zoneIDJSON,
             writeFields: deleted || desiredKeys?.isEmpty == true
                 ? nil
                 : { writer in
@@ -107,7 +107,7 @@ public struct StoredRecord: Hashable, Sendable {
         if let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
         return RecordDictionary(
             recordName: name, recordType: recordType, recordChangeTag: changeTag, fields: fields, created: created,
-            modified: modified, deleted: deleted ? true : nil, zoneID: zoneID)
+            modified: modified, deleted: deleted, zoneID: zoneID)
     }
 
     /// Sets the `downloadURL` of every asset in `fields`.
