@@ -252,6 +252,17 @@ struct PushTests {
                 .POST, "/database/1/\(server.container)/development/tokens/register", body: ["apnsToken": device.token],
                 query: ["ckAPIToken": server.apiToken])
             #expect(anonymousRegister.status == 421)
+
+            // Someone who learns alice's token cannot take it over; alice keeps her device.
+            let takeover = try await server.request(
+                .POST, "/database/1/\(server.container)/development/tokens/register", body: ["apnsToken": device.token],
+                query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": bob])
+            #expect(takeover.status == 403 && takeover.code == "ACCESS_DENIED", "\(takeover.text)")
+            #expect(try await poll(device.token, ["ckAPIToken": server.apiToken, "ckWebAuthToken": alice]).status == 200)
+            let again = try await server.request(
+                .POST, "/database/1/\(server.container)/development/tokens/register", body: ["apnsToken": device.token],
+                query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": alice])
+            #expect(again.status == 200, "the owner may register her token again: \(again.text)")
         }
     }
 

@@ -52,7 +52,8 @@ struct PushEndpoints: Sendable {
     }
 
     /// `tokens/register`: binds a token to the signed-in user and the device that sends it
-    /// (`X-Stratus-Device-ID`), which then never hears of its own changes.
+    /// (`X-Stratus-Device-ID`), which then never hears of its own changes. A token registered to one
+    /// user cannot be registered by another.
     func registerToken(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let container = try authenticator.authenticateApp(context)
         let environment = try authenticator.environment(context)
@@ -71,6 +72,12 @@ struct PushEndpoints: Sendable {
                 .notFound,
                 "apnsToken is not a push token of container '\(container)' in \(environment.rawValue); "
                     + "create one with tokens/create")
+        }
+        // A token stays with the user who registered it first: whoever learns it cannot take it
+        // over and cut the owner's device off.
+        if let owner = token.userRecordName, owner != user {
+            throw StratusError(
+                .accessDenied, "apnsToken is registered to another user; create a token of your own with tokens/create")
         }
         _ = try await storage.registerPushToken(
             hash: hash, userRecordName: user, deviceID: request.headers[.stratusDeviceID],
