@@ -29,8 +29,20 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             if let retryAfter = failure.retryAfter {
                 response.headers[.retryAfter] = String(retryAfter)
             }
+            if let allowed = Self.allowedMethods(for: error, request: request) {
+                response.status = .methodNotAllowed
+                response.headers[.allow] = allowed.joined(separator: ", ")
+            }
             return response
         }
+    }
+
+    /// When the router found no route because the path is an endpoint of the table with another
+    /// method, those methods: the answer is then `405` with `Allow`.
+    static func allowedMethods(for error: any Error, request: Request) -> [String]? {
+        guard let error = error as? HTTPError, error.status == .notFound else { return nil }
+        let methods = Endpoints.all.filter { $0.matches(path: request.uri.path) }.map(\.method.rawValue)
+        return methods.isEmpty ? nil : Array(Set(methods)).sorted()
     }
 
     static func stratusError(for error: any Error, request: Request) -> StratusError {
@@ -46,6 +58,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             case .contentTooLarge:
                 return StratusError(.limitExceeded, "the request body is larger than the server's limit")
             case .notFound:
+                if let allowed = allowedMethods(for: error, request: request) {
+                    return .badRequest(
+                        "\(request.uri.path) answers \(allowed.joined(separator: " and ")), not \(request.method)")
+                }
                 return StratusError(
                     .notFound, "no endpoint \(request.method) \(request.uri.path); see /openapi.json for the endpoints")
             default:

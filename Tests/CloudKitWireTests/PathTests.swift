@@ -1,0 +1,32 @@
+import Foundation
+import NIOHTTP1
+import StratusTestSupport
+import Testing
+
+/// Paths as Apple's reference gives them: an unknown path is a `404` naming it, and a known path
+/// asked with a method it does not take is a `405` saying which it takes.
+@Suite("CloudKit wire: paths and methods")
+struct PathTests {
+    @Test("an unknown path answers 404 with a serverErrorCode and a reason naming the path")
+    func unknownPath() async throws {
+        try await withServer { server in
+            let reply = try await server.database("public", "records/nonexistent", ["x": 1])
+            #expect(reply.status == 404 && reply.code == "NOT_FOUND", "\(reply.text)")
+            #expect(reply.reason.contains("/public/records/nonexistent"), "\(reply.text)")
+        }
+    }
+
+    @Test("a known path asked with another method answers 405 with Allow")
+    func wrongMethod() async throws {
+        try await withServer { server in
+            let put = try await server.database("public", "records/modify", ["operations": []], method: .PUT)
+            #expect(put.status == 405, "\(put.text)")
+            #expect(put.headers["Allow"].first == "POST")
+            #expect(put.code == "BAD_REQUEST" && put.reason.contains("POST"), "\(put.text)")
+            let postToList = try await server.database("private", "zones/list", ["x": 1], method: .POST)
+            #expect(postToList.status == 405 && postToList.headers["Allow"].first == "GET", "\(postToList.text)")
+            let deleteDiscover = try await server.database("public", "users/discover", method: .DELETE)
+            #expect(deleteDiscover.status == 405 && deleteDiscover.headers["Allow"].first == "GET, POST", "\(deleteDiscover.text)")
+        }
+    }
+}
