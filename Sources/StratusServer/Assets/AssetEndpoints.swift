@@ -115,7 +115,8 @@ extension DatabaseEndpoints {
         }
     }
 
-    /// `POST /assets/1/upload?ticket=…`: the bytes of one asset, answered with its receipt.
+    /// `POST /assets/1/upload?ticket=…`: the bytes of one asset, raw or as the one file part of a
+    /// `multipart/form-data` body, answered with its receipt.
     func receiveUpload(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let assets = try requireAssets()
         guard let ticket = request.query("ticket") else {
@@ -126,7 +127,13 @@ extension DatabaseEndpoints {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw StratusError(.limitExceeded, "the asset is \(length) bytes; the limit is \(limit) bytes per asset")
         }
-        let (checksum, size) = try await assets.receive(request.body, limit: limit)
+        // The bytes raw, or the one file of a multipart/form-data form, as Apple's web library sends.
+        let (checksum, size) =
+            if let boundary = try MultipartFileBody<RequestBody>.boundary(ofContentType: request.headers[.contentType]) {
+                try await assets.receive(MultipartFileBody(base: request.body, boundary: boundary), limit: limit)
+            } else {
+                try await assets.receive(request.body, limit: limit)
+            }
         return .json(
             AssetUploadResponse(
                 singleFile: AssetValue(

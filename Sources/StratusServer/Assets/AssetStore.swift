@@ -114,7 +114,8 @@ final class AssetStore: Sendable {
 
     /// Streams an upload into the store and returns its checksum and size; `LIMIT_EXCEEDED` when it
     /// is larger than `limit` bytes, in which case nothing is kept.
-    func receive(_ body: RequestBody, limit: Int) async throws -> (checksum: String, size: Int64) {
+    func receive<Body: AsyncSequence>(_ body: Body, limit: Int) async throws -> (checksum: String, size: Int64)
+    where Body.Element == ByteBuffer {
         let temporary = "\(blobs.stagingDirectory)/\(UUID().uuidString)"
         try FileManager.default.createDirectory(
             atPath: blobs.stagingDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
