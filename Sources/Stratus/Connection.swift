@@ -127,6 +127,8 @@ final class Connection: Sendable {
             path = "\(serverURL)/database/1/\(container)/\(environment.rawValue)/\(scope.rawValue)/\(operation.path)"
         case .container(let operation) where operation.base == .auth:
             path = "\(serverURL)/auth/1/\(container)/\(operation.path)"
+        case .container(let operation) where operation.base == .device:
+            path = "\(serverURL)/device/1/\(container)/\(environment.rawValue)/\(operation.path)"
         case .container(let operation):
             path = "\(serverURL)/database/1/\(container)/\(environment.rawValue)/\(operation.path)"
         case .url(let url):

@@ -62,6 +62,8 @@ public enum EndpointBase: String, Sendable, Hashable {
     case environment
     /// `/auth/1/{container}`: accounts (a Stratus extension: CloudKit signs users in with Apple IDs).
     case auth
+    /// `/device/1/{container}/{environment}`: push tokens at the path Apple's live service uses.
+    case device
 
     /// The base as OpenAPI writes it.
     public var template: String {
@@ -69,6 +71,7 @@ public enum EndpointBase: String, Sendable, Hashable {
         case .database: "/database/1/{container}/{environment}/{database}"
         case .environment: "/database/1/{container}/{environment}"
         case .auth: "/auth/1/{container}"
+        case .device: "/device/1/{container}/{environment}"
         }
     }
 }
@@ -147,6 +150,12 @@ public enum Endpoints {
     /// `tokens/register`: binds a push token to the signed-in user and device.
     public static let tokensRegister =
         Endpoint<RegisterPushTokenRequest, PushTokenResponse>(.post, .environment, "tokens/register")
+    /// `tokens/create` at `/device/1/{container}/{environment}/`, the path Apple's live service uses.
+    public static let deviceTokensCreate =
+        Endpoint<CreatePushTokenRequest, PushTokenResponse>(.post, .device, "tokens/create")
+    /// `tokens/register` at `/device/1/{container}/{environment}/`.
+    public static let deviceTokensRegister =
+        Endpoint<RegisterPushTokenRequest, PushTokenResponse>(.post, .device, "tokens/register")
     /// `capabilities`: the server's limits (a Stratus extension).
     public static let capabilities = Endpoint<UntypedBody, Capabilities>(.get, .environment, "capabilities")
     /// `signup`: creates an account and signs it in.
@@ -165,7 +174,7 @@ public enum Endpoints {
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
         usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
-        tokensCreate.erased, tokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
+        tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
         signInPage.erased,
     ]
 }

@@ -68,7 +68,7 @@ public enum FieldValue: Hashable, Sendable {
         writer.endObject()
     }
 
-    private func writeValue(to writer: inout JSONWriter, numbersAsStrings: Bool) {
+    func writeValue(to writer: inout JSONWriter, numbersAsStrings: Bool) {
         switch self {
         case .string(let value): writer.string(value)
         case .int64(let value): numbersAsStrings ? writer.string(String(value)) : writer.int(value)

@@ -134,6 +134,17 @@ final class PushDevice: Sendable {
         }
     }
 
+    /// Puts notifications a poll took but did not answer back at the front of the queue, before
+    /// any that arrived meanwhile (a bare poll answers one at a time).
+    func putBack(_ entries: [Entry]) {
+        guard !entries.isEmpty else { return }
+        state.withLock { state in
+            let returned = entries.filter { state.entries[$0.key] == nil }
+            for entry in returned { state.entries[entry.key] = entry }
+            state.order.insert(contentsOf: returned.map(\.key), at: 0)
+        }
+    }
+
     /// Whether no connection has taken the queue since `instant`.
     func isAway(since milliseconds: Int64) -> Bool {
         state.withLock { $0.connection == nil && $0.lastSeen < milliseconds }

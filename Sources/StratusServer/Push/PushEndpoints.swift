@@ -14,29 +14,39 @@ struct PushEndpoints: Sendable {
     let authenticator: Authenticator
     let hub: PushHub
     let configuration: ServerConfiguration
+    /// Polls refused per client address.
+    let refusedPolls: FailureBackoff
 
     /// The longest a long poll waits, and its default.
     static let maxPollSeconds = 60
     static let defaultPollSeconds = 30
+    /// What a refused poll asks the client to wait, in seconds.
+    static let refusedPollRetrySeconds = 1
 
     /// A push connection's proof of who it is, from the upgrade request to the WebSocket handler.
     struct Session: Sendable {
         var tokenHash: String
         var owner: PushDevice.Owner
         var deviceID: String?
-        var sessionHash: String
+        /// The web auth token's hash; `nil` for a bare poll of the `webcourierURL`.
+        var sessionHash: String?
     }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         router.on(Endpoints.tokensCreate) { request, context in try await createToken(request, context) }
         router.on(Endpoints.tokensRegister) { request, context in try await registerToken(request, context) }
+        router.on(Endpoints.deviceTokensCreate) { request, context in try await createToken(request, context) }
+        router.on(Endpoints.deviceTokensRegister) { request, context in try await registerToken(request, context) }
         router.get("push/1/:token") { request, context in try await longPoll(request, context) }
+        router.post("push/1/:token") { request, context in try await longPoll(request, context) }
     }
 
     // MARK: Tokens
 
     /// `tokens/create`: a new push token and its URL. It needs only the API token; the token
-    /// delivers nothing until `tokens/register` binds it to a signed-in user.
+    /// delivers nothing until it is bound to a signed-in user: by `tokens/register`, or at once when
+    /// the request carries a session (as Apple's web library creates its token), with the device
+    /// that sends it.
     func createToken(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let container = try authenticator.authenticateApp(context)
         let environment = try authenticator.environment(context)
@@ -46,7 +56,10 @@ struct PushEndpoints: Sendable {
         let now = configuration.clock.milliseconds
         try await storage.createPushToken(
             hash: Secrets.hash(token),
-            token: PushTokenInfo(container: container, environment: environment, createdAt: now, usedAt: now))
+            token: PushTokenInfo(
+                container: container, environment: environment, userRecordName: context.caller.userRecordName,
+                deviceID: context.caller.userRecordName == nil ? nil : request.headers[.stratusDeviceID], createdAt: now,
+                usedAt: now))
         return .json(
             PushTokenResponse(apnsEnvironment: environment, apnsToken: token, webcourierURL: pushURL(request, token: token)))
     }
@@ -101,14 +114,19 @@ struct PushEndpoints: Sendable {
 
     /// Checks a push request: the token must be registered, the API token must be of its
     /// container, and the web auth token must be a live session of the user it is registered to.
-    func authenticate(_ request: Request, _ context: StratusRequestContext) async throws -> Session {
+    func authenticate(_ request: Request, _ context: StratusRequestContext, allowsBare: Bool = false) async throws -> Session {
         try await authenticate(
             token: try context.parameters.require("token"), apiToken: request.query("ckAPIToken"),
-            webAuthToken: request.query("ckWebAuthToken"))
+            webAuthToken: request.query("ckWebAuthToken"), allowsBare: allowsBare)
     }
 
-    /// Checks a push token and the tokens that came with it.
-    func authenticate(token: String, apiToken: String?, webAuthToken: String?) async throws -> Session {
+    /// Checks a push token and the tokens that came with it. With neither token and `allowsBare`,
+    /// the push token alone is the credential (a bare long poll of the `webcourierURL`, as Apple's
+    /// web library makes it): it is a 256-bit secret registered to one user. WebSockets, Stratus's
+    /// own channel, always need the session, so signing out ends them.
+    func authenticate(token: String, apiToken: String?, webAuthToken: String?, allowsBare: Bool = false) async throws
+        -> Session
+    {
         let hash = Secrets.hash(token)
         guard let info = try await storage.pushToken(hash: hash) else {
             throw StratusError(.authenticationFailed, "the push token is unknown; create one with tokens/create")
@@ -116,6 +134,11 @@ struct PushEndpoints: Sendable {
         guard let user = info.userRecordName else {
             throw StratusError(
                 .authenticationFailed, "the push token is not registered to a user; register it with tokens/register")
+        }
+        let owner = PushDevice.Owner(container: info.container, environment: info.environment, userRecordName: user)
+        if allowsBare, apiToken == nil, webAuthToken == nil {
+            try await storage.markPushTokenUsed(hash: hash, timestamp: configuration.clock.milliseconds)
+            return Session(tokenHash: hash, owner: owner, deviceID: info.deviceID, sessionHash: nil)
         }
         guard let apiToken, try await accounts.container(forAPIToken: apiToken) == info.container else {
             throw StratusError(.authenticationFailed, "ckAPIToken is required and must be the push token's container's")
@@ -127,16 +150,30 @@ struct PushEndpoints: Sendable {
             throw StratusError(.authenticationFailed, "the push token is registered to another user")
         }
         try await storage.markPushTokenUsed(hash: hash, timestamp: configuration.clock.milliseconds)
-        return Session(
-            tokenHash: hash,
-            owner: PushDevice.Owner(container: info.container, environment: info.environment, userRecordName: user),
-            deviceID: info.deviceID, sessionHash: Secrets.hash(webAuthToken))
+        return Session(tokenHash: hash, owner: owner, deviceID: info.deviceID, sessionHash: Secrets.hash(webAuthToken))
     }
 
     /// `GET /push/1/{token}` without an upgrade: waits up to `timeout` seconds (default 30, at most
-    /// 60) for notifications and answers them, or an empty list.
+    /// 60) for notifications and answers them, or an empty list. A bare poll (no `ckAPIToken` or
+    /// `ckWebAuthToken`, GET or POST) is answered as Apple's web courier answers: one notification
+    /// per poll in Apple's payload shape (``ApplePushPayload``), or an empty body when none came.
+    /// A refused poll says when to retry, and an address whose polls keep being refused is locked
+    /// out for longer and longer, so a client that polls again at once cannot hammer the server.
     func longPoll(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let session = try await authenticate(request, context)
+        let address = [FailureBackoff.Key(name: "push:\(context.caller.address)", freeFailures: 20)]
+        if let wait = refusedPolls.begin(address) {
+            throw StratusError(
+                .throttled, "too many refused polls from this address; retry after the retryAfter seconds", retryAfter: wait)
+        }
+        let session: Session
+        do {
+            session = try await authenticate(request, context, allowsBare: true)
+        } catch var error as StratusError {
+            error.retryAfter = error.retryAfter ?? Self.refusedPollRetrySeconds
+            throw error
+        }
+        refusedPolls.succeeded(address)
+        let bare = session.sessionHash == nil
         var timeout = Self.defaultPollSeconds
         if let text = request.query("timeout") {
             guard let seconds = Int(text), (0...Self.maxPollSeconds).contains(seconds) else {
@@ -153,9 +190,15 @@ struct PushEndpoints: Sendable {
         // A server shutting down answers at once rather than holding the shutdown for the timeout.
         let delivery = await cancelWhenGracefulShutdown { await device.poll(connection, timeout: wait) }
         guard case .batch(let entries, let dropped) = delivery else {
-            return .json(PushPollResponse(notifications: [], missedNotifications: missedAtConnect))
+            return bare ? Response(status: .ok) : .json(PushPollResponse(notifications: [], missedNotifications: missedAtConnect))
         }
-        return .json(
-            PushPollResponse(notifications: entries.map(\.payload), missedNotifications: missedAtConnect || dropped))
+        guard bare else {
+            return .json(
+                PushPollResponse(notifications: entries.map(\.payload), missedNotifications: missedAtConnect || dropped))
+        }
+        // One per poll, as Apple's courier answers; the others wait for the next poll.
+        guard let first = entries.first else { return Response(status: .ok) }
+        device.putBack(Array(entries.dropFirst()))
+        return .json(ApplePushPayload(first.payload, userRecordName: session.owner.userRecordName))
     }
 }

@@ -54,7 +54,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     private func verify(_ request: inout Request, into caller: inout VerifiedCaller, parameters: Parameters) async throws {
         // Other routes check their own credentials: the push URL, upload tickets, the admin token.
         let path = request.uri.path
-        guard path.hasPrefix("/database/1/") || path.hasPrefix("/auth/1/"), let container = parameters.get("container")
+        guard path.hasPrefix("/database/1/") || path.hasPrefix("/auth/1/") || path.hasPrefix("/device/1/"),
+            let container = parameters.get("container")
         else { return }
         if let apiToken = request.query("ckAPIToken") {
             guard try await accounts.container(forAPIToken: apiToken) == container else {

@@ -80,7 +80,8 @@ public enum StratusApplication {
         SubscriptionEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
         let push = PushEndpoints(
-            storage: storage, accounts: accounts, authenticator: authenticator, hub: hub, configuration: configuration)
+            storage: storage, accounts: accounts, authenticator: authenticator, hub: hub, configuration: configuration,
+            refusedPolls: FailureBackoff(maximumLockSeconds: 60, clock: configuration.clock))
         push.addRoutes(to: router)
         AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
