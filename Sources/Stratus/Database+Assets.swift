@@ -161,7 +161,8 @@ extension Database {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let temporary = directory.appendingPathComponent(".\(checksum).\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: temporary) }
-        let url = connection.authorized(downloadURL)
+        // A signed URL ends its path with Apple's `${f}` file-name placeholder; any name will do.
+        let url = connection.authorized(downloadURL.replacingOccurrences(of: "${f}", with: checksum))
         do {
             _ = try await connection.withRetries(idempotent: true, endpoint: .url(url)) {
                 var hasher = SHA256()

@@ -27,7 +27,7 @@ struct AssetTests {
     static func download(
         _ server: TestServer, _ url: String, user: String, range: String? = nil
     ) async throws -> (status: Int, bytes: [UInt8], headers: HTTPHeaders) {
-        var components = try #require(URLComponents(string: url))
+        var components = try #require(URLComponents(string: url.replacingOccurrences(of: "${f}", with: "file")))
         components.queryItems = (components.queryItems ?? []) + [
             URLQueryItem(name: "ckAPIToken", value: server.apiToken), URLQueryItem(name: "ckWebAuthToken", value: user),
         ]
@@ -79,7 +79,15 @@ struct AssetTests {
             let outside = try await Self.download(server, url, user: alice, range: "bytes=\(bytes.count)-")
             #expect(outside.status == 416)
 
-            let stolen = try await Self.download(server, url, user: bob)
+            // The downloadURL is signed: it works as returned, without tokens, like Apple's. The
+            // authenticated form still checks who asks: another user's private asset is not served.
+            #expect(url.contains("/assets/1/download/") && url.contains("${f}"), "\(url)")
+            let checksum = try #require(singleFile["fileChecksum"] as? String)
+            let authenticated = server.baseURL
+                + "/database/1/\(server.container)/development/private/assets/download/\(checksum)"
+                + "?zoneName=_defaultZone&recordName=doc&fieldName=text"
+            #expect(try await Self.download(server, authenticated, user: alice).bytes == bytes)
+            let stolen = try await Self.download(server, authenticated, user: bob)
             #expect(stolen.status == 404, "another user's private asset is not served")
 
             // Query and change feed results carry the URL too.

@@ -67,6 +67,7 @@ extension DatabaseEndpoints {
         router.on(Endpoints.assetsRereference) { request, context in try await rereference(request, context) }
         router.on(Endpoints.assetsDownload) { request, context in try await download(request, context) }
         router.post("assets/1/upload") { request, context in try await receiveUpload(request, context) }
+        router.get("assets/1/download/:checksum/:file") { request, context in try await signedDownload(request, context) }
     }
 
     private func requireAssets() throws -> AssetStore {
@@ -203,12 +204,42 @@ extension DatabaseEndpoints {
         guard let record,
             access.readAccess(recordType: record.recordType, schema: schema)
                 .allows(creator: record.created.userRecordName),
-            let value = try record.decodeFields()[fieldName],
-            value.elements.contains(where: { if case .asset(let asset) = $0 { asset.fileChecksum == checksum } else { false } })
+            try Self.holds(record, checksum, in: fieldName)
         else {
             throw StratusError(
                 .notFound, "record '\(recordName)' has no asset \(checksum) in field '\(fieldName)' that you can read")
         }
+        return try await serve(checksum, from: assets, request, context)
+    }
+
+    /// `GET /assets/1/download/{checksum}/{file name}?ticket=…`: a record's signed `downloadURL`, which
+    /// works without tokens until it expires, while the record still holds the asset. The file name
+    /// (Apple's `${f}`) may be anything.
+    func signedDownload(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let assets = try requireAssets()
+        let checksum = try context.parameters.require("checksum")
+        guard let ticket = request.query("ticket") else {
+            throw StratusError.badRequest("ticket is required: use the record's downloadURL as returned")
+        }
+        let granted = try assets.download(ofTicket: ticket, checksum: checksum)
+        let record = try await storage.lookupRecords(names: [granted.record], zone: granted.zone, in: granted.database)[0]
+        guard let record, try Self.holds(record, checksum, in: granted.field) else {
+            throw StratusError(
+                .notFound, "record '\(granted.record)' no longer holds asset \(checksum) in field '\(granted.field)'")
+        }
+        return try await serve(checksum, from: assets, request, context)
+    }
+
+    /// Whether `record` holds the asset `checksum` in `field`.
+    private static func holds(_ record: StoredRecord, _ checksum: String, in field: String) throws -> Bool {
+        guard !record.deleted, let value = try record.decodeFields()[field] else { return false }
+        return value.elements.contains { if case .asset(let asset) = $0 { asset.fileChecksum == checksum } else { false } }
+    }
+
+    /// The asset's bytes, whole or the range asked for.
+    private func serve(
+        _ checksum: String, from assets: AssetStore, _ request: Request, _ context: StratusRequestContext
+    ) async throws -> Response {
         guard let size = try await assets.blobs.size(of: checksum) else {
             throw StratusError(.internalError, "the bytes of asset \(checksum) are missing")
         }

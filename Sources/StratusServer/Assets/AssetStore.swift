@@ -75,6 +75,54 @@ final class AssetStore: Sendable {
         return container
     }
 
+    /// How long a signed download URL works: one hour.
+    static let downloadLifetimeSeconds: Int64 = 3600
+
+    /// The `downloadURL`s of the assets of records in `zone` of `database`, as `reader` reads them:
+    /// signed and expiring (``downloadLifetimeSeconds``), so they work as returned, with no tokens,
+    /// as Apple's do. Each names the asset, the record and field holding it, and the reader, under
+    /// the server's secret; its path ends with Apple's `${f}` file-name placeholder, which a client
+    /// may replace with any name.
+    func downloadURLs(
+        baseURL: String, database: DatabaseLocator, zone: String, reader: String?
+    ) -> @Sendable (_ recordName: String, _ field: String, _ checksum: String) -> String {
+        let expires = clock.milliseconds + Self.downloadLifetimeSeconds * 1000
+        let tokens = tokens
+        return { recordName, field, checksum in
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.field("kind", "download")
+            writer.field("database", database)
+            writer.field("zone", zone)
+            writer.field("record", recordName)
+            writer.field("field", field)
+            writer.field("checksum", checksum)
+            writer.field("reader", reader)
+            writer.field("expires", expires)
+            writer.endObject()
+            return baseURL + "/assets/1/download/" + checksum + "/${f}?ticket=" + tokens.seal(writer.bytes).queryValueEncoded
+        }
+    }
+
+    /// What a signed download URL grants: the asset `checksum` in `field` of record `record` of
+    /// `zone`; `BAD_REQUEST` or `AUTHENTICATION_FAILED` when the ticket is not a current download
+    /// ticket for that checksum.
+    func download(ofTicket ticket: String, checksum: String) throws
+        -> (database: DatabaseLocator, zone: String, record: String, field: String)
+    {
+        let bytes = try tokens.open(ticket, field: "ticket", what: "a download ticket")
+        guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "download",
+            let database: DatabaseLocator = try? object.decode("database"), let zone: String = try? object.decode("zone"),
+            let record: String = try? object.decode("record"), let field: String = try? object.decode("field"),
+            (try? object.decode("checksum") as String) == checksum, let expires: Int64 = try? object.decode("expires")
+        else { throw StratusError.badRequest("ticket is not a download ticket of this asset issued by this server") }
+        guard expires > clock.milliseconds else {
+            throw StratusError(
+                .authenticationFailed, "the download URL has expired; fetch the record again for a fresh downloadURL")
+        }
+        return (database, zone, record, field)
+    }
+
     /// The receipt a client saves a record with: proof that the asset was uploaded to `container`.
     func receipt(checksum: String, size: Int64, container: String) -> String {
         var writer = JSONWriter()

@@ -53,7 +53,7 @@ extension DatabaseEndpoints {
         for item in page.items {
             if zoneIDs[item.zone] == nil {
                 zoneIDs[item.zone] = try target.wireZoneID(item.zone).jsonBytes
-                assetURLs[item.zone] = target.assetURL(zone: item.zone)
+                assetURLs[item.zone] = downloadURLs(target, zone: item.zone, in: locator)
             }
             item.record.write(
                 to: &writer, zoneIDJSON: zoneIDs[item.zone]!, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,

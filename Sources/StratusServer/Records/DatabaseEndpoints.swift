@@ -45,6 +45,15 @@ struct DatabaseEndpoints: Sendable {
         return .json(writer)
     }
 
+    /// The `downloadURL`s of assets in `zone`: signed, expiring URLs that work as returned (Apple's
+    /// way) when this server stores assets.
+    func downloadURLs(
+        _ target: DatabaseRequest, zone: String, in database: DatabaseLocator
+    ) -> @Sendable (_ recordName: String, _ field: String, _ checksum: String) -> String {
+        assets?.downloadURLs(baseURL: target.baseURL, database: database, zone: zone, reader: target.userRecordName)
+            ?? target.assetURL(zone: zone)
+    }
+
     func checkCount(_ count: Int, field: String, limit: Int) throws {
         guard count > 0 else { throw StratusError.badRequest("\(field) must not be empty") }
         guard count <= limit else {
@@ -169,7 +178,7 @@ struct DatabaseEndpoints: Sendable {
 
         let zoneID = try target.wireZoneID(zoneName)
         let zoneIDJSON = zoneID.jsonBytes
-        let assetURL = target.assetURL(zone: zoneName)
+        let assetURL = downloadURLs(target, zone: zoneName, in: access.locator)
         let numbersAsStrings = body.numbersAsStrings ?? false
         return await listResponse("records", capacity: 256 * results.count) { writer in
             for (index, result) in results.enumerated() {
@@ -204,7 +213,7 @@ struct DatabaseEndpoints: Sendable {
         let found = try await storage.lookupRecords(
             names: body.records.map(\.recordName), zone: zoneName, in: access.locator)
         let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
-        let assetURL = target.assetURL(zone: zoneName)
+        let assetURL = downloadURLs(target, zone: zoneName, in: access.locator)
         let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         return await listResponse("records", capacity: 512 * found.count) { writer in
@@ -254,7 +263,7 @@ struct DatabaseEndpoints: Sendable {
             limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
             recordTypes: zone.recordTypes.map(Set.init))
         let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
-        let assetURL = target.assetURL(zone: zoneName)
+        let assetURL = downloadURLs(target, zone: zoneName, in: access.locator)
         let desiredKeys = zone.desiredKeys.map(Set.init)
         writer.beginObject()
         writer.key("zoneID")
