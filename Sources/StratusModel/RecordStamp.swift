@@ -4,7 +4,8 @@ public struct RecordStamp: Hashable, Sendable, JSONDecodable, JSONWritable {
     public var timestamp: Int64
     /// The record name of the user who made the change.
     public var userRecordName: String
-    /// The device that made the change, when the client said which one it is.
+    /// The device that made the change, when the client said which one it is (on the wire
+    /// `deviceID` is always present, and empty when the client did not say).
     public var deviceID: String?
 
     /// Creates a stamp.
@@ -18,14 +19,15 @@ public struct RecordStamp: Hashable, Sendable, JSONDecodable, JSONWritable {
         let object = try json.object()
         timestamp = try object.decode("timestamp")
         userRecordName = try object.decode("userRecordName")
-        deviceID = try object.decodeIfPresent("deviceID")
+        deviceID = try object.decodeIfPresent("deviceID").flatMap { (id: String) in id.isEmpty ? nil : id }
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("timestamp", timestamp)
         writer.field("userRecordName", userRecordName)
-        writer.field("deviceID", deviceID)
+        // Always present, as Apple writes it; empty when the writer named no device.
+        writer.field("deviceID", deviceID ?? "")
         writer.endObject()
     }
 }

@@ -10,7 +10,7 @@ struct RecordShapeTests {
         names.map { ["operationType": "create", "record": ["recordType": type, "recordName": $0, "fields": ["n": ["value": 1]]]] }
     }
 
-    @Test("live records in a change feed say deleted: false; desiredRecordTypes filters records/changes and changes/zone")
+    @Test("live records in a change feed say deleted: false and carry deviceID; desiredRecordTypes filters records/changes and changes/zone")
     func feeds() async throws {
         try await withServer { server in
             let (user, _) = try await server.signUp("ann")
@@ -25,6 +25,10 @@ struct RecordShapeTests {
                 "private", "records/changes", ["zoneID": ["zoneName": "Z"], "desiredRecordTypes": ["Photo"]], user: user)
             #expect(changes.records.map { $0["recordName"] as? String } == ["b"], "\(changes.text)")
             #expect(changes.records.first?["deleted"] as? Bool == false)
+            for stamp in ["created", "modified"] {
+                #expect((changes.records.first?[stamp] as? [String: Any])?["deviceID"] as? String == "",
+                        "\(stamp) always carries deviceID, empty when the writer named no device")
+            }
 
             let zones = try await server.database(
                 "private", "changes/zone", ["zones": [["zoneID": ["zoneName": "Z"]]], "desiredRecordTypes": ["Note"]], user: user)
