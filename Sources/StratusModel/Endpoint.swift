@@ -150,6 +150,12 @@ public enum Endpoints {
     /// `tokens/register`: binds a push token to the signed-in user and device.
     public static let tokensRegister =
         Endpoint<RegisterPushTokenRequest, PushTokenResponse>(.post, .environment, "tokens/register")
+    /// `tokens/create` with a database segment, as some clients written from Apple's pages send it.
+    public static let databaseTokensCreate =
+        Endpoint<CreatePushTokenRequest, PushTokenResponse>(.post, .database, "tokens/create")
+    /// `tokens/register` with a database segment.
+    public static let databaseTokensRegister =
+        Endpoint<RegisterPushTokenRequest, PushTokenResponse>(.post, .database, "tokens/register")
     /// `tokens/create` at `/device/1/{container}/{environment}/`, the path Apple's live service uses.
     public static let deviceTokensCreate =
         Endpoint<CreatePushTokenRequest, PushTokenResponse>(.post, .device, "tokens/create")
@@ -174,7 +180,7 @@ public enum Endpoints {
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
         usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
-        tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
+        tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, databaseTokensCreate.erased, databaseTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
         signInPage.erased,
     ]
 }

@@ -29,4 +29,24 @@ struct PathTests {
             #expect(deleteDiscover.status == 405 && deleteDiscover.headers["Allow"].first == "GET, POST", "\(deleteDiscover.text)")
         }
     }
+
+    @Test("tokens/create and tokens/register answer at every path Apple's pages and clients use")
+    func tokenPaths() async throws {
+        try await withServer { server in
+            let (user, _) = try await server.signUp("ann")
+            for prefix in [
+                "/database/1/\(server.container)/development", "/database/1/\(server.container)/development/public",
+                "/device/1/\(server.container)/development",
+            ] {
+                let created = try await server.request(
+                    .POST, prefix + "/tokens/create", body: ["apnsEnvironment": "development"], query: ["ckAPIToken": server.apiToken])
+                #expect(created.status == 200, "\(prefix): \(created.text)")
+                let token = try #require(created.body["apnsToken"] as? String)
+                let registered = try await server.request(
+                    .POST, prefix + "/tokens/register", body: ["apnsEnvironment": "development", "apnsToken": token],
+                    query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": user])
+                #expect(registered.status == 200, "\(prefix): \(registered.text)")
+            }
+        }
+    }
 }

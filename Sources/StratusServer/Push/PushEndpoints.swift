@@ -37,6 +37,8 @@ struct PushEndpoints: Sendable {
         router.on(Endpoints.tokensRegister) { request, context in try await registerToken(request, context) }
         router.on(Endpoints.deviceTokensCreate) { request, context in try await createToken(request, context) }
         router.on(Endpoints.deviceTokensRegister) { request, context in try await registerToken(request, context) }
+        router.on(Endpoints.databaseTokensCreate) { request, context in try await createToken(request, context) }
+        router.on(Endpoints.databaseTokensRegister) { request, context in try await registerToken(request, context) }
         router.get("push/1/:token") { request, context in try await longPoll(request, context) }
         router.post("push/1/:token") { request, context in try await longPoll(request, context) }
     }
