@@ -148,14 +148,18 @@ public struct DiscoverUsersRequest: Hashable, Sendable, JSONDecodable, JSONWrita
     }
 }
 
-/// The answer of `users/discover`: the identities of the discoverable users found, in the order
-/// asked; people not found (or not discoverable) are left out.
-public struct DiscoverUsersResponse: Hashable, Sendable, JSONDecodable, JSONWritable {
-    /// The identities found.
-    public var users: [UserIdentityDictionary]
+/// A body holding a list under `users`: the answers of `users/discover` (identities), of
+/// `users/lookup/email` and `users/lookup/id` (the older user shape), and the body of the lookups
+/// (lookup information). Answers list the discoverable users found, in the order asked; people not
+/// found, or not discoverable, are left out.
+public struct UsersList<User: Hashable & Sendable & JSONDecodable & JSONWritable>: Hashable, Sendable, JSONDecodable,
+    JSONWritable
+{
+    /// The users.
+    public var users: [User]
 
-    /// Creates an answer.
-    public init(users: [UserIdentityDictionary]) { self.users = users }
+    /// Creates a list.
+    public init(users: [User]) { self.users = users }
 
     public init(json: JSONValue) throws {
         users = try json.object().decode("users")
@@ -168,43 +172,12 @@ public struct DiscoverUsersResponse: Hashable, Sendable, JSONDecodable, JSONWrit
     }
 }
 
+/// The answer of `users/discover`.
+public typealias DiscoverUsersResponse = UsersList<UserIdentityDictionary>
 /// The body of `users/lookup/email` (`[{emailAddress}]`) and `users/lookup/id` (`[{userRecordName}]`).
-public struct LookupUsersRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
-    /// Lookup information, one per person.
-    public var users: [UserLookupInfo]
-
-    /// Creates a request.
-    public init(users: [UserLookupInfo]) { self.users = users }
-
-    public init(json: JSONValue) throws {
-        users = try json.object().decode("users")
-    }
-
-    public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.field("users", array: users)
-        writer.endObject()
-    }
-}
-
-/// The answer of `users/lookup/email` and `users/lookup/id`: the discoverable users found.
-public struct LookupUsersResponse: Hashable, Sendable, JSONDecodable, JSONWritable {
-    /// The users found.
-    public var users: [UserDictionary]
-
-    /// Creates an answer.
-    public init(users: [UserDictionary]) { self.users = users }
-
-    public init(json: JSONValue) throws {
-        users = try json.object().decode("users")
-    }
-
-    public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.field("users", array: users)
-        writer.endObject()
-    }
-}
+public typealias LookupUsersRequest = UsersList<UserLookupInfo>
+/// The answer of `users/lookup/email` and `users/lookup/id`.
+public typealias LookupUsersResponse = UsersList<UserDictionary>
 
 /// The body and answer of `users/discoverability` (a Stratus extension): whether the signed-in user
 /// may be found by others, and the name they show when found. Off for every new account, as in

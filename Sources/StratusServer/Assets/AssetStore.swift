@@ -65,12 +65,9 @@ final class AssetStore: Sendable {
     /// The container an upload ticket is for; `BAD_REQUEST` or `AUTHENTICATION_FAILED` when it is
     /// not a valid, current ticket.
     func container(ofTicket ticket: String) throws -> String {
-        let bytes = try tokens.open(ticket, field: "ticket", what: "an upload ticket")
-        guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "upload",
-            let container: String = try? object.decode("container"), let expires: Int64 = try? object.decode("expires")
-        else { throw StratusError.badRequest("ticket is not an upload ticket issued by this server") }
-        guard expires > clock.milliseconds else {
-            throw StratusError(.authenticationFailed, "the upload URL has expired; ask assets/upload for a new one")
+        let object = try openTicket(ticket, kind: "upload", expired: "the upload URL has expired; ask assets/upload for a new one")
+        guard let container: String = try? object.decode("container") else {
+            throw StratusError.badRequest("ticket is not an upload ticket issued by this server")
         }
         return container
     }
@@ -110,17 +107,24 @@ final class AssetStore: Sendable {
     func download(ofTicket ticket: String, checksum: String) throws
         -> (database: DatabaseLocator, zone: String, record: String, field: String)
     {
-        let bytes = try tokens.open(ticket, field: "ticket", what: "a download ticket")
-        guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "download",
-            let database: DatabaseLocator = try? object.decode("database"), let zone: String = try? object.decode("zone"),
+        let object = try openTicket(
+            ticket, kind: "download", expired: "the download URL has expired; fetch the record again for a fresh downloadURL")
+        guard let database: DatabaseLocator = try? object.decode("database"), let zone: String = try? object.decode("zone"),
             let record: String = try? object.decode("record"), let field: String = try? object.decode("field"),
-            (try? object.decode("checksum") as String) == checksum, let expires: Int64 = try? object.decode("expires")
+            (try? object.decode("checksum") as String) == checksum
         else { throw StratusError.badRequest("ticket is not a download ticket of this asset issued by this server") }
-        guard expires > clock.milliseconds else {
-            throw StratusError(
-                .authenticationFailed, "the download URL has expired; fetch the record again for a fresh downloadURL")
-        }
         return (database, zone, record, field)
+    }
+
+    /// The contents of a sealed ticket of `kind` that has not expired: `BAD_REQUEST` for one this
+    /// server did not seal or of another kind, `AUTHENTICATION_FAILED` saying `expired` for an old one.
+    private func openTicket(_ ticket: String, kind: String, expired: String) throws -> JSONObject {
+        let bytes = try tokens.open(ticket, field: "ticket", what: "a ticket")
+        guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == kind,
+            let expires: Int64 = try? object.decode("expires")
+        else { throw StratusError.badRequest("ticket is not \(kind == "upload" ? "an" : "a") \(kind) ticket issued by this server") }
+        guard expires > clock.milliseconds else { throw StratusError(.authenticationFailed, expired) }
+        return object
     }
 
     /// The receipt a client saves a record with: proof that the asset was uploaded to `container`.
