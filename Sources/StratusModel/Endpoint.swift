@@ -94,6 +94,12 @@ public enum Endpoints {
         Endpoint<DatabaseChangesRequest, DatabaseChangesResponse>(.post, .database, "zones/changes")
     /// `records/modify`.
     public static let recordsModify = Endpoint<ModifyRecordsRequest, RecordsResponse>(.post, .database, "records/modify")
+    /// `records/resolve`: share metadata for short GUIDs.
+    public static let recordsResolve =
+        Endpoint<ShortGUIDsRequest, ShareMetadataResponse>(.post, .database, "records/resolve")
+    /// `records/accept`: accepts shares by short GUID.
+    public static let recordsAccept =
+        Endpoint<ShortGUIDsRequest, ShareMetadataResponse>(.post, .database, "records/accept")
     /// `records/lookup`.
     public static let recordsLookup = Endpoint<LookupRecordsRequest, RecordsResponse>(.post, .database, "records/lookup")
     /// `records/query`.
@@ -176,7 +182,7 @@ public enum Endpoints {
     /// Every endpoint of the table.
     public static let all: [AnyEndpoint] = [
         zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
-        recordsLookup.erased, recordsQuery.erased, recordsChanges.erased, changesZone.erased, changesDatabase.erased,
+        recordsLookup.erased, recordsResolve.erased, recordsAccept.erased, recordsQuery.erased, recordsChanges.erased, changesZone.erased, changesDatabase.erased,
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
         usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,

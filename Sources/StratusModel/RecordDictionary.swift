@@ -25,13 +25,16 @@ public struct RecordDictionary: Hashable, Sendable {
     public var deleted: Bool?
     /// The record's zone.
     public var zoneID: ZoneID?
+    /// The share keys, on a share record (``ShareKeys/recordType``).
+    public var share: ShareKeys?
 
     /// Creates a record dictionary.
     public init(
         recordName: String? = nil, recordType: String? = nil, recordChangeTag: String? = nil,
         fields: [String: FieldValue] = [:], removedFieldNames: Set<String> = [], created: RecordStamp? = nil,
-        modified: RecordStamp? = nil, deleted: Bool? = nil, zoneID: ZoneID? = nil
+        modified: RecordStamp? = nil, deleted: Bool? = nil, zoneID: ZoneID? = nil, share: ShareKeys? = nil
     ) {
+        self.share = share
         self.recordName = recordName
         self.recordType = recordType
         self.recordChangeTag = recordChangeTag
@@ -48,7 +51,7 @@ public struct RecordDictionary: Hashable, Sendable {
     public func write(to writer: inout JSONWriter, desiredKeys: Set<String>? = nil, numbersAsStrings: Bool = false) {
         Self.writeObject(
             to: &writer, recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag,
-            created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes,
+            created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes, share: share,
             writeFields: deleted == true || desiredKeys?.isEmpty == true
                 ? nil
                 : {
@@ -62,10 +65,11 @@ public struct RecordDictionary: Hashable, Sendable {
     /// Writes a Record Dictionary in Apple's key order (`recordName`, `recordType`, `fields`,
     /// `recordChangeTag`, `created`, `modified`, `deleted`, `zoneID`). `writeFields` writes the
     /// fields object; when it is `nil` the `fields` key is left out. `zoneIDJSON` is the zone ID
-    /// already written as JSON: every record of a response shares it, so it is encoded once.
+    /// already written as JSON: every record of a response shares it, so it is encoded once. A share
+    /// record's `share` keys follow.
     public static func writeObject(
         to writer: inout JSONWriter, recordName: String?, recordType: String?, recordChangeTag: String?,
-        created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneIDJSON: [UInt8]?,
+        created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneIDJSON: [UInt8]?, share: ShareKeys? = nil,
         writeFields: ((inout JSONWriter) -> Void)?
     ) {
         writer.beginObject()
@@ -90,6 +94,7 @@ public struct RecordDictionary: Hashable, Sendable {
             writer.key("zoneID")
             writer.raw(zoneIDJSON)
         }
+        share?.writeMembers(to: &writer)
         writer.endObject()
     }
 
@@ -131,6 +136,7 @@ extension RecordDictionary: JSONDecodable {
         modified = try object.decodeIfPresent("modified")
         deleted = try object.decodeIfPresent("deleted")
         zoneID = try object.decodeIfPresent("zoneID")
+        share = try ShareKeys(object)
         fields = [:]
         removedFieldNames = []
         untypedFieldNames = []

@@ -154,6 +154,23 @@ enum PostgresMigrations {
                     created_ms bigint NOT NULL, revoked_ms bigint)
                 """,
             ]),
+        Migration(
+            version: 5, name: "shares",
+            statements: [
+                """
+                CREATE TABLE shares (
+                    zone_id bigint NOT NULL, record_name text COLLATE "C" NOT NULL,
+                    short_guid text COLLATE "C" NOT NULL UNIQUE, public_permission text NOT NULL,
+                    PRIMARY KEY (zone_id, record_name))
+                """,
+                """
+                CREATE TABLE share_participants (
+                    zone_id bigint NOT NULL, record_name text COLLATE "C" NOT NULL,
+                    user_record_name text COLLATE "C" NOT NULL, permission text NOT NULL, status text NOT NULL,
+                    PRIMARY KEY (zone_id, record_name, user_record_name))
+                """,
+                "CREATE INDEX share_participants_user ON share_participants (user_record_name, status)",
+            ]),
     ]
 
     /// The latest version this build knows.

@@ -141,7 +141,7 @@ extension PostgresStorage {
         return try await transaction { connection in
             let databaseID = try await ensureDatabase(connection, database)
             guard let zone = try await liveZone(connection, databaseID, name, lock: true) else { return false }
-            for table in ["records", "record_references", "record_index", "record_assets"] {
+            for table in ["records", "record_references", "record_index", "record_assets", "shares", "share_participants"] {
                 try await connection.run(
                     PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: Self.binds(zone.id)),
                     logger: logger)

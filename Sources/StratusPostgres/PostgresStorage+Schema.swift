@@ -118,7 +118,7 @@ extension PostgresStorage {
                 WHERE databases.container_id = $1 AND databases.environment = $2
                 """
             let binds = Self.binds(container, environment.rawValue)
-            for table in ["records", "record_references", "record_index", "record_assets"] {
+            for table in ["records", "record_references", "record_index", "record_assets", "shares", "share_participants"] {
                 try await connection.run(
                     PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id IN (\(zones))", binds: binds),
                     logger: logger)

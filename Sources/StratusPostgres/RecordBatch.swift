@@ -21,6 +21,8 @@ struct RecordBatch {
     private var assetsCleared: [String] = []
     private var references: (sources: [String], targets: [String], actions: [String]) = ([], [], [])
     private var assets: (names: [String], checksums: [String]) = ([], [])
+    private var sharesCleared: [String] = []
+    private var shares: [(name: String, state: ShareState)] = []
 
     init(zoneID: Int64) {
         self.zoneID = zoneID
@@ -54,6 +56,8 @@ struct RecordBatch {
         for entry in change.addedIndexEntries { addedEntries.append(entry, recordType: record.recordType, name: record.name) }
         if change.clearsReferences { referencesCleared.append(record.name) }
         if change.clearsAssets { assetsCleared.append(record.name) }
+        if change.clearsShare { sharesCleared.append(record.name) }
+        if let share = change.share { shares.append((record.name, share)) }
     }
 
     /// Buffers the asset links of a record just added.
@@ -104,7 +108,33 @@ struct RecordBatch {
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
+        try await writeShares(connection, logger: logger)
         self = RecordBatch(zoneID: zoneID)
+    }
+
+    /// Replaces the index rows of the share records buffered (shares are few: a statement each).
+    private func writeShares(_ connection: PostgresConnection, logger: Logger) async throws {
+        if !sharesCleared.isEmpty {
+            try await connection.run(
+                "DELETE FROM shares WHERE zone_id = \(zoneID) AND record_name = ANY(\(sharesCleared))", logger: logger)
+            try await connection.run(
+                "DELETE FROM share_participants WHERE zone_id = \(zoneID) AND record_name = ANY(\(sharesCleared))",
+                logger: logger)
+        }
+        for (name, share) in shares {
+            try await connection.run(
+                """
+                INSERT INTO shares (zone_id, record_name, short_guid, public_permission)
+                VALUES (\(zoneID), \(name), \(share.shortGUID), \(share.publicPermission.rawValue))
+                """, logger: logger)
+            try await connection.run(
+                """
+                INSERT INTO share_participants (zone_id, record_name, user_record_name, permission, status)
+                SELECT \(zoneID), \(name), * FROM unnest(\(share.participants.map(\.userRecordName))::text[],
+                    \(share.participants.map(\.permission.rawValue))::text[],
+                    \(share.participants.map(\.status.rawValue))::text[])
+                """, logger: logger)
+        }
     }
 
     /// Writes the records and removes the index entries their previous versions no longer have, in

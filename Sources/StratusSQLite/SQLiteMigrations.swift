@@ -114,6 +114,21 @@ enum SQLiteMigrations {
                         created_ms INTEGER NOT NULL, revoked_ms INTEGER);
                     """)
         }
+        migrator.registerMigration("v7: shares") { db in
+            // Indexes of the share records (`ShareState`), written with them: which share a short
+            // GUID names, and who takes part in which.
+            try db.execute(
+                sql: """
+                    CREATE TABLE shares (
+                        zone_id INTEGER NOT NULL, record_name TEXT NOT NULL, short_guid TEXT NOT NULL UNIQUE,
+                        public_permission TEXT NOT NULL, PRIMARY KEY (zone_id, record_name)) WITHOUT ROWID;
+                    CREATE TABLE share_participants (
+                        zone_id INTEGER NOT NULL, record_name TEXT NOT NULL, user_record_name TEXT NOT NULL,
+                        permission TEXT NOT NULL, status TEXT NOT NULL,
+                        PRIMARY KEY (zone_id, record_name, user_record_name)) WITHOUT ROWID;
+                    CREATE INDEX share_participants_user ON share_participants (user_record_name, status);
+                    """)
+        }
         return migrator
     }
 }

@@ -105,6 +105,8 @@ extension SQLiteStorage {
             try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [zone.id])
             try db.execute(sql: "DELETE FROM record_index WHERE zone_id = ?", arguments: [zone.id])
             try db.execute(sql: "DELETE FROM record_assets WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM share_participants WHERE zone_id = ?", arguments: [zone.id])
             let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
             try db.execute(
                 sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
@@ -312,6 +314,28 @@ extension SQLiteStorage {
             if change.clearsAssets {
                 try db.cachedStatement(sql: "DELETE FROM record_assets WHERE zone_id = ? AND name = ?")
                     .execute(arguments: [zoneID, record.name])
+            }
+            if change.clearsShare {
+                for table in ["shares", "share_participants"] {
+                    try db.cachedStatement(sql: "DELETE FROM \(table) WHERE zone_id = ? AND record_name = ?")
+                        .execute(arguments: [zoneID, record.name])
+                }
+            }
+            if let share = change.share {
+                try db.cachedStatement(
+                    sql: "INSERT INTO shares (zone_id, record_name, short_guid, public_permission) VALUES (?, ?, ?, ?)"
+                ).execute(arguments: [zoneID, record.name, share.shortGUID, share.publicPermission.rawValue])
+                for participant in share.participants {
+                    try db.cachedStatement(
+                        sql: """
+                            INSERT INTO share_participants (zone_id, record_name, user_record_name, permission, status)
+                            VALUES (?, ?, ?, ?, ?)
+                            """
+                    ).execute(arguments: [
+                        zoneID, record.name, participant.userRecordName, participant.permission.rawValue,
+                        participant.status.rawValue,
+                    ])
+                }
             }
         }
         let name = rows.records[0].record.name

@@ -85,6 +85,10 @@ public struct RecordWriteExecutor: Sendable {
         public var clearsReferences: Bool
         /// Whether the previous version's asset holdings must be deleted first.
         public var clearsAssets: Bool
+        /// Whether the previous version was a share, whose index rows must be deleted first.
+        public var clearsShare: Bool
+        /// The share to index (`shares` and `share_participants` rows), when the record is a live share.
+        public var share: ShareState?
     }
 
     /// How the transaction ends.
@@ -342,7 +346,8 @@ public struct RecordWriteExecutor: Sendable {
         return RowChange(
             record: record, previous: previous, removedIndexEntries: removed, addedIndexEntries: added,
             clearsReferences: previous.map { !RecordWritePlanner.enforcedReferences(of: $0).isEmpty } ?? false,
-            clearsAssets: previous.map { !RecordWritePlanner.assetChecksums(of: $0).isEmpty } ?? false)
+            clearsAssets: previous.map { !RecordWritePlanner.assetChecksums(of: $0).isEmpty } ?? false,
+            clearsShare: previous?.shareState != nil, share: record.shareState)
     }
 
     /// Every write has its result: commit, or roll back an atomic batch that had a failure.

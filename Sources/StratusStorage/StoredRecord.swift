@@ -73,25 +73,29 @@ public struct StoredRecord: Hashable, Sendable {
     /// asset in the record, the stored JSON is copied as is, without being decoded. `zoneIDJSON` is
     /// the zone's ID as JSON (`ZoneID.jsonBytes`), encoded once for all the records of a response.
     /// `assetURL` gives each asset's `downloadURL` from the record's name, the field's name and the
-    /// asset's checksum.
+    /// asset's checksum. A share record's state is written as its share keys, which `shareKeys` makes
+    /// for the reader (``ShareState/keys(reader:urlPrefix:)``), never as a field.
     public func write(
         to writer: inout JSONWriter, zoneIDJSON: [UInt8], desiredKeys: Set<String>? = nil,
         numbersAsStrings: Bool = false,
-        assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil
+        assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil,
+        shareKeys: ((ShareState) -> ShareKeys)? = nil
     ) {
         let rewritesAssets = assetURL != nil && fieldsJSON.contains(tag: #""type":"ASSETID"#)
+        let share = shareState
         RecordDictionary.writeObject(
             to: &writer, recordName: name, recordType: recordType, recordChangeTag: changeTag, created: created,
-            modified: modified, deleted: deleted, zoneIDJSON: zoneIDJSON,
+            modified: modified, deleted: deleted, zoneIDJSON: zoneIDJSON, share: share.flatMap { shareKeys?($0) },
             writeFields: deleted || desiredKeys?.isEmpty == true
                 ? nil
                 : { writer in
-                    if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, !fieldsJSON.isEmpty {
+                    if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, share == nil, !fieldsJSON.isEmpty {
                         writer.raw(fieldsJSON)
                         return
                     }
                     // The stored JSON was written by Stratus, so it decodes.
                     var fields = (try? decodeFields()) ?? [:]
+                    fields[ShareState.fieldName] = nil
                     if rewritesAssets, let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
                     RecordDictionary.writeFields(
                         fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
@@ -99,15 +103,18 @@ public struct StoredRecord: Hashable, Sendable {
         )
     }
 
-    /// The record as a Record Dictionary value; `assetURL` gives its assets their `downloadURL`.
+    /// The record as a Record Dictionary value; `assetURL` gives its assets their `downloadURL` and
+    /// `shareKeys` a share record its share keys.
     public func dictionary(
-        zoneID: ZoneID, assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil
+        zoneID: ZoneID, assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil,
+        shareKeys: ((ShareState) -> ShareKeys)? = nil
     ) throws -> RecordDictionary {
         var fields = deleted ? [:] : try decodeFields()
+        fields[ShareState.fieldName] = nil
         if let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
         return RecordDictionary(
             recordName: name, recordType: recordType, recordChangeTag: changeTag, fields: fields, created: created,
-            modified: modified, deleted: deleted, zoneID: zoneID)
+            modified: modified, deleted: deleted, zoneID: zoneID, share: shareState.flatMap { shareKeys?($0) })
     }
 
     /// Sets the `downloadURL` of every asset in `fields`.

@@ -6,7 +6,7 @@ public import StratusModel
 /// Every backend (SQLite, PostgreSQL) implements this protocol and passes the conformance suite in
 /// `StratusStorageConformance`. It is the sum of narrower roles, one per concern, so that each part
 /// of the server depends on the role it uses: ``SettingsStorage``, ``AccountStorage``,
-/// ``RecordStorage``, ``SchemaStorage``, ``SubscriptionStorage``, ``AssetStorage``,
+/// ``RecordStorage``, ``ShareStorage``, ``SchemaStorage``, ``SubscriptionStorage``, ``AssetStorage``,
 /// ``TransferStorage`` and ``MaintenanceStorage``. The rules backends must keep:
 /// - every change in a zone takes the zone's next sequence number inside the transaction that
 ///   writes it, so a feed read at position *n* never misses a change committed later with a number
@@ -22,7 +22,8 @@ public import StratusModel
 /// Calls made before it is ready wait for it. A server runs its storage in its service group
 /// (``StratusServer``'s `StratusServerService` beside it); a tool or a test that uses a storage
 /// alone runs it with ``whileRunning(_:)``.
-public protocol StratusStorage: SettingsStorage, AccountStorage, RecordStorage, SchemaStorage, SubscriptionStorage,
+public protocol StratusStorage: SettingsStorage, AccountStorage, RecordStorage, ShareStorage, SchemaStorage,
+    SubscriptionStorage,
     AssetStorage, TransferStorage, MaintenanceStorage, Service
 {
     /// How server instances sharing this storage tell each other about changes, when several can.

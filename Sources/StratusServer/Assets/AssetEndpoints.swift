@@ -97,7 +97,7 @@ extension DatabaseEndpoints {
         let user = try access.requireUser()
         let assets = try requireAssets()
         let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxRequestBodyBytes)
-        _ = try access.zone(body.zoneID, field: "zoneID", limits: limits)
+        _ = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         try checkCount(body.tokens.count, field: "tokens", limit: limits.maxOperationsPerRequest)
         let validator = RecordValidator(limits: limits)
         for (index, token) in body.tokens.enumerated() {
@@ -150,10 +150,10 @@ extension DatabaseEndpoints {
         let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/rereference")
         let assets = try requireAssets()
         let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
+        let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         try checkCount(body.assets.count, field: "assets", limit: limits.maxOperationsPerRequest)
         let found = try await storage.lookupRecords(
-            names: body.assets.map(\.recordName), zone: zoneName, in: access.locator)
+            names: body.assets.map(\.recordName), zone: zone.name, in: zone.locator)
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         return try await listResponse("assets") { writer in
             for (item, record) in zip(body.assets, found) {
@@ -196,9 +196,10 @@ extension DatabaseEndpoints {
         guard let recordName = request.query("recordName"), let fieldName = request.query("fieldName") else {
             throw StratusError.badRequest("recordName and fieldName are required: use the record's downloadURL")
         }
-        let zoneName = try access.zone(
-            request.query("zoneName").map { ZoneID(zoneName: $0) }, field: "zoneName", limits: limits)
-        let record = try await storage.lookupRecords(names: [recordName], zone: zoneName, in: access.locator)[0]
+        let zone = try await access.zone(
+            request.query("zoneName").map { ZoneID(zoneName: $0, ownerRecordName: request.query("ownerRecordName")) },
+            field: "zoneName", limits: limits, shares: storage)
+        let record = try await storage.lookupRecords(names: [recordName], zone: zone.name, in: zone.locator)[0]
         let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         guard let record,

@@ -8,14 +8,24 @@ extension DatabaseEndpoints {
     func queryRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/query")
-        let locator = access.locator
         let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxRequestBodyBytes)
         let zones: [String]?
+        let locator: DatabaseLocator
+        // The wire ID of each zone a page holds records of.
+        let wireZoneID: (String) throws -> ZoneID
         if body.zoneID == nil, body.zoneWide == true {
-            guard access.listsOwnZones else { throw DatabaseAccess.notShared("") }
+            guard target.scope != .shared else {
+                throw StratusError.badRequest(
+                    "zoneWide queries cover the caller's own zones; in the shared database name a zone in zoneID")
+            }
             zones = nil
+            locator = access.locator
+            wireZoneID = target.wireZoneID
         } else {
-            zones = [try access.zone(body.zoneID, field: "zoneID", limits: limits)]
+            let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
+            zones = [zone.name]
+            locator = zone.locator
+            wireZoneID = { _ in zone.wireZoneID }
         }
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
@@ -50,14 +60,15 @@ extension DatabaseEndpoints {
         writer.key("records")
         writer.beginArray()
         var assetURLs: [String: @Sendable (String, String, String) -> String] = [:]
+        let shareKeys = target.shareKeys
         for item in page.items {
             if zoneIDs[item.zone] == nil {
-                zoneIDs[item.zone] = try target.wireZoneID(item.zone).jsonBytes
+                zoneIDs[item.zone] = try wireZoneID(item.zone).jsonBytes
                 assetURLs[item.zone] = downloadURLs(target, zone: item.zone, in: locator)
             }
             item.record.write(
                 to: &writer, zoneIDJSON: zoneIDs[item.zone]!, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                assetURL: assetURLs[item.zone])
+                assetURL: assetURLs[item.zone], shareKeys: shareKeys)
         }
         writer.endArray()
         if let cursor = page.cursor {

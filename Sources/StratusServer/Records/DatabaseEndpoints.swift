@@ -5,7 +5,7 @@ import StratusStorage
 
 /// The CloudKit Web Services endpoints under `/database/1/{container}/{environment}/{database}/`.
 struct DatabaseEndpoints: Sendable {
-    let storage: any RecordStorage & SchemaStorage & AccountStorage
+    let storage: any RecordStorage & ShareStorage & SchemaStorage & AccountStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let tokens: SyncTokenCodec
@@ -69,10 +69,10 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Zones
 
-    private func zoneDictionary(_ zone: ZoneState, in target: DatabaseRequest) throws -> ZoneDictionary {
+    private func zoneDictionary(_ zone: ZoneState, zoneID: ZoneID) -> ZoneDictionary {
         let isDefault = zone.name == ZoneID.defaultZoneName
         return ZoneDictionary(
-            zoneID: try target.wireZoneID(zone.name),
+            zoneID: zoneID,
             syncToken: isDefault || zone.deleted ? nil : tokens.token(for: zone.currentPosition, kind: .zone),
             atomic: zone.deleted ? nil : !isDefault,
             deleted: zone.deleted ? true : nil)
@@ -81,10 +81,19 @@ struct DatabaseEndpoints: Sendable {
     func listZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/list")
-        let zones = access.listsOwnZones ? try await storage.zones(in: access.locator) : []
+        let zones: [ZoneDictionary]
+        if target.scope == .shared {
+            zones = try await storage.sharedZones(
+                user: try access.requireUser(), container: target.container, environment: target.environment
+            ).map { zoneDictionary($0.zone, zoneID: ZoneID(zoneName: $0.zone.name, ownerRecordName: $0.owner)) }
+        } else {
+            zones = try await storage.zones(in: access.locator).map {
+                zoneDictionary($0, zoneID: try target.wireZoneID($0.name))
+            }
+        }
         var writer = JSONWriter()
         writer.beginObject()
-        writer.field("zones", array: try zones.map { try zoneDictionary($0, in: target) })
+        writer.field("zones", array: zones)
         writer.endObject()
         return .json(writer)
     }
@@ -94,18 +103,23 @@ struct DatabaseEndpoints: Sendable {
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/lookup")
         let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
-        let names = try body.zones.enumerated().map { index, zoneID in
-            try target.zoneName(zoneID, field: "zones[\(index)]", limits: limits)
+        for (index, zoneID) in body.zones.enumerated() {
+            _ = try target.zoneName(zoneID, field: "zones[\(index)]", limits: limits)
         }
         return try await listResponse("zones") { writer in
-            for name in names {
-                let zone = access.listsOwnZones ? try await storage.zone(named: name, in: access.locator) : nil
-                if let zone {
-                    try zoneDictionary(zone, in: target).write(to: &writer)
+            for (index, zoneID) in body.zones.enumerated() {
+                let reached: ZoneAccess?
+                do {
+                    reached = try await access.zone(zoneID, field: "zones[\(index)]", limits: limits, shares: storage)
+                } catch let error as StratusError where error.code == .zoneNotFound {
+                    reached = nil
+                }
+                if let reached, let zone = try await storage.zone(named: reached.name, in: reached.locator) {
+                    zoneDictionary(zone, zoneID: reached.wireZoneID).write(to: &writer)
                 } else {
                     ErrorDictionary(
-                        serverErrorCode: .zoneNotFound, reason: "zone '\(name)' does not exist",
-                        zoneID: try? target.wireZoneID(name), uuid: UUID().uuidString
+                        serverErrorCode: .zoneNotFound, reason: "zone '\(zoneID.zoneName)' does not exist",
+                        zoneID: reached?.wireZoneID ?? zoneID, uuid: UUID().uuidString
                     ).write(to: &writer)
                 }
             }
@@ -133,7 +147,7 @@ struct DatabaseEndpoints: Sendable {
                 case .create:
                     let (zone, created) = try await storage.createZone(named: name, in: locator, timestamp: configuration.clock.milliseconds)
                     if created { hub.publish(.zone(locator, name: name, deleted: false, deviceID: target.deviceID)) }
-                    try zoneDictionary(zone, in: target).write(to: &writer)
+                    zoneDictionary(zone, zoneID: zoneID).write(to: &writer)
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")
                 case .delete:
@@ -152,10 +166,15 @@ struct DatabaseEndpoints: Sendable {
 
     func modifyRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
+        var access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
         let user = try access.requireUser()
         let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
+        if target.scope == .shared, ShareRules.isLeaving(body.operations) {
+            access = try DatabaseAccess.authorize(.leaveShare, for: target, endpoint: "records/modify")
+            return try await leaveShare(body, access: access, user: user)
+        }
+        let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
+        let zoneName = zone.name
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
         // Fields sent without a type take the schema's type for them; the schema is read only then
         // (a field's type never changes once known, so reading it outside the write is safe).
@@ -165,20 +184,22 @@ struct DatabaseEndpoints: Sendable {
         for index in writes.indices {
             try admitAssets(&writes[index], field: "operations[\(index)].record.fields", container: target.container)
         }
+        try await ShareRules(storage: storage).prepare(&writes, operations: body.operations, zone: zone, user: user)
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
             enforcesGrants: access.enforcesGrants, limits: limits)
         let outcome = try await storage.modifyRecords(
-            writes, zone: zoneName, in: access.locator,
+            writes, zone: zoneName, in: zone.locator,
             atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
         let results = outcome.results
         if !outcome.changes.isEmpty {
-            hub.publish(.records(access.locator, zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
+            hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
         }
 
-        let zoneID = try target.wireZoneID(zoneName)
+        let zoneID = zone.wireZoneID
         let zoneIDJSON = zoneID.jsonBytes
-        let assetURL = downloadURLs(target, zone: zoneName, in: access.locator)
+        let assetURL = downloadURLs(target, zone: zoneName, in: zone.locator)
+        let shareKeys = target.shareKeys
         let numbersAsStrings = body.numbersAsStrings ?? false
         return await listResponse("records", capacity: 256 * results.count) { writer in
             for (index, result) in results.enumerated() {
@@ -187,15 +208,45 @@ struct DatabaseEndpoints: Sendable {
                     let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                        assetURL: assetURL)
+                        assetURL: assetURL, shareKeys: shareKeys)
                 case .failure(let failure):
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
                         uuid: UUID().uuidString,
-                        serverRecord: try? failure.serverRecord?.dictionary(zoneID: zoneID, assetURL: assetURL)
+                        serverRecord: try? failure.serverRecord?.dictionary(
+                            zoneID: zoneID, assetURL: assetURL, shareKeys: shareKeys)
                     ).write(to: &writer)
                 }
             }
+        }
+    }
+
+    /// A participant leaves a zone's share by deleting it from their shared database: they become
+    /// `REMOVED` in the share, in one write of the share record, and the zone leaves their shared
+    /// database. Answers as the deletion was asked.
+    private func leaveShare(_ body: ModifyRecordsRequest, access: DatabaseAccess, user: String) async throws -> Response {
+        let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
+        guard let record = try await storage.lookupRecords(
+            names: [ShareKeys.zoneWideRecordName], zone: zone.name, in: zone.locator)[0]
+        else { throw DatabaseAccess.notShared(zone.name) }
+        let target = access.target
+        let share = LocatedShare(database: zone.locator, zone: zone.name, record: record)
+        let (_, changes) = try await ShareRules(storage: storage).changeParticipant(
+            of: share, user: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds, limits: limits
+        ) { state in
+            guard let at = state.participants.firstIndex(where: { $0.userRecordName == user }),
+                state.participants[at].status != .removed
+            else { return nil }
+            var changed = state
+            changed.participants[at].status = .removed
+            return changed
+        }
+        if !changes.isEmpty {
+            hub.publish(.records(zone.locator, zone: zone.name, changes: changes, deviceID: target.deviceID))
+        }
+        return try await listResponse("records") { writer in
+            RecordDictionary(recordName: ShareKeys.zoneWideRecordName, deleted: true, zoneID: zone.wireZoneID)
+                .write(to: &writer)
         }
     }
 
@@ -203,7 +254,8 @@ struct DatabaseEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/lookup")
         let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxRequestBodyBytes)
-        let zoneName = try access.zone(body.zoneID, field: "zoneID", limits: limits)
+        let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
+        let zoneName = zone.name
         try checkCount(body.records.count, field: "records", limit: limits.maxRecordsPerResponse)
         for (index, item) in body.records.enumerated() {
             if let violation = limits.violation(ofName: item.recordName) {
@@ -211,9 +263,10 @@ struct DatabaseEndpoints: Sendable {
             }
         }
         let found = try await storage.lookupRecords(
-            names: body.records.map(\.recordName), zone: zoneName, in: access.locator)
-        let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
-        let assetURL = downloadURLs(target, zone: zoneName, in: access.locator)
+            names: body.records.map(\.recordName), zone: zoneName, in: zone.locator)
+        let zoneIDJSON = zone.wireZoneID.jsonBytes
+        let assetURL = downloadURLs(target, zone: zoneName, in: zone.locator)
+        let shareKeys = target.shareKeys
         let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         return await listResponse("records", capacity: 512 * found.count) { writer in
@@ -230,7 +283,7 @@ struct DatabaseEndpoints: Sendable {
                 } else if let record {
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
-                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL)
+                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)
                 } else {
                     ErrorDictionary(
                         serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
@@ -256,14 +309,15 @@ struct DatabaseEndpoints: Sendable {
             throw StratusError.badRequest(
                 "\(field).zoneID: change feeds cover custom zones; the default zone has none (as in CloudKit)")
         }
-        guard access.listsOwnZones else { throw DatabaseAccess.notShared(zoneName) }
+        let zoneAccess = try await access.zone(requestedZoneID, field: "\(field).zoneID", limits: limits, shares: storage)
         let page = try await storage.recordChanges(
-            zone: zoneName, in: access.locator,
+            zone: zoneName, in: zoneAccess.locator,
             after: tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken"),
             limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
             recordTypes: zone.recordTypes.map(Set.init))
-        let zoneIDJSON = try target.wireZoneID(zoneName).jsonBytes
-        let assetURL = downloadURLs(target, zone: zoneName, in: access.locator)
+        let zoneIDJSON = zoneAccess.wireZoneID.jsonBytes
+        let assetURL = downloadURLs(target, zone: zoneName, in: zoneAccess.locator)
+        let shareKeys = target.shareKeys
         let desiredKeys = zone.desiredKeys.map(Set.init)
         writer.beginObject()
         writer.key("zoneID")
@@ -273,7 +327,7 @@ struct DatabaseEndpoints: Sendable {
         for record in page.records {
             record.write(
                 to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys,
-                numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL)
+                numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)
         }
         writer.endArray()
         let syncToken = tokens.token(for: page.position, kind: .zone)
@@ -312,7 +366,8 @@ struct DatabaseEndpoints: Sendable {
                     try await writeZoneChanges(zone, field: "zones[\(index)]", access: access, to: &zoneWriter)
                     writer.raw(zoneWriter.bytes)
                 } catch let error as StratusError {
-                    let zoneID = zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
+                    let zoneID = target.scope == .shared
+                        ? zone.zoneID : zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
                     ErrorDictionary(
                         serverErrorCode: error.code, reason: error.reason, zoneID: zoneID, uuid: UUID().uuidString
                     ).write(to: &writer)
@@ -333,7 +388,7 @@ struct DatabaseEndpoints: Sendable {
             limit: resultsLimit(body.resultsLimit))
         var writer = JSONWriter()
         writer.beginObject()
-        writer.field("zones", array: try page.zones.map { try zoneDictionary($0, in: target) })
+        writer.field("zones", array: try page.zones.map { zoneDictionary($0, zoneID: try target.wireZoneID($0.name)) })
         writer.field("syncToken", tokens.token(for: page.position, kind: .database))
         writer.field("moreComing", page.moreComing)
         writer.endObject()

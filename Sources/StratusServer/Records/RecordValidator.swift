@@ -54,7 +54,8 @@ struct RecordValidator {
             if type == .create, record.recordType == nil {
                 throw StratusError.badRequest("\(field).recordType is required for create")
             }
-            if let recordType = record.recordType, let violation = violation(ofIdentifier: recordType) {
+            let isShare = ShareKeys.isShareType(record.recordType)
+            if let recordType = record.recordType, !isShare, let violation = violation(ofIdentifier: recordType) {
                 throw StratusError.badRequest("\(field).recordType '\(recordType)' \(violation)")
             }
             if type.checksChangeTag, record.recordChangeTag == nil {
@@ -62,7 +63,9 @@ struct RecordValidator {
                     "\(field).recordChangeTag is required for \(type.rawValue); use force\(type.rawValue.prefix(1).uppercased() + type.rawValue.dropFirst()) to skip the check")
             }
             for name in record.fields.keys.sorted() + record.removedFieldNames.sorted() {
-                if let violation = violation(ofIdentifier: name) {
+                // A share's own fields are CloudKit's (`cloudkit.title`, `cloudkit.type`, …).
+                let identifier = isShare && name.hasPrefix("cloudkit.") ? String(name.dropFirst(9)) : name
+                if let violation = violation(ofIdentifier: identifier) {
                     throw StratusError.badRequest("\(field).fields: field name '\(name)' \(violation)")
                 }
             }

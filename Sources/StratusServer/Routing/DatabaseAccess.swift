@@ -11,8 +11,9 @@ import StratusStorage
 /// - the public database is read with the API token alone and written by signed-in users, record by
 ///   record under the schema's grants; it has only the default zone and no change feeds;
 /// - a private database is its owner's, who alone reaches it, with every operation;
-/// - the shared database is its user's view of zones other users share with them (none yet, until
-///   sharing exists); its zones cannot be created or deleted there.
+/// - the shared database is its user's view of zones other users share with them: a zone is reached
+///   there only by an accepted participant of its share, read by any, written only with
+///   `READ_WRITE`; to anyone else it does not exist. Its zones cannot be created or deleted there.
 struct DatabaseAccess: Sendable {
     /// What a request does to the database.
     enum Operation: Sendable {
@@ -29,10 +30,18 @@ struct DatabaseAccess: Sendable {
         /// Finds other users (`users/discover`, `users/lookup/*`): signed-in users only, on the public
         /// database, as CloudKit pins these paths.
         case findUsers
+        /// Resolves or accepts shares by short GUID (`records/resolve|accept`): signed-in users only,
+        /// on any database of the path (Apple's clients use the public one).
+        case joinShares
+        /// Leaves a share: a participant deletes the zone's share from their shared database, which
+        /// every accepted participant may do, read-only ones too.
+        case leaveShare
     }
 
     /// The request, as authenticated.
     let target: DatabaseRequest
+    /// What the request does.
+    let operation: Operation
     /// The database reached: the public one, or the signed-in user's private or shared one.
     let locator: DatabaseLocator
 
@@ -50,12 +59,14 @@ struct DatabaseAccess: Sendable {
                 "\(endpoint) is available in the private and shared databases; the public database has no change feeds")
         case (.findUsers, .private), (.findUsers, .shared):
             throw StratusError.badRequest("\(endpoint) is served on the public database, as in CloudKit")
-        case (.write, _), (.ownData, _), (.findUsers, _):
+        case (.leaveShare, .public), (.leaveShare, .private):
+            throw StratusError.badRequest("\(endpoint): a share is left from the shared database")
+        case (.write, _), (.ownData, _), (.findUsers, _), (.joinShares, _), (.leaveShare, _):
             _ = try target.requireUser()
         default:
             break
         }
-        let access = DatabaseAccess(target: target, locator: try target.locator())
+        let access = DatabaseAccess(target: target, operation: operation, locator: try target.locator())
         if operation == .manageZones {
             switch target.scope {
             case .public:
@@ -76,16 +87,32 @@ struct DatabaseAccess: Sendable {
         try target.requireUser()
     }
 
-    /// Whether the zones of ``locator`` are the caller's to list: not in the shared database, whose
-    /// zones are other users' shares.
-    var listsOwnZones: Bool { target.scope != .shared }
-
     /// The zone a request names (the default zone when `zoneID` is absent), if the caller may reach
-    /// it: `ZONE_NOT_FOUND` for a zone of the shared database that nobody shared with them.
-    func zone(_ zoneID: ZoneID?, field: String, limits: Limits) throws -> String {
+    /// it for the operation authorized. In the shared database that is a zone of another user's
+    /// private database whose share the caller accepted (``ZoneAccess/membership``); any other zone
+    /// is `ZONE_NOT_FOUND`, whether or not it exists, and a write with less than `READ_WRITE` is
+    /// `ACCESS_DENIED`.
+    func zone(_ zoneID: ZoneID?, field: String, limits: Limits, shares: any ShareStorage) async throws -> ZoneAccess {
         let name = try target.zoneName(zoneID, field: field, limits: limits)
-        guard listsOwnZones else { throw Self.notShared(name) }
-        return name
+        guard target.scope == .shared else {
+            return ZoneAccess(name: name, locator: locator, wireZoneID: try target.wireZoneID(name), membership: nil)
+        }
+        let user = try requireUser()
+        guard let owner = zoneID?.ownerRecordName, owner != ZoneID.currentUserOwnerName, owner != user else {
+            throw Self.notShared(name)
+        }
+        let ownerDatabase = DatabaseLocator(
+            container: target.container, environment: target.environment, scope: .private, owner: owner)
+        guard let membership = try await shares.zoneShareMembership(zone: name, in: ownerDatabase, user: user),
+            membership.status == .accepted, membership.permission != .none
+        else { throw Self.notShared(name) }
+        if operation == .write, membership.permission != .readWrite {
+            throw StratusError(
+                .accessDenied, "zone '\(name)' is shared with you read-only; only its owner and READ_WRITE participants write")
+        }
+        return ZoneAccess(
+            name: name, locator: ownerDatabase, wireZoneID: ZoneID(zoneName: name, ownerRecordName: owner),
+            membership: membership)
     }
 
     /// `ZONE_NOT_FOUND` for a zone of the shared database the caller has no share of.
@@ -102,4 +129,18 @@ struct DatabaseAccess: Sendable {
             recordType: recordType, schema: schema, scope: target.scope, environment: target.environment,
             user: target.userRecordName)
     }
+}
+
+/// A zone a request may reach, and where its records are kept.
+struct ZoneAccess: Sendable {
+    /// The zone's name.
+    let name: String
+    /// The database that holds it: the caller's own, or for a zone of the shared database its
+    /// owner's private one.
+    let locator: DatabaseLocator
+    /// The zone's ID on the wire (with the owner's record name).
+    let wireZoneID: ZoneID
+    /// The caller's membership of the zone's share, when the zone is reached through the shared
+    /// database.
+    let membership: ShareMembership?
 }

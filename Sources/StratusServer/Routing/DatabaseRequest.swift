@@ -41,14 +41,15 @@ struct DatabaseRequest: Sendable {
         return DatabaseLocator(container: container, environment: environment, scope: scope, owner: owner)
     }
 
-    /// The zone named by a request's `zoneID` (the default zone when absent). The owner, when given,
-    /// must be the database's owner: other users' zones are never reachable here.
+    /// The zone named by a request's `zoneID` (the default zone when absent). In the public and
+    /// private databases the owner, when given, must be the database's owner: other users' zones are
+    /// reached only through the shared database (``DatabaseAccess/zone(_:field:limits:shares:)``).
     func zoneName(_ zoneID: ZoneID?, field: String, limits: Limits) throws -> String {
         guard let zoneID else { return ZoneID.defaultZoneName }
         if let violation = limits.violation(ofName: zoneID.zoneName) {
             throw StratusError.badRequest("\(field).zoneName \(violation)")
         }
-        if let owner = zoneID.ownerRecordName, owner != ZoneID.currentUserOwnerName {
+        if scope != .shared, let owner = zoneID.ownerRecordName, owner != ZoneID.currentUserOwnerName {
             let databaseOwner = try locator().owner
             guard owner == databaseOwner else {
                 throw StratusError(
@@ -74,6 +75,13 @@ struct DatabaseRequest: Sendable {
         return { recordName, field, checksum in
             prefix + checksum + zoneQuery + recordName.queryValueEncoded + "&fieldName=" + field
         }
+    }
+
+    /// The share keys a share record shows the caller (``ShareState/keys(reader:urlPrefix:)``).
+    var shareKeys: @Sendable (ShareState) -> ShareKeys {
+        let reader = userRecordName
+        let urlPrefix = baseURL + "/share/"
+        return { $0.keys(reader: reader, urlPrefix: urlPrefix) }
     }
 
     /// The wire ID of a zone of this database.

@@ -77,6 +77,8 @@ public enum StratusApplication {
             storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,
             hub: hub
         ).addRoutes(to: router)
+        ShareEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
+            .addRoutes(to: router)
         SubscriptionEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
         let push = PushEndpoints(
