@@ -44,6 +44,22 @@ extension PostgresStorage {
         }
     }
 
+    public func acceptedParticipants(zone: String, in database: DatabaseLocator) async throws -> [String] {
+        try await read { connection in
+            try await connection.run(
+                """
+                SELECT p.user_record_name FROM share_participants p
+                JOIN zones z ON z.id = p.zone_id AND NOT z.deleted
+                JOIN databases d ON d.id = z.database_id
+                WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
+                    AND d.scope = \(database.scope.rawValue) AND d.owner = \(database.owner) AND z.name = \(zone)
+                    AND p.record_name = \(ShareKeys.zoneWideRecordName)
+                    AND p.status = \(ShareAcceptanceStatus.accepted.rawValue) AND p.user_record_name != d.owner
+                """, logger: logger
+            ).decode(String.self).collect()
+        }
+    }
+
     public func sharedZones(
         user: String, container: String, environment: ContainerEnvironment
     ) async throws -> [SharedZone] {

@@ -51,6 +51,21 @@ extension SQLiteStorage {
         }
     }
 
+    public func acceptedParticipants(zone: String, in database: DatabaseLocator) async throws -> [String] {
+        try await pool.read { db in
+            guard let databaseID = try Self.existingDatabase(db, database),
+                let zone = try Self.liveZone(db, databaseID, zone)
+            else { return [] }
+            return try String.fetchAll(
+                db,
+                sql: """
+                    SELECT user_record_name FROM share_participants
+                    WHERE zone_id = ? AND record_name = ? AND status = ? AND user_record_name != ?
+                    """,
+                arguments: [zone.id, ShareKeys.zoneWideRecordName, ShareAcceptanceStatus.accepted.rawValue, database.owner])
+        }
+    }
+
     public func sharedZones(
         user: String, container: String, environment: ContainerEnvironment
     ) async throws -> [SharedZone] {

@@ -56,6 +56,8 @@ public protocol ShareStorage: Sendable {
     func zoneShareMembership(zone: String, in database: DatabaseLocator, user: String) async throws -> ShareMembership?
     /// The share record a short GUID names, if it is live.
     func share(shortGUID: String) async throws -> LocatedShare?
+    /// The users other than the owner who accepted the zone-wide share of a zone of `database`.
+    func acceptedParticipants(zone: String, in database: DatabaseLocator) async throws -> [String]
     /// The zones shared with `user` that they accepted, by owner and zone name.
     func sharedZones(user: String, container: String, environment: ContainerEnvironment) async throws -> [SharedZone]
 }

@@ -294,4 +294,86 @@ struct SharingTests {
             #expect(full.status == 200 && full.records.first?["serverErrorCode"] == nil, "\(full.text)")
         }
     }
+
+    @Test("a participant's shared database feed and pushes follow the share: the zone appears on accepting, its changes fire their subscriptions, and it leaves when sharing stops")
+    func sharedFeedAndPush() async throws {
+        try await withServer { server in
+            let people = try await Self.people(on: server)
+            let (ada, bob) = (people.owner, people.writer)
+            try await server.createZone("Album", user: ada.token)
+            let saved = try await server.modify(
+                [Self.share(participants: [Self.participant(recordName: bob.recordName, permission: "READ_WRITE")])],
+                zone: "Album", user: ada.token)
+            let shortGUID = try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+            let album = Self.sharedZone("Album", of: ada.recordName)
+
+            // Before accepting, bob's shared database is empty and a zone subscription names no zone.
+            let start = try await server.database("shared", "changes/database", [:], user: bob.token)
+            #expect(start.status == 200 && start.zones.isEmpty, "\(start.text)")
+            var token = try #require(start.syncToken)
+            let early = try await server.database(
+                "shared", "subscriptions/modify",
+                ["operations": [["operationType": "create", "subscription": [
+                    "subscriptionID": "album", "subscriptionType": "zone", "zoneID": album]]]], user: bob.token)
+            #expect((early.body["subscriptions"] as? [[String: Any]])?.first?["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
+
+            let accepted = try await server.database("public", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob.token)
+            #expect(accepted.status == 200, "\(accepted.text)")
+            let appeared = try await server.database("shared", "changes/database", ["syncToken": token], user: bob.token)
+            #expect(appeared.zones.map { $0["zoneID"] as? [String: Any] }.map { $0?["ownerRecordName"] as? String }
+                == [ada.recordName], "\(appeared.text)")
+            token = try #require(appeared.syncToken)
+            let quiet = try await server.database("shared", "changes/database", ["syncToken": token], user: bob.token)
+            #expect(quiet.zones.isEmpty, "nothing changed since: \(quiet.text)")
+
+            for subscription: [String: Any] in [
+                ["subscriptionID": "everything", "subscriptionType": "database"],
+                ["subscriptionID": "album", "subscriptionType": "zone", "zoneID": album],
+            ] {
+                let reply = try await server.database(
+                    "shared", "subscriptions/modify", ["operations": [["operationType": "create", "subscription": subscription]]],
+                    user: bob.token)
+                let item = (reply.body["subscriptions"] as? [[String: Any]])?.first
+                #expect(reply.status == 200 && item?["serverErrorCode"] == nil, "\(reply.text)")
+            }
+            let listed = try await server.database("shared", "subscriptions/list", user: bob.token)
+            let zoneSubscription = (listed.body["subscriptions"] as? [[String: Any]])?.first { $0["subscriptionID"] as? String == "album" }
+            #expect((zoneSubscription?["zoneID"] as? [String: Any])?["ownerRecordName"] as? String == ada.recordName)
+
+            let created = try await server.request(
+                .POST, "/device/1/\(server.container)/development/tokens/create", body: ["apnsEnvironment": "development"],
+                query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": bob.token], headers: ["X-Stratus-Device-ID": "bob-phone"])
+            let courierURL = try #require(created.body["webcourierURL"] as? String, "\(created.text)")
+            #expect(try await PushCourierTests.poll(courierURL).text.isEmpty)
+
+            // The owner's change reaches the participant's shared-database subscriptions.
+            let write = try await server.modify(
+                [operation("create", "p1", recordType: "Photo")], zone: "Album", user: ada.token, device: "ada-laptop")
+            #expect(write.status == 200, "\(write.text)")
+            var payloads: [[String: Any]] = []
+            for _ in 0..<2 { payloads.append(PushCourierTests.json(try await PushCourierTests.poll(courierURL).text)) }
+            let notified = payloads.map { $0["ck"] as? [String: Any] ?? [:] }
+            let database = try #require(notified.compactMap { $0["met"] as? [String: Any] }.first, "\(payloads)")
+            #expect(database["sid"] as? String == "everything" && database["dbs"] as? Int == 3, "\(payloads)")
+            let zone = try #require(notified.compactMap { $0["fet"] as? [String: Any] }.first, "\(payloads)")
+            #expect(zone["sid"] as? String == "album" && zone["zid"] as? String == "Album", "\(payloads)")
+            #expect(zone["zoid"] as? String == ada.recordName && zone["dbs"] as? Int == 3)
+            let changed = try await server.database("shared", "changes/database", ["syncToken": token], user: bob.token)
+            #expect(changed.zones.count == 1, "\(changed.text)")
+            token = try #require(changed.syncToken)
+
+            // The owner stops sharing: the participant is told, and the zone leaves their feed.
+            let stopped = try await server.modify(
+                [operation("forceDelete", "cloudkit.zoneshare", recordType: nil)], zone: "Album", user: ada.token,
+                device: "ada-laptop")
+            #expect(stopped.status == 200, "\(stopped.text)")
+            let told = PushCourierTests.json(try await PushCourierTests.poll(courierURL).text)
+            #expect((told["ck"] as? [String: Any]) != nil, "a notification of the stopped share")
+            let gone = try await server.database("shared", "changes/database", ["syncToken": token], user: bob.token)
+            #expect(gone.zones.count == 1 && gone.zones.first?["deleted"] as? Bool == true, "\(gone.text)")
+            #expect((gone.zones.first?["zoneID"] as? [String: Any])?["zoneName"] as? String == "Album")
+            let after = try await server.database("shared", "changes/database", ["syncToken": try #require(gone.syncToken)], user: bob.token)
+            #expect(after.zones.isEmpty, "\(after.text)")
+        }
+    }
 }

@@ -81,8 +81,7 @@ struct SubscriptionTests {
             let query: [String: Any] = ["subscriptionType": "query", "query": ["recordType": "Note"]]
             for (database, subscription, rule) in [
                 ("shared", query, "query subscriptions are available in the public and private databases"),
-                ("public", ["subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]], "private database only"),
-                ("shared", ["subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]], "private database only"),
+                ("public", ["subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]], "private and shared databases; the public one"),
                 ("public", ["subscriptionType": "database"], "private and shared databases"),
                 ("private", ["subscriptionType": "zone"], "zoneID is required"),
                 ("private", ["subscriptionType": "zone", "zoneID": ["zoneName": "_defaultZone"]], "default zone has no change feed"),

@@ -35,7 +35,7 @@ final class PushHub: Service {
         var byOwner: [PushDevice.Owner: Set<String>] = [:]
     }
 
-    private let storage: any SubscriptionStorage & SchemaStorage
+    private let storage: any SubscriptionStorage & SchemaStorage & ShareStorage
     /// How this instance hears of the others' changes, when several share the storage.
     private let bus: (any InstanceMessageBus)?
     private let configuration: ServerConfiguration
@@ -48,7 +48,7 @@ final class PushHub: Service {
     private let registry = Mutex(Registry())
 
     init(
-        storage: any SubscriptionStorage & SchemaStorage, bus: (any InstanceMessageBus)?, configuration: ServerConfiguration,
+        storage: any SubscriptionStorage & SchemaStorage & ShareStorage, bus: (any InstanceMessageBus)?, configuration: ServerConfiguration,
         logger: Logger
     ) {
         self.storage = storage
@@ -83,11 +83,24 @@ final class PushHub: Service {
         for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect() }
     }
 
-    private func processEvents() async {
+    /// What the hub keeps between events: each database's subscriptions, and who accepted the share
+    /// of each private zone written (kept up to date from the share records' own changes).
+    private struct Caches {
         var subscriptions: [DatabaseLocator: [StoredSubscription]] = [:]
+        var participants: [SharedZoneKey: Set<String>] = [:]
+    }
+
+    /// A zone of a private database.
+    private struct SharedZoneKey: Hashable {
+        var database: DatabaseLocator
+        var zone: String
+    }
+
+    private func processEvents() async {
+        var caches = Caches()
         for await event in events {
             do {
-                try await handle(event, subscriptions: &subscriptions)
+                try await handle(event, caches: &caches)
             } catch {
                 logger.error("push: an event could not be handled", metadata: ["error": "\(error)"])
             }
@@ -124,25 +137,75 @@ final class PushHub: Service {
         }
     }
 
-    private func handle(_ event: Event, subscriptions cache: inout [DatabaseLocator: [StoredSubscription]]) async throws {
+    private func handle(_ event: Event, caches: inout Caches) async throws {
         switch event {
         case .subscriptionsChanged(let database):
-            cache[database] = nil
+            caches.subscriptions[database] = nil
         case .records(let database, let zone, let changes, let deviceID):
-            let subscriptions = try await subscriptions(of: database, cache: &cache)
-            guard !subscriptions.isEmpty else { return }
-            let schema = database.scope == .public
-                ? try await storage.schema(container: database.container, environment: database.environment) : Schema()
-            let firings = SubscriptionMatcher(database: database, schema: schema)
-                .firings(of: changes, zone: zone, subscriptions: subscriptions)
-            try await deliver(firings, database: database, deviceID: deviceID, cache: &cache)
+            let subscriptions = try await subscriptions(of: database, cache: &caches.subscriptions)
+            if !subscriptions.isEmpty {
+                let schema = database.scope == .public
+                    ? try await storage.schema(container: database.container, environment: database.environment) : Schema()
+                let firings = SubscriptionMatcher(database: database, schema: schema)
+                    .firings(of: changes, zone: zone, subscriptions: subscriptions)
+                try await deliver(firings, database: database, deviceID: deviceID, cache: &caches.subscriptions)
+            }
+            guard database.scope == .private, zone != ZoneID.defaultZoneName else { return }
+            // The zone's participants hear of it through their shared databases.
+            for participant in try await participants(toNotifyOf: changes, zone: zone, in: database, caches: &caches) {
+                let shared = DatabaseLocator(
+                    container: database.container, environment: database.environment, scope: .shared, owner: participant)
+                let subscriptions = try await self.subscriptions(of: shared, cache: &caches.subscriptions)
+                guard !subscriptions.isEmpty else { continue }
+                let firings = SubscriptionMatcher(database: shared, schema: Schema(), zoneOwner: database.owner)
+                    .firings(of: changes, zone: zone, subscriptions: subscriptions)
+                try await deliver(firings, database: shared, deviceID: deviceID, cache: &caches.subscriptions)
+            }
         case .zone(let database, let name, let deleted, let deviceID):
-            let subscriptions = try await subscriptions(of: database, cache: &cache)
-            guard !subscriptions.isEmpty else { return }
-            let firings = SubscriptionMatcher(database: database, schema: Schema())
-                .firings(ofZone: name, deleted: deleted, subscriptions: subscriptions)
-            try await deliver(firings, database: database, deviceID: deviceID, cache: &cache)
+            var notified = [(database, database.owner)]
+            if deleted, database.scope == .private {
+                let key = SharedZoneKey(database: database, zone: name)
+                for participant in caches.participants[key] ?? [] {
+                    notified.append(
+                        (DatabaseLocator(
+                            container: database.container, environment: database.environment, scope: .shared,
+                            owner: participant), database.owner))
+                }
+                caches.participants[key] = nil
+            }
+            for (subscriber, zoneOwner) in notified {
+                let subscriptions = try await subscriptions(of: subscriber, cache: &caches.subscriptions)
+                guard !subscriptions.isEmpty else { continue }
+                let firings = SubscriptionMatcher(database: subscriber, schema: Schema(), zoneOwner: zoneOwner)
+                    .firings(ofZone: name, deleted: deleted, subscriptions: subscriptions)
+                try await deliver(firings, database: subscriber, deviceID: deviceID, cache: &caches.subscriptions)
+            }
         }
+    }
+
+    /// The participants to notify of changes to a private zone: those who accepted its share, and
+    /// when the share itself changed, also those it just lost (they hear that the zone left their
+    /// shared database).
+    private func participants(
+        toNotifyOf changes: [RecordChange], zone: String, in database: DatabaseLocator, caches: inout Caches
+    ) async throws -> Set<String> {
+        let key = SharedZoneKey(database: database, zone: zone)
+        func accepted(_ record: StoredRecord?) -> Set<String> {
+            Set(
+                record?.shareState?.participants.filter { $0.status == .accepted && $0.type != .owner }
+                    .map(\.userRecordName) ?? [])
+        }
+        if let shareChange = changes.last(where: { $0.record.name == ShareKeys.zoneWideRecordName }) {
+            let after = accepted(shareChange.record)
+            caches.participants[key] = after
+            return after.union(accepted(shareChange.previous))
+        }
+        if let known = caches.participants[key] { return known }
+        // One entry per private zone written since start; a busy server starts over rather than grow.
+        if caches.participants.count >= 100_000 { caches.participants.removeAll() }
+        let loaded = Set(try await storage.acceptedParticipants(zone: zone, in: database))
+        caches.participants[key] = loaded
+        return loaded
     }
 
     private func subscriptions(

@@ -11,7 +11,7 @@ import StratusStorage
 /// and shared databases. A subscription belongs to the user who saved it, who alone receives its
 /// notifications and sees it in these endpoints.
 struct SubscriptionEndpoints: Sendable {
-    let storage: any SubscriptionStorage & SchemaStorage & RecordStorage
+    let storage: any SubscriptionStorage & SchemaStorage & RecordStorage & ShareStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let hub: PushHub
@@ -70,9 +70,10 @@ struct SubscriptionEndpoints: Sendable {
             case .create, .update:
                 if operation.operationType == .update, !existing.contains(id) {
                     results.append(.failure(notFound(id)))
-                } else if let zone = definition.zoneID?.zoneName, zone != ZoneID.defaultZoneName,
-                    try await storage.zone(named: zone, in: locator) == nil
+                } else if let zoneID = definition.zoneID, zoneID.zoneName != ZoneID.defaultZoneName,
+                    try await !reaches(zoneID, access: access)
                 {
+                    let zone = zoneID.zoneName
                     results.append(
                         .failure(
                             ErrorDictionary(
@@ -93,6 +94,17 @@ struct SubscriptionEndpoints: Sendable {
         }
         hub.publish(.subscriptionsChanged(locator))
         return try respond(results, target: target)
+    }
+
+    /// Whether the zone a subscription names exists and the caller reaches it (in the shared
+    /// database: a zone whose share they accepted).
+    private func reaches(_ zoneID: ZoneID, access: DatabaseAccess) async throws -> Bool {
+        do {
+            let zone = try await access.zone(zoneID, field: "zoneID", limits: limits, shares: storage)
+            return try await storage.zone(named: zone.name, in: zone.locator) != nil
+        } catch let error as StratusError where error.code == .zoneNotFound {
+            return false
+        }
     }
 
     // MARK: Validation
@@ -142,8 +154,8 @@ struct SubscriptionEndpoints: Sendable {
                 throw refuse("the public database has only the default zone")
             }
         case .zone:
-            guard scope == .private else {
-                throw refuse("zone subscriptions are available in the private database only")
+            guard scope != .public else {
+                throw refuse("zone subscriptions are available in the private and shared databases; the public one has only the default zone")
             }
             guard let zone = subscription.zoneID else { throw refuse("zoneID is required for a zone subscription") }
             guard !zone.isDefaultZone else {
@@ -158,7 +170,10 @@ struct SubscriptionEndpoints: Sendable {
             try checkQueryOnly(subscription, field: field, type: type)
         }
         if let zoneID = subscription.zoneID {
-            subscription.zoneID = ZoneID(zoneName: try target.zoneName(zoneID, field: "\(field).zoneID", limits: limits))
+            // In the shared database a zone is another user's: its owner stays part of its ID.
+            subscription.zoneID = ZoneID(
+                zoneName: try target.zoneName(zoneID, field: "\(field).zoneID", limits: limits),
+                ownerRecordName: target.scope == .shared ? zoneID.ownerRecordName : nil)
         }
         if let recordType = subscription.recordType,
             let violation = RecordValidator(limits: limits).violation(ofIdentifier: recordType)
@@ -210,7 +225,9 @@ struct SubscriptionEndpoints: Sendable {
         for item in items {
             switch item {
             case .success(var definition):
-                if let zone = definition.zoneID { definition.zoneID = try target.wireZoneID(zone.zoneName) }
+                if let zone = definition.zoneID, target.scope != .shared {
+                    definition.zoneID = try target.wireZoneID(zone.zoneName)
+                }
                 definition.write(to: &writer)
             case .failure(let error):
                 error.write(to: &writer)

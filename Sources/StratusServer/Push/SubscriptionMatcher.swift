@@ -23,6 +23,15 @@ struct SubscriptionMatcher {
     let database: DatabaseLocator
     /// The environment's schema, for the public database's READ grants.
     let schema: Schema
+    /// The owner of the zones changed: the database's own, or for a subscriber's shared database the
+    /// owner of the shared zone.
+    let zoneOwner: String
+
+    init(database: DatabaseLocator, schema: Schema, zoneOwner: String? = nil) {
+        self.database = database
+        self.schema = schema
+        self.zoneOwner = zoneOwner ?? database.owner
+    }
 
     /// The firings of record changes in `zone`, in the order of the changes.
     func firings(of changes: [RecordChange], zone: String, subscriptions: [StoredSubscription]) -> [Firing] {
@@ -45,7 +54,7 @@ struct SubscriptionMatcher {
                     if definition.firesOnce == true { break }
                 }
             case .zone?:
-                guard definition.zoneID?.zoneName == zone,
+                guard covers(zoneID: definition.zoneID, zone: zone),
                     changes.contains(where: { definition.recordType == nil || $0.record.recordType == definition.recordType })
                 else { continue }
                 firings.append(Firing(subscription: subscription, notification: notification(.recordZone, subscription, zone: zone)))
@@ -67,7 +76,7 @@ struct SubscriptionMatcher {
             switch subscription.definition.subscriptionType {
             case .database?:
                 Firing(subscription: subscription, notification: notification(.database, subscription))
-            case .zone? where deleted && subscription.definition.zoneID?.zoneName == zone:
+            case .zone? where deleted && covers(zoneID: subscription.definition.zoneID, zone: zone):
                 Firing(subscription: subscription, notification: notification(.recordZone, subscription, zone: zone))
             default:
                 nil
@@ -75,9 +84,15 @@ struct SubscriptionMatcher {
         }
     }
 
+    /// Whether a subscription's `zoneID` names `zone` (of ``zoneOwner``, in the shared database).
+    private func covers(zoneID: ZoneID?, zone: String) -> Bool {
+        guard let zoneID, zoneID.zoneName == zone else { return false }
+        return database.scope != .shared || zoneID.ownerRecordName == zoneOwner
+    }
+
     /// Whether a query subscription covers `zone`.
     private func covers(_ definition: SubscriptionDictionary, zone: String) -> Bool {
-        if let zoneID = definition.zoneID { return zoneID.zoneName == zone }
+        if definition.zoneID != nil { return covers(zoneID: definition.zoneID, zone: zone) }
         return definition.zoneWide == true || zone == ZoneID.defaultZoneName
     }
 
@@ -129,7 +144,7 @@ struct SubscriptionMatcher {
         PushNotificationDictionary(
             notificationID: UUID().uuidString, notificationType: type, subscriptionID: subscription.subscriptionID,
             containerIdentifier: database.container, databaseScope: database.scope,
-            zoneID: zone.map { ZoneID(zoneName: $0, ownerRecordName: database.owner) }, recordName: recordName,
+            zoneID: zone.map { ZoneID(zoneName: $0, ownerRecordName: zoneOwner) }, recordName: recordName,
             queryNotificationReason: reason, recordFields: fields,
             notificationInfo: subscription.definition.notificationInfo?.presentation)
     }

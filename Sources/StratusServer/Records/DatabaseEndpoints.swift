@@ -379,18 +379,61 @@ struct DatabaseEndpoints: Sendable {
     /// `changes/database` and `zones/changes`: custom zones changed, created or deleted since a token.
     func databaseChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        let locator = try DatabaseAccess.authorize(
-            .readChanges, for: target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/")
-        ).locator
+        let access = try DatabaseAccess.authorize(
+            .readChanges, for: target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
         let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        if target.scope == .shared { return try await sharedDatabaseChanges(body, access: access) }
         let page = try await storage.databaseChanges(
-            in: locator, after: tokens.position(from: body.syncToken, kind: .database),
+            in: access.locator, after: tokens.position(from: body.syncToken, kind: .database),
             limit: resultsLimit(body.resultsLimit))
         var writer = JSONWriter()
         writer.beginObject()
         writer.field("zones", array: try page.zones.map { zoneDictionary($0, zoneID: try target.wireZoneID($0.name)) })
         writer.field("syncToken", tokens.token(for: page.position, kind: .database))
         writer.field("moreComing", page.moreComing)
+        writer.endObject()
+        return .json(writer)
+    }
+
+    /// The shared database's zone feed: the zones shared with the caller that are new or changed
+    /// since the token (``SharedFeedPosition``), and as deleted those that left it.
+    private func sharedDatabaseChanges(_ body: DatabaseChangesRequest, access: DatabaseAccess) async throws -> Response {
+        let target = access.target
+        let previous = try tokens.sharedPosition(from: body.syncToken)?.zones ?? []
+        let current = try await storage.sharedZones(
+            user: try access.requireUser(), container: target.container, environment: target.environment)
+        let seen = Dictionary(previous.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let limit = try resultsLimit(body.resultsLimit)
+        var reported: [ZoneDictionary] = []
+        var next: [SharedFeedPosition.Zone] = []
+        var moreComing = false
+        for shared in current {
+            let zone = SharedFeedPosition.Zone(
+                id: shared.zone.id, sequence: shared.zone.sequence, owner: shared.owner, name: shared.zone.name)
+            if let known = seen[zone.id], known.sequence >= zone.sequence {
+                next.append(known)
+            } else if reported.count == limit {
+                moreComing = true
+                if let known = seen[zone.id] { next.append(known) }
+            } else {
+                reported.append(zoneDictionary(shared.zone, zoneID: ZoneID(zoneName: zone.name, ownerRecordName: zone.owner)))
+                next.append(zone)
+            }
+        }
+        let currentIDs = Set(current.map(\.zone.id))
+        for gone in previous where !currentIDs.contains(gone.id) {
+            if reported.count == limit {
+                moreComing = true
+                next.append(gone)
+            } else {
+                reported.append(ZoneDictionary(zoneID: ZoneID(zoneName: gone.name, ownerRecordName: gone.owner), deleted: true))
+            }
+        }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("zones", array: reported)
+        writer.field("syncToken", tokens.token(for: SharedFeedPosition(zones: next)))
+        writer.field("moreComing", moreComing)
         writer.endObject()
         return .json(writer)
     }

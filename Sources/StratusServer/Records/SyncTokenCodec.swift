@@ -16,6 +16,8 @@ public struct SyncTokenCodec: Sendable {
         case zone = 1
         /// A database's zone change feed.
         case database = 2
+        /// A shared database's zone change feed (``SharedFeedPosition``).
+        case sharedDatabase = 3
     }
 
     private static let version: UInt8 = 1
@@ -59,6 +61,53 @@ public struct SyncTokenCodec: Sendable {
         return ChangePosition(scopeID: scopeID, sequence: sequence)
     }
 
+    /// The token of a shared database's feed at `position`.
+    func token(for position: SharedFeedPosition) -> String {
+        var bytes: [UInt8] = [Self.version, Kind.sharedDatabase.rawValue]
+        for zone in position.zones {
+            withUnsafeBytes(of: zone.id.bigEndian) { bytes.append(contentsOf: $0) }
+            withUnsafeBytes(of: zone.sequence.bigEndian) { bytes.append(contentsOf: $0) }
+            for text in [zone.owner, zone.name] {
+                let utf8 = Array(text.utf8)
+                withUnsafeBytes(of: UInt16(utf8.count).bigEndian) { bytes.append(contentsOf: $0) }
+                bytes += utf8
+            }
+        }
+        return seal(bytes)
+    }
+
+    /// The shared database feed position a token stands for; `nil` input gives `nil` (from the start).
+    func sharedPosition(from token: String?, field: String = "syncToken") throws -> SharedFeedPosition? {
+        guard let token, !token.isEmpty else { return nil }
+        let body = try open(token, field: field, what: "a sync token")
+        guard body.count >= 2, body[0] == Self.version, body[1] == Kind.sharedDatabase.rawValue else {
+            throw StratusError.badRequest(
+                "\(field) belongs to another feed; this endpoint takes a token of the shared database's zone feed")
+        }
+        var position = SharedFeedPosition(zones: [])
+        var offset = 2
+        func integer(_ width: Int) -> Int64 {
+            defer { offset += width }
+            return body[offset..<offset + width].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        }
+        func text() -> String? {
+            guard offset + 2 <= body.count else { return nil }
+            let count = Int(integer(2))
+            guard offset + count <= body.count else { return nil }
+            defer { offset += count }
+            return String(decoding: body[offset..<offset + count], as: UTF8.self)
+        }
+        while offset < body.count {
+            // The MAC vouches for the bytes; a short read means a token of another layout.
+            guard offset + 16 <= body.count else { break }
+            let id = integer(8)
+            let sequence = integer(8)
+            guard let owner = text(), let name = text() else { break }
+            position.zones.append(.init(id: id, sequence: sequence, owner: owner, name: name))
+        }
+        return position
+    }
+
     /// `bytes` followed by their MAC, as base64: opaque to clients, and tamper-evident.
     func seal(_ bytes: [UInt8]) -> String {
         Data(bytes + mac(bytes)).base64EncodedString()
@@ -81,4 +130,28 @@ public struct SyncTokenCodec: Sendable {
     private func mac(_ bytes: [UInt8]) -> [UInt8] {
         Array(HMAC<SHA256>.authenticationCode(for: bytes, using: key).prefix(Self.macLength))
     }
+}
+
+/// Where a participant's read of their shared database's zone feed stands: each zone shared with
+/// them that they have heard of, and the last change of it they were told about.
+///
+/// The zones of a shared database are other users' zones, each with its own change order, so the
+/// position is the set of them rather than one number: a zone is reported when it is new to the set
+/// or changed since, and as deleted when it left (the participant left or was removed, or the owner
+/// stopped sharing or deleted it).
+struct SharedFeedPosition: Hashable, Sendable {
+    /// A zone as last reported.
+    struct Zone: Hashable, Sendable {
+        /// The zone's storage identifier (new for every incarnation of its name).
+        var id: Int64
+        /// The zone's last change reported.
+        var sequence: Int64
+        /// The zone's owner.
+        var owner: String
+        /// The zone's name.
+        var name: String
+    }
+
+    /// The zones reported so far.
+    var zones: [Zone]
 }
