@@ -37,6 +37,9 @@ final class Connection: Sendable {
     let deviceID: String
     private let http: HTTPClient
     private let state: Mutex<(session: Container.Session?, capabilities: Capabilities?)>
+    /// What the signed-in user may do in each shared zone, as the last share record the SDK read
+    /// there said; lets a write the server would refuse fail without a round trip.
+    private let sharePermissions = Mutex<[RecordZone.ID: SharePermission]>([:])
 
     /// The largest answer read into memory (a page of 200 records of up to 1 MB each fits).
     private static let maxResponseBytes = 1 << 30
@@ -72,7 +75,20 @@ final class Connection: Sendable {
 
     var session: Container.Session? {
         get { state.withLock { $0.session } }
-        set { state.withLock { $0.session = newValue } }
+        set {
+            state.withLock { $0.session = newValue }
+            sharePermissions.withLock { $0.removeAll() }
+        }
+    }
+
+    /// Records the signed-in user's permission in a shared zone.
+    func noteSharePermission(_ permission: SharePermission, zone: RecordZone.ID) {
+        sharePermissions.withLock { $0[zone] = permission }
+    }
+
+    /// The signed-in user's permission in a shared zone, when known.
+    func sharePermission(in zone: RecordZone.ID) -> SharePermission? {
+        sharePermissions.withLock { $0[zone] }
     }
 
     var logger: Logger { configuration.logger }

@@ -119,6 +119,9 @@ extension Database {
         let limits = try await connection.limits()
         let changes = recordsToSave.map(Change.save) + recordIDsToDelete.map(Change.delete)
         let zones = Self.groupedByZone(changes, zone: \.recordID.zoneID)
+        if databaseScope == .shared {
+            for (zoneID, changes) in zones { try refuseUnpermitted(changes, in: zoneID) }
+        }
         for (zoneID, changes) in zones where atomically && !zoneID.isDefault && changes.count > limits.maxOperationsPerRequest {
             throw Self.atomicBatchTooLarge(zoneID, "\(changes.count) records", limit: "\(limits.maxOperationsPerRequest) operations per request")
         }
@@ -169,6 +172,25 @@ extension Database {
             }
         }
         return results
+    }
+
+    /// Refuses, as the server would, writes to a shared zone that the signed-in user's permission
+    /// there (as last heard) does not allow: any write with read-only permission, except leaving
+    /// (deleting the share, alone), and any save of the share.
+    private func refuseUnpermitted(_ changes: [Change], in zoneID: RecordZone.ID) throws(CloudError) {
+        let leaving = changes.count == 1 && changes[0].recordID.recordName == ShareKeys.zoneWideRecordName
+            && { if case .delete = changes[0] { true } else { false } }()
+        if leaving { return }
+        if changes.contains(where: { if case .save(let record) = $0 { Share(record) != nil } else { false } }) {
+            throw CloudError(
+                .permissionFailure,
+                "only the owner of a share changes it; a participant leaves by deleting it, alone in a request")
+        }
+        if let permission = connection.sharePermission(in: zoneID), permission != .readWrite {
+            throw CloudError(
+                .permissionFailure,
+                "zone '\(zoneID.zoneName)' is shared with you read-only; only its owner and READ_WRITE participants write")
+        }
     }
 
     /// The error of a failed save: a conflict becomes ``CloudError/Code/serverRecordChanged``

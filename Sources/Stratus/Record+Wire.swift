@@ -12,6 +12,9 @@ extension Database {
         var record = Record(recordType: recordType, recordID: Record.ID(recordName: recordName, zoneID: zoneID))
         record.applySystemFields(wire)
         record.values = wire.fields.mapValues { fieldValue($0, holderZone: zoneID) }
+        if databaseScope == .shared, let permission = wire.share?.currentUserParticipant?.permission {
+            connection.noteSharePermission(permission, zone: zoneID)
+        }
         return record
     }
 
@@ -66,7 +69,8 @@ extension Database {
     func wireRecord(_ record: Record, keys: [String]) -> RecordDictionary {
         var wire = RecordDictionary(
             recordName: record.recordID.recordName, recordType: record.recordType,
-            recordChangeTag: record.recordChangeTag)
+            recordChangeTag: record.recordChangeTag,
+            share: record.shareKeys.map { ShareKeys(publicPermission: $0.publicPermission, participants: $0.participants) })
         for key in keys {
             if let value = record.values[key] {
                 wire.fields[key] = wireValue(value, holderZone: record.recordID.zoneID)
@@ -82,6 +86,7 @@ extension Record {
     /// Takes the change tag and stamps of a record the server sent.
     mutating func applySystemFields(_ wire: RecordDictionary) {
         recordChangeTag = wire.recordChangeTag
+        if let share = wire.share { shareKeys = share }
         if let created = wire.created {
             creationDate = Date(milliseconds: created.timestamp)
             creatorUserRecordID = Record.ID(recordName: created.userRecordName)

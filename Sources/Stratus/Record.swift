@@ -1,4 +1,5 @@
 public import Foundation
+import StratusModel
 
 /// A record: typed fields plus the system fields the server maintains (CloudKit's `CKRecord`).
 ///
@@ -56,6 +57,8 @@ public struct Record: Hashable, Sendable {
     /// For each key changed since the record was fetched or created: its value before the first
     /// change (`nil` when the field was absent).
     var originalValues: [String: RecordFieldValue?]
+    /// A share record's share keys (``Share``); `nil` for any other record.
+    var shareKeys: ShareKeys?
 
     /// A new record of `recordType`; the ID defaults to a new UUID in the default zone.
     public init(recordType: String, recordID: ID = ID()) {

@@ -1,0 +1,156 @@
+import Foundation
+import Stratus
+import StratusSync
+import StratusTestSupport
+import Testing
+
+/// A device whose engine syncs one database and keeps what it hears: the zones it knows and each
+/// record's `caption`, with the system fields of the last known record.
+actor AlbumDevice: SyncEngineDelegate {
+    let container: Container
+    private(set) var engine: SyncEngine!
+    private(set) var zones: Set<RecordZone.ID> = []
+    private(set) var captions: [Record.ID: String] = [:]
+    private var records: [Record.ID: Record] = [:]
+
+    init(_ container: Container, database: Database) async throws {
+        self.container = container
+        engine = try SyncEngine(
+            SyncEngine.Configuration(database: database, stateSerialization: nil, delegate: self, automaticallySync: false))
+    }
+
+    func caption(_ recordID: Record.ID, _ caption: String) {
+        captions[recordID] = caption
+        engine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+    }
+
+    func sendChanges() async throws { try await engine.sendChanges() }
+    func fetchChanges() async throws { try await engine.fetchChanges() }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        switch event {
+        case .fetchedDatabaseChanges(let changes):
+            for modification in changes.modifications { zones.insert(modification.zoneID) }
+            for deletion in changes.deletions {
+                zones.remove(deletion.zoneID)
+                for id in captions.keys where id.zoneID == deletion.zoneID {
+                    captions[id] = nil
+                    records[id] = nil
+                }
+            }
+        case .fetchedRecordZoneChanges(let changes):
+            for modification in changes.modifications where modification.record.recordType == "Photo" {
+                records[modification.record.recordID] = modification.record
+                captions[modification.record.recordID] = modification.record["caption"] as? String
+            }
+            for deletion in changes.deletions { captions[deletion.recordID] = nil }
+        case .sentRecordZoneChanges(let sent):
+            for record in sent.savedRecords { records[record.recordID] = record }
+            for failure in sent.failedRecordSaves where failure.error.code == .serverRecordChanged {
+                // The server's value wins; take it.
+                if let server = failure.error.serverRecord {
+                    records[server.recordID] = server
+                    captions[server.recordID] = server["caption"] as? String
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
+            await self.recordToSave(recordID)
+        }
+    }
+
+    private func recordToSave(_ recordID: Record.ID) -> Record? {
+        guard let caption = captions[recordID] else { return nil }
+        var record = records[recordID] ?? Record(recordType: "Photo", recordID: recordID)
+        record["caption"] = caption
+        return record
+    }
+}
+
+@Suite("SDK and sync engine: sharing a zone")
+struct SharingSyncTests {
+    @Test("an owner shares a zone by link and by invitation; participants accept through the SDK, read-only writes fail locally, and engines converge through the share until it stops")
+    func shareThroughTheSDK() async throws {
+        try await withServer { server in
+            let ada = try await server.signedInContainer("ada")
+            let bob = try await server.signedInContainer("bob")
+            let cy = try await server.signedInContainer("cy")
+            let album = RecordZone.ID(zoneName: "Album")
+            _ = try await ada.privateCloudDatabase.save(RecordZone(zoneID: album))
+            var photo = Record(recordType: "Photo", recordID: Record.ID(recordName: "p1", zoneID: album))
+            photo["caption"] = "beach"
+            _ = try await ada.privateCloudDatabase.save(photo)
+
+            var share = Share(recordZoneID: album)
+            share.title = "Holiday"
+            share.addParticipant(Share.Participant(lookupInfo: .init(userRecordID: try await bob.userRecordID()), permission: .readWrite))
+            share.addParticipant(Share.Participant(lookupInfo: .init(userRecordID: try await cy.userRecordID())))
+            share = try await ada.privateCloudDatabase.save(share)
+            let url = try #require(share.url)
+            #expect(share.participants.map(\.role) == [.owner, .privateUser, .privateUser])
+            #expect(share.participants.map(\.acceptanceStatus) == [.accepted, .pending, .pending])
+            #expect(share.owner?.userIdentity.userRecordID?.recordName == (try await ada.userRecordID()).recordName)
+            #expect(share.currentUserParticipant?.role == .owner)
+
+            let metadata = try await bob.shareMetadata(for: url)
+            #expect(metadata.participantRole == .privateUser && metadata.participantStatus == .pending)
+            #expect(metadata.participantPermission == .readWrite)
+            #expect(metadata.share.title == "Holiday")
+            let sharedAlbum = metadata.share.recordID.zoneID
+            let adaID = try await ada.userRecordID()
+            #expect(sharedAlbum.zoneName == "Album" && sharedAlbum.ownerName == adaID.recordName)
+            let accepted = try await bob.accept(metadata)
+            #expect(accepted.currentUserParticipant?.acceptanceStatus == .accepted)
+            try await cy.accept(try await cy.shareMetadata(for: url))
+
+            // The read-only participant's write fails as the server would fail it, before any request.
+            var attempt = Record(recordType: "Photo", recordID: Record.ID(recordName: "cy1", zoneID: sharedAlbum))
+            attempt["caption"] = "mine"
+            let refused = await #expect(throws: CloudError.self) { try await cy.sharedCloudDatabase.save(attempt) }
+            #expect(refused?.code == .permissionFailure)
+            #expect(try await cy.sharedCloudDatabase.record(for: Record.ID(recordName: "p1", zoneID: sharedAlbum))["caption"] as? String == "beach")
+
+            // Engines: the owner's on the private database, the participant's on the shared one.
+            let owner = try await AlbumDevice(ada, database: ada.privateCloudDatabase)
+            let participant = try await AlbumDevice(bob, database: bob.sharedCloudDatabase)
+            try await owner.fetchChanges()
+            try await participant.fetchChanges()
+            #expect(await participant.zones == [sharedAlbum])
+            let bobsP1 = Record.ID(recordName: "p1", zoneID: sharedAlbum)
+            #expect(await participant.captions[bobsP1] == "beach")
+
+            // The participant adds a photo; the owner's device gets it.
+            await participant.caption(Record.ID(recordName: "p2", zoneID: sharedAlbum), "from bob")
+            try await participant.sendChanges()
+            try await owner.fetchChanges()
+            #expect(await owner.captions[Record.ID(recordName: "p2", zoneID: album)] == "from bob")
+
+            // Both edit p1 at once: one wins on the server, and both devices converge on it.
+            await owner.caption(Record.ID(recordName: "p1", zoneID: album), "ada's")
+            await participant.caption(bobsP1, "bob's")
+            try await owner.sendChanges()
+            try? await participant.sendChanges()
+            try await participant.fetchChanges()
+            try await owner.fetchChanges()
+            let ownerSees = await owner.captions[Record.ID(recordName: "p1", zoneID: album)]
+            #expect(ownerSees == "ada's")
+            #expect(await participant.captions[bobsP1] == ownerSees)
+
+            // The owner stops sharing; the participant's engine sees the zone go.
+            _ = try await ada.privateCloudDatabase.deleteRecord(withID: share.recordID)
+            try await participant.fetchChanges()
+            #expect(await participant.zones.isEmpty)
+            #expect(await participant.captions.isEmpty)
+            let gone = await #expect(throws: CloudError.self) { try await bob.sharedCloudDatabase.record(for: bobsP1) }
+            #expect(gone?.code == .zoneNotFound)
+        }
+    }
+}
