@@ -17,6 +17,16 @@ extension Result: JSONDecodable where Success: JSONDecodable, Failure == ErrorDi
     }
 }
 
+/// One item of a list answer, as the server writes it: the item, or its error dictionary.
+extension Result: JSONWritable where Success: JSONWritable, Failure == ErrorDictionary {
+    public func write(to writer: inout JSONWriter) {
+        switch self {
+        case .success(let item): item.write(to: &writer)
+        case .failure(let error): error.write(to: &writer)
+        }
+    }
+}
+
 /// The answer of `records/modify`, `records/lookup` and `records/query`.
 public struct RecordsResponse: Sendable, JSONDecodable {
     /// One item per request item (per match, for a query), in order.

@@ -218,22 +218,19 @@ struct SubscriptionEndpoints: Sendable {
     private func respond(
         _ items: [Result<SubscriptionDictionary, ErrorDictionary>], target: DatabaseRequest
     ) throws -> Response {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("subscriptions")
-        writer.beginArray()
-        for item in items {
-            switch item {
-            case .success(var definition):
-                if let zone = definition.zoneID, target.scope != .shared {
-                    definition.zoneID = try target.wireZoneID(zone.zoneName)
-                }
-                definition.write(to: &writer)
-            case .failure(let error):
-                error.write(to: &writer)
+        // A shared database's zones keep their owners; the database's own zones get its owner.
+        let owner = target.scope == .shared ? nil : try target.locator().owner
+        let answered = items.map { item in
+            item.map { definition in
+                guard let owner, let zone = definition.zoneID else { return definition }
+                var owned = definition
+                owned.zoneID = ZoneID(zoneName: zone.zoneName, ownerRecordName: owner)
+                return owned
             }
         }
-        writer.endArray()
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("subscriptions", array: answered)
         writer.endObject()
         return .json(writer)
     }

@@ -55,15 +55,7 @@ struct ShareEndpoints: Sendable {
         }
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("results")
-        writer.beginArray()
-        for result in results {
-            switch result {
-            case .success(let metadata): metadata.write(to: &writer)
-            case .failure(let error): error.write(to: &writer)
-            }
-        }
-        writer.endArray()
+        writer.field("results", array: results)
         writer.endObject()
         return .json(writer)
     }
