@@ -181,6 +181,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/Contacts/contacts", swiftSettings: swiftSettings),
+        .target(
+            name: "PhotosCore", dependencies: ["Stratus", "StratusSync", "ExampleSupport"],
+            path: "Examples/Photos/PhotosCore", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "photos",
+            dependencies: [
+                "PhotosCore", "ExampleCommands", "ExampleSupport", "Stratus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/Photos/photos", swiftSettings: swiftSettings),
         .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSQLiteTests",
@@ -223,6 +233,10 @@ let package = Package(
             name: "NotesTests",
             dependencies: ["NotesCore", "ExampleSupport", "Stratus", "StratusTestSupport", "StratusServer"],
             path: "Examples/Notes/Tests", swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PhotosTests",
+            dependencies: ["PhotosCore", "ExampleSupport", "Stratus", "StratusTestSupport", "StratusServer"],
+            path: "Examples/Photos/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "ContactsTests",
             dependencies: ["ContactsCore", "ExampleSupport", "Stratus", "StratusSync", "StratusTestSupport", "StratusServer"],

@@ -82,6 +82,12 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Edits timed from one engine to another, and as many by hand with the SDK (0 skips the sync-latency workload).")
     var syncTrials = 200
 
+    @Option(help: "Edits timed from a participant of a shared zone to the owner's device, and as many between the owner's own devices (0 skips the sharing workload).")
+    var shareTrials = 200
+
+    @Option(help: "Records in the shared zone whose change feed the sharing workload reads as participant and as owner.")
+    var shareRecords = 50_000
+
     @Option(help: "A PostgreSQL server where the bench may create databases, for the PostgreSQL workload (default: STRATUS_BENCH_POSTGRES_URL; without one it is skipped).")
     var postgres: String?
 
@@ -173,9 +179,16 @@ struct StratusBench: AsyncParsableCommand {
         for count in syncRecords where count > 0 {
             initialSyncRounds.append(try await syncBench.measureInitialSync(records: count))
         }
+        var shareRounds: [ShareBench.Round] = []
+        if shareTrials > 0 {
+            let shareBench = ShareBench(durability: durability, progress: progress)
+            for _ in 1...repeats {
+                shareRounds.append(try await shareBench.measureRound(trials: shareTrials, records: shareRecords))
+            }
+        }
         try report(
             rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds, push: pushRounds,
-            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds, postgres: postgresRounds)
+            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds, sharing: shareRounds, postgres: postgresRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -297,7 +310,8 @@ struct StratusBench: AsyncParsableCommand {
     private func report(
         _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round],
         sdk sdkRounds: [SDKBench.Round], push pushRounds: [PushBench.Round], syncLatency: [SyncBench.LatencyRound],
-        initialSync: [SyncBench.InitialSyncRound], postgres postgresRounds: [PostgresBench.Round]
+        initialSync: [SyncBench.InitialSyncRound], sharing shareRounds: [ShareBench.Round],
+        postgres postgresRounds: [PostgresBench.Round]
     ) throws {
         func f(_ value: Double) -> String {
             value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
@@ -399,6 +413,19 @@ struct StratusBench: AsyncParsableCommand {
                       + "\(f(round.sdkRate)) | \(f(round.rawRate)) | \(String(format: "%.2f", round.engineRate / round.rawRate)) |")
             }
         }
+        if !shareRounds.isEmpty {
+            print("\nSharing: a participant's edit (their engine on the shared database) to the owner's laptop, beside an "
+                  + "edit from the owner's phone to the same laptop, \(shareTrials) of each per round, alternating; and the "
+                  + "shared zone's change feed (\(shareRecords) records) read through the SDK by the participant, beside the "
+                  + "owner reading it from their private database; same server, same run\n")
+            print([
+                "| workload | unit | shared median (min–max) | own median (min–max) | shared / own, per round |",
+                "|---|---|---|---|---|",
+                compare(shareRounds, "edit to the owner's device, p50", "ms", \.participantToOwnerP50, \.ownDevicesP50),
+                compare(shareRounds, "edit to the owner's device, p99", "ms", \.participantToOwnerP99, \.ownDevicesP99),
+                compare(shareRounds, "change feed read", "records/s", \.sharedFeedRead, \.privateFeedRead),
+            ].joined(separator: "\n"))
+        }
         if !postgresRounds.isEmpty {
             print("\nPostgreSQL: \(postgresRecords) records per round by \(postgresWriters) writers (a zone each, "
                   + "\(batch)/request, \(environment.rawValue) environment), then \(saves) single saves; Stratus as `stratus serve` processes over one database, "
@@ -427,6 +454,7 @@ struct StratusBench: AsyncParsableCommand {
                 let pushRounds: [PushBench.Round]
                 let syncTrials: Int, syncLatencyRounds: [SyncBench.LatencyRound]
                 let initialSyncRounds: [SyncBench.InitialSyncRound]
+                let shareTrials: Int, shareRecords: Int, shareRounds: [ShareBench.Round]
                 let postgresRecords: Int, postgresWriters: Int, postgresRounds: [PostgresBench.Round]
             }
             try encoder.encode(Document(
@@ -434,7 +462,8 @@ struct StratusBench: AsyncParsableCommand {
                 environment: environment.rawValue, rounds: rounds, queryRecords: queryRecords, querySeedRecordsPerSecond: seedRate, queryRounds: queryRounds,
                 assetMegabytes: assetMegabytes, assetRounds: assetRounds, sdkRecords: sdkRecords, sdkCalls: sdkCalls,
                 sdkRounds: sdkRounds, pushRounds: pushRounds, syncTrials: syncTrials, syncLatencyRounds: syncLatency,
-                initialSyncRounds: initialSync, postgresRecords: postgresRecords, postgresWriters: postgresWriters,
+                initialSyncRounds: initialSync, shareTrials: shareTrials, shareRecords: shareRecords,
+                shareRounds: shareRounds, postgresRecords: postgresRecords, postgresWriters: postgresWriters,
                 postgresRounds: postgresRounds)).write(to: URL(fileURLWithPath: output))
         }
     }
