@@ -118,6 +118,26 @@ struct SharingSyncTests {
             #expect(refused?.code == .permissionFailure)
             #expect(try await cy.sharedCloudDatabase.record(for: Record.ID(recordName: "p1", zoneID: sharedAlbum))["caption"] as? String == "beach")
 
+            // Assets go both ways through the shared zone: the participant uploads into it, the owner
+            // downloads; the participant downloads the owner's.
+            let bytes = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            let file = server.directory.appendingPathComponent("bob-photo.bin")
+            try bytes.write(to: file)
+            var upload = Record(recordType: "Photo", recordID: Record.ID(recordName: "with-image", zoneID: sharedAlbum))
+            upload["image"] = Asset(fileURL: file)
+            _ = try await bob.sharedCloudDatabase.save(upload)
+            let ownersCopy = try await ada.privateCloudDatabase.record(for: Record.ID(recordName: "with-image", zoneID: album))
+            let downloaded = try #require((ownersCopy["image"] as? Asset)?.fileURL)
+            #expect(try Data(contentsOf: downloaded) == bytes)
+            var adasImage = Record(recordType: "Photo", recordID: Record.ID(recordName: "owners-image", zoneID: album))
+            adasImage["image"] = Asset(fileURL: file)
+            _ = try await ada.privateCloudDatabase.save(adasImage)
+            let participantsCopy = try await cy.sharedCloudDatabase.record(
+                for: Record.ID(recordName: "owners-image", zoneID: sharedAlbum))
+            #expect(try Data(contentsOf: try #require((participantsCopy["image"] as? Asset)?.fileURL)) == bytes)
+            _ = try await ada.privateCloudDatabase.modifyRecords(
+                saving: [], deleting: [Record.ID(recordName: "with-image", zoneID: album), adasImage.recordID])
+
             // Engines: the owner's on the private database, the participant's on the shared one.
             let owner = try await AlbumDevice(ada, database: ada.privateCloudDatabase)
             let participant = try await AlbumDevice(bob, database: bob.sharedCloudDatabase)
