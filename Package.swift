@@ -221,7 +221,7 @@ let package = Package(
         .testTarget(
             name: "CloudKitWireTests",
             dependencies: [
-                "StratusServer", "StratusStorage", "StratusTestSupport",
+                "StratusServer", "StratusStorage", "StratusModel", "StratusTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

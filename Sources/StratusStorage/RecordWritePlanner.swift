@@ -68,14 +68,31 @@ public enum RecordWritePlanner {
             merged.merge(write.fields) { _, new in new }
             var planned = write
             planned.recordType = live.recordType
-            return build(planned, fields: merged, created: live.created, context: context, schema: &schema)
+            return build(
+                planned, fields: keepingShareStatuses(merged, of: live, context: context), created: live.created,
+                context: context, schema: &schema)
         case .replace, .forceReplace:
             var planned = write
             planned.recordType = live.recordType
-            return build(planned, fields: write.fields, created: live.created, context: context, schema: &schema)
+            return build(
+                planned, fields: keepingShareStatuses(write.fields, of: live, context: context), created: live.created,
+                context: context, schema: &schema)
         case .create:
             preconditionFailure("handled above")
         }
+    }
+
+    /// The fields of a share record written over `live`, with the participants' acceptance kept as
+    /// stored (``ShareState/keepingStatuses(of:writer:)``); any other record's fields as they are.
+    private static func keepingShareStatuses(
+        _ fields: [String: FieldValue], of live: StoredRecord, context: WriteContext
+    ) -> [String: FieldValue] {
+        guard let stored = live.shareState, let value = fields[ShareState.fieldName],
+            let written = try? ShareState(fieldValue: value)
+        else { return fields }
+        var fields = fields
+        fields[ShareState.fieldName] = written.keepingStatuses(of: stored, writer: context.userRecordName).fieldValue
+        return fields
     }
 
     /// The tombstone that replaces `record` when it is deleted; the backend assigns its sequence

@@ -72,6 +72,28 @@ public struct ShareState: Hashable, Sendable {
     /// The share's owner.
     public var owner: Participant? { participants.first { $0.type == .owner } }
 
+    /// This state, written by `writer` over the `stored` one inside the write's transaction: a
+    /// participant's acceptance is theirs to change, so the writer changes only their own status.
+    /// Every other participant keeps their stored status, unless the write removes them or invites a
+    /// removed one again, and participants who joined since the writer read the share stay (removed
+    /// when the share is no longer public). So an owner's save never undoes an acceptance it raced.
+    public func keepingStatuses(of stored: ShareState, writer: String) -> ShareState {
+        var merged = self
+        for index in merged.participants.indices {
+            let participant = merged.participants[index]
+            guard participant.userRecordName != writer, let old = stored.participant(participant.userRecordName),
+                participant.status != .removed, !(old.status == .removed && participant.status == .invited)
+            else { continue }
+            merged.participants[index].status = old.status
+        }
+        for old in stored.participants where merged.participant(old.userRecordName) == nil {
+            var joined = old
+            if joined.type == .publicUser, merged.publicPermission == .none { joined.status = .removed }
+            merged.participants.append(joined)
+        }
+        return merged
+    }
+
     /// The share keys a reader sees: the owner, the participants, and the reader among them.
     /// `urlPrefix` is the server's share page prefix (`{server}/share/`).
     public func keys(reader: String?, urlPrefix: String) -> ShareKeys {

@@ -1,6 +1,8 @@
 import Foundation
 import NIOHTTP1
+import StratusModel
 import StratusServer
+import StratusStorage
 import StratusTestSupport
 import Testing
 
@@ -374,6 +376,41 @@ struct SharingTests {
             #expect((gone.zones.first?["zoneID"] as? [String: Any])?["zoneName"] as? String == "Album")
             let after = try await server.database("shared", "changes/database", ["syncToken": try #require(gone.syncToken)], user: bob.token)
             #expect(after.zones.isEmpty, "\(after.text)")
+        }
+    }
+
+    @Test("an owner's save that raced an acceptance keeps it: participants' statuses are merged inside the write's transaction")
+    func ownerSaveKeepsRacedAcceptance() async throws {
+        try await withServer { server in
+            let people = try await Self.people(on: server)
+            let (ada, bob) = (people.owner, people.writer)
+            try await server.createZone("Album", user: ada.token)
+            let saved = try await server.modify(
+                [Self.share(participants: [Self.participant(recordName: bob.recordName, permission: "READ_ONLY")])],
+                zone: "Album", user: ada.token)
+            let shortGUID = try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+            let ownerDatabase = DatabaseLocator(
+                container: server.container, environment: .development, scope: .private, owner: ada.recordName)
+            // The state the owner's save computed before bob's acceptance committed.
+            let stale = try #require(
+                try await server.storage.lookupRecords(names: ["cloudkit.zoneshare"], zone: "Album", in: ownerDatabase)[0]?
+                    .shareState)
+            let accepted = try await server.database("public", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob.token)
+            #expect(accepted.status == 200, "\(accepted.text)")
+
+            var changed = stale
+            changed.participants[1].permission = .readWrite
+            let outcome = try await server.storage.modifyRecords(
+                [RecordWrite(operationType: .forceUpdate, recordName: "cloudkit.zoneshare", fields: [ShareState.fieldName: changed.fieldValue])],
+                zone: "Album", in: ownerDatabase, atomic: true,
+                context: WriteContext(userRecordName: ada.recordName, timestamp: Int64(Date().timeIntervalSince1970 * 1000)))
+            let written = try #require(try outcome.results[0].get().shareState)
+            #expect(written.participant(bob.recordName)?.status == .accepted, "the acceptance survives the owner's save")
+            #expect(written.participant(bob.recordName)?.permission == .readWrite, "and the owner's change is applied")
+            let write = try await server.modify(
+                [operation("create", "p", recordType: "Photo")], user: bob.token, database: "shared",
+                extra: ["zoneID": Self.sharedZone("Album", of: ada.recordName)])
+            #expect(write.status == 200 && write.records.first?["serverErrorCode"] == nil, "\(write.text)")
         }
     }
 }
