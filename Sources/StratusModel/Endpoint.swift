@@ -140,6 +140,10 @@ public enum Endpoints {
     /// `subscriptions/lookup`.
     public static let subscriptionsLookup =
         Endpoint<LookupSubscriptionsRequest, SubscriptionsResponse>(.post, .database, "subscriptions/lookup")
+    /// `subscriptions/lookup` without a database segment, where Apple's reference puts it: the
+    /// caller's subscriptions of that environment, in any database.
+    public static let environmentSubscriptionsLookup =
+        Endpoint<LookupSubscriptionsRequest, SubscriptionsResponse>(.post, .environment, "subscriptions/lookup")
     /// `subscriptions/modify`.
     public static let subscriptionsModify =
         Endpoint<ModifySubscriptionsRequest, SubscriptionsResponse>(.post, .database, "subscriptions/modify")
@@ -184,7 +188,7 @@ public enum Endpoints {
         zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
         recordsLookup.erased, recordsResolve.erased, recordsAccept.erased, recordsQuery.erased, recordsChanges.erased, changesZone.erased, changesDatabase.erased,
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
-        usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased,
+        usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
         tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, databaseTokensCreate.erased, databaseTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
         signInPage.erased,

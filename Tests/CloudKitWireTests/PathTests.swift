@@ -49,4 +49,35 @@ struct PathTests {
             }
         }
     }
+
+    @Test("subscriptions/lookup answers with and without the database segment; without it, in any of the caller's databases")
+    func subscriptionLookupPaths() async throws {
+        try await withServer { server in
+            let (user, _) = try await server.signUp("ann")
+            try await server.createZone("Notes", user: user)
+            for (database, subscription) in [
+                ("private", ["subscriptionID": "notes", "subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]] as [String: Any]),
+                ("public", ["subscriptionID": "news", "subscriptionType": "query", "query": ["recordType": "News"]]),
+            ] {
+                let saved = try await server.database(
+                    database, "subscriptions/modify", ["operations": [["operationType": "create", "subscription": subscription]]],
+                    user: user)
+                #expect(saved.status == 200, "\(saved.text)")
+            }
+            let body = ["subscriptions": [["subscriptionID": "notes"], ["subscriptionID": "news"], ["subscriptionID": "none"]]]
+            let withSegment = try await server.database("private", "subscriptions/lookup", body, user: user)
+            let inPrivate = (withSegment.body["subscriptions"] as? [[String: Any]]) ?? []
+            #expect(inPrivate.map { $0["serverErrorCode"] as? String } == [nil, "NOT_FOUND", "NOT_FOUND"], "\(withSegment.text)")
+            let withoutSegment = try await server.request(
+                .POST, "/database/1/\(server.container)/development/subscriptions/lookup", body: body,
+                query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": user])
+            let anywhere = (withoutSegment.body["subscriptions"] as? [[String: Any]]) ?? []
+            #expect(anywhere.map { $0["subscriptionID"] as? String } == ["notes", "news", "none"], "\(withoutSegment.text)")
+            #expect(anywhere.map { $0["serverErrorCode"] as? String } == [nil, nil, "NOT_FOUND"])
+            let anonymous = try await server.request(
+                .POST, "/database/1/\(server.container)/development/subscriptions/lookup", body: body,
+                query: ["ckAPIToken": server.apiToken])
+            #expect(anonymous.status == 421, "\(anonymous.text)")
+        }
+    }
 }

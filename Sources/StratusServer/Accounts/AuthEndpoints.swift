@@ -68,12 +68,22 @@ struct AuthEndpoints: Sendable {
             let container = try authenticator.authenticateApp(context)
             let callback = try request.query("callback").map {
                 try SignInCallback(
-                    $0, serverOrigin: configuration.publicURL.flatMap(SignInCallback.origin(of:)),
+                    $0, container: container, serverOrigin: configuration.publicURL.flatMap(SignInCallback.origin(of:)),
                     serverAuthority: request.head.authority)
+            }
+            let opener = try request.query("origin").map { origin in
+                guard let admitted = authenticator.openerOrigin(origin, request: request) else {
+                    throw StratusError.badRequest(
+                        "origin '\(origin)' is not an origin the sign-in page may post a token to: an http(s) origin on a "
+                            + "loopback address or on this server")
+                }
+                return admitted
             }
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: SignInPage.html(container: container, callback: callback))))
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(
+                        string: SignInPage.html(container: container, callback: callback, openerOrigin: opener))))
         }
     }
 

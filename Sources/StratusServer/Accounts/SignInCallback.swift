@@ -16,10 +16,16 @@ import StratusModel
 /// The host must be a loopback name (`127.0.0.1`, `localhost`, `[::1]`, where native apps receive
 /// it, as in RFC 8252) or this server's own origin. The page then checks in the browser that its own
 /// parser gives the ``origin`` computed here before it sends the token anywhere.
+///
+/// An app may also take the token at its own URL scheme, `cloudkit-{container}://…` (the container
+/// identifier in lowercase, as CloudKit names it): such a callback has no host to check, and its
+/// ``origin`` is the scheme (`cloudkit-….:`), which the page compares with the browser's
+/// `URL.protocol`.
 struct SignInCallback: Sendable, Hashable {
     /// The callback as given, which is already in the only form accepted.
     let url: String
-    /// Its origin, `scheme://host[:port]` without a default port, as a browser serializes it.
+    /// Its origin, `scheme://host[:port]` without a default port, as a browser serializes it; for an
+    /// app's `cloudkit-…` scheme, the scheme and its colon.
     let origin: String
 
     private static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "[::1]"]
@@ -27,7 +33,18 @@ struct SignInCallback: Sendable, Hashable {
     /// Checks `raw` against the rules above. `serverOrigin` is the server's public URL's origin when
     /// one is configured (the callback's origin must then equal it); otherwise `serverAuthority`, the
     /// request's `Host`, is compared with the callback's host and port.
-    init(_ raw: String, serverOrigin: String?, serverAuthority: String?) throws {
+    init(_ raw: String, container: String = "", serverOrigin: String?, serverAuthority: String?) throws {
+        let appScheme = "cloudkit-" + container.lowercased()
+        if !container.isEmpty, raw.hasPrefix(appScheme + "://") {
+            let bytes = Array(raw.utf8)
+            if let bad = bytes.first(where: { !Self.isAllowed($0) }) {
+                throw Self.refusal("contains \(Self.describe(bad)), which browsers and servers may read differently")
+            }
+            guard Self.hasValidEscapes(bytes[...]) else { throw Self.refusal("has a '%' that does not start a %XX escape") }
+            url = raw
+            origin = appScheme + ":"
+            return
+        }
         let parsed = try Self.parse(raw)
         if !Self.loopbackHosts.contains(parsed.host) {
             let allowed = serverOrigin.map { parsed.origin == $0 } ?? (parsed.authority == serverAuthority?.lowercased())
@@ -45,8 +62,20 @@ struct SignInCallback: Sendable, Hashable {
         try? parse(url).origin
     }
 
+    /// `raw` when it is an origin (`scheme://host[:port]`, as a browser serializes one, such as a
+    /// request's `Origin`) that the rule admits as a callback's: the origin a sign-in popup may post
+    /// the token to. `nil` otherwise.
+    static func openerOrigin(_ raw: String, serverOrigin: String?, serverAuthority: String?) -> String? {
+        guard let callback = try? SignInCallback(raw + "/", serverOrigin: serverOrigin, serverAuthority: serverAuthority),
+            callback.origin == raw
+        else { return nil }
+        return raw
+    }
+
     private static func refusal(_ rule: String) -> StratusError {
-        .badRequest("callback \(rule); it must be an http(s) URL on a loopback address or on this server")
+        .badRequest(
+            "callback \(rule); it must be an http(s) URL on a loopback address or on this server, or the app's "
+                + "cloudkit-{container}:// scheme")
     }
 
     private static func parse(_ raw: String) throws -> (origin: String, authority: String, host: String) {

@@ -1,14 +1,16 @@
 import Foundation
 import StratusModel
 
-/// The HTML sign-in page. It posts to the JSON endpoints next to it and hands the token back to
-/// the checked `callback` (appended as `ckWebAuthToken`) or shows it on screen.
+/// The HTML sign-in page. It posts to the JSON endpoints next to it and hands the token back: to the
+/// checked `callback` (appended as `ckWebAuthToken` and `ckSession`, as Apple's sign-in page
+/// redirects), else to the window that opened it as a popup (`postMessage({ckSession})`, as Apple's
+/// web library waits for it, to the checked `origin` only), else on screen.
 ///
 /// The page sends the token only to the origin the server computed for the callback
 /// (``SignInCallback/origin``): it parses the callback with the browser's own URL parser and refuses
 /// to navigate when that parser reads another origin.
 enum SignInPage {
-    static func html(container: String, callback: SignInCallback?) -> String {
+    static func html(container: String, callback: SignInCallback?, openerOrigin: String? = nil) -> String {
         let escaped = container.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
         return """
             <!doctype html>
@@ -28,6 +30,7 @@ enum SignInPage {
             const query = new URLSearchParams(location.search);
             const callback = \(scriptLiteral(callback?.url));
             const callbackOrigin = \(scriptLiteral(callback?.origin));
+            const openerOrigin = \(scriptLiteral(openerOrigin));
             document.getElementById('form').addEventListener('submit', async (event) => {
               event.preventDefault();
               const action = event.submitter.value;
@@ -39,9 +42,15 @@ enum SignInPage {
               if (!response.ok) { result.textContent = body.reason; return; }
               if (callback) {
                 const url = new URL(callback);
-                if (url.origin !== callbackOrigin) { result.textContent = 'The callback was refused.'; return; }
+                const sameOrigin = callbackOrigin.endsWith(':') ? url.protocol === callbackOrigin : url.origin === callbackOrigin;
+                if (!sameOrigin) { result.textContent = 'The callback was refused.'; return; }
                 url.searchParams.set('ckWebAuthToken', body.ckWebAuthToken);
+                url.searchParams.set('ckSession', body.ckWebAuthToken);
                 location.href = url.toString();
+              } else if (openerOrigin && window.opener) {
+                window.opener.postMessage({ckSession: body.ckWebAuthToken}, openerOrigin);
+                result.textContent = 'Signed in. You may close this window.';
+                window.close();
               } else {
                 result.textContent = 'ckWebAuthToken: ' + body.ckWebAuthToken;
               }

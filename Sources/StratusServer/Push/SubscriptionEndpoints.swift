@@ -7,8 +7,8 @@ import StratusStorage
 /// in one database.
 ///
 /// Which kinds a database takes follows CloudKit: query subscriptions in the public and private
-/// databases, zone subscriptions in the private database, database subscriptions in the private
-/// and shared databases. A subscription belongs to the user who saved it, who alone receives its
+/// databases, zone subscriptions in the private and shared databases (a shared zone's, there),
+/// database subscriptions in the private and shared databases. A subscription belongs to the user who saved it, who alone receives its
 /// notifications and sees it in these endpoints.
 struct SubscriptionEndpoints: Sendable {
     let storage: any SubscriptionStorage & SchemaStorage & RecordStorage & ShareStorage
@@ -23,7 +23,12 @@ struct SubscriptionEndpoints: Sendable {
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         router.on(Endpoints.subscriptionsList) { request, context in try await list(request, context) }
-        router.on(Endpoints.subscriptionsLookup) { request, context in try await lookup(request, context) }
+        router.on(Endpoints.subscriptionsLookup) { request, context in
+            try await lookup(request, context, acrossDatabases: false)
+        }
+        router.on(Endpoints.environmentSubscriptionsLookup) { request, context in
+            try await lookup(request, context, acrossDatabases: true)
+        }
         router.on(Endpoints.subscriptionsModify) { request, context in try await modify(request, context) }
     }
 
@@ -31,18 +36,29 @@ struct SubscriptionEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/list")
         let stored = try await storage.subscriptions(in: access.locator, subscriber: try access.requireUser())
-        return try respond(stored.map { .success($0.definition) }, target: target)
+        return respond(try stored.map { .success(try answered($0.definition, target: target)) })
     }
 
-    func lookup(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/lookup")
+    /// `subscriptions/lookup`: in the path's database, or `acrossDatabases` (the path without a
+    /// database segment, as Apple's reference gives it) in the caller's private, shared and public
+    /// databases, the first found per ID.
+    func lookup(_ request: Request, _ context: StratusRequestContext, acrossDatabases: Bool) async throws -> Response {
+        let scopes: [DatabaseScope?] = acrossDatabases ? [.private, .shared, .public] : [nil]
+        let accesses = try scopes.map { scope in
+            try DatabaseAccess.authorize(
+                .ownData, for: try authenticator.authenticate(request, context: context, scope: scope),
+                endpoint: "subscriptions/lookup")
+        }
         let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
         try checkCount(body.subscriptionIDs.count)
-        let stored = try await storage.subscriptions(in: access.locator, subscriber: try access.requireUser())
-        let byID = Dictionary(stored.map { ($0.subscriptionID, $0.definition) }) { $1 }
-        return try respond(
-            body.subscriptionIDs.map { id in byID[id].map { .success($0) } ?? .failure(notFound(id)) }, target: target)
+        var found: [String: SubscriptionDictionary] = [:]
+        for access in accesses {
+            for stored in try await storage.subscriptions(in: access.locator, subscriber: try access.requireUser())
+            where found[stored.subscriptionID] == nil {
+                found[stored.subscriptionID] = try answered(stored.definition, target: access.target)
+            }
+        }
+        return respond(body.subscriptionIDs.map { id in found[id].map { .success($0) } ?? .failure(notFound(id)) })
     }
 
     func modify(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
@@ -93,7 +109,13 @@ struct SubscriptionEndpoints: Sendable {
             }
         }
         hub.publish(.subscriptionsChanged(locator))
-        return try respond(results, target: target)
+        return respond(
+            try results.map { result in
+                switch result {
+                case .success(let definition): .success(try answered(definition, target: target))
+                case .failure(let error): .failure(error)
+                }
+            })
     }
 
     /// Whether the zone a subscription names exists and the caller reaches it (in the shared
@@ -214,23 +236,20 @@ struct SubscriptionEndpoints: Sendable {
             uuid: UUID().uuidString)
     }
 
-    /// `{"subscriptions": [...]}` with each zone ID carrying the database's owner.
-    private func respond(
-        _ items: [Result<SubscriptionDictionary, ErrorDictionary>], target: DatabaseRequest
-    ) throws -> Response {
-        // A shared database's zones keep their owners; the database's own zones get its owner.
-        let owner = target.scope == .shared ? nil : try target.locator().owner
-        let answered = items.map { item in
-            item.map { definition in
-                guard let owner, let zone = definition.zoneID else { return definition }
-                var owned = definition
-                owned.zoneID = ZoneID(zoneName: zone.zoneName, ownerRecordName: owner)
-                return owned
-            }
-        }
+    /// A subscription as answered from `target`'s database: its zone ID carries the database's owner
+    /// (a shared database's zones keep their own owners).
+    private func answered(_ definition: SubscriptionDictionary, target: DatabaseRequest) throws -> SubscriptionDictionary {
+        guard target.scope != .shared, let zone = definition.zoneID else { return definition }
+        var owned = definition
+        owned.zoneID = try target.wireZoneID(zone.zoneName)
+        return owned
+    }
+
+    /// `{"subscriptions": [...]}`.
+    private func respond(_ items: [Result<SubscriptionDictionary, ErrorDictionary>]) -> Response {
         var writer = JSONWriter()
         writer.beginObject()
-        writer.field("subscriptions", array: answered)
+        writer.field("subscriptions", array: items)
         writer.endObject()
         return .json(writer)
     }

@@ -17,12 +17,14 @@ struct Authenticator: Sendable {
         return container
     }
 
-    /// The database a request under `/database/1/{container}/{environment}/{database}/` addresses, and
-    /// who is asking.
-    func authenticate(_ request: Request, context: StratusRequestContext) throws -> DatabaseRequest {
+    /// The database a request under `/database/1/{container}/{environment}/{database}/` addresses (or
+    /// `scope`, for an endpoint of the environment that reaches a user's databases), and who is asking.
+    func authenticate(
+        _ request: Request, context: StratusRequestContext, scope: DatabaseScope? = nil
+    ) throws -> DatabaseRequest {
         let container = try authenticateApp(context)
         let environment = try self.environment(context)
-        guard let scope = context.caller.scope else { throw StratusError.badRequest("the path names no database") }
+        guard let scope = scope ?? context.caller.scope else { throw StratusError.badRequest("the path names no database") }
         return DatabaseRequest(
             container: container, environment: environment, scope: scope, userRecordName: context.caller.userRecordName,
             deviceID: request.headers[.stratusDeviceID], signedByServerKey: context.caller.serverKeyID != nil,
@@ -56,10 +58,24 @@ struct Authenticator: Sendable {
         configuration.publicURL ?? "http://\(request.head.authority ?? "\(configuration.host):\(configuration.port)")"
     }
 
-    /// The sign-in page's URL for a container, carrying the request's API token.
+    /// The sign-in page's URL for a container, carrying the request's API token and, when the request
+    /// came from a web page whose origin the callback rule admits (its `Origin` header), that origin:
+    /// the page, opened as a popup, posts the new token back to it.
     func signInURL(_ request: Request, container: String) -> String {
         let token = request.query("ckAPIToken") ?? ""
         let encoded = container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? container
-        return "\(baseURL(request))/auth/1/\(encoded)/signin?ckAPIToken=\(token)"
+        var url = "\(baseURL(request))/auth/1/\(encoded)/signin?ckAPIToken=\(token)"
+        if let origin = request.headers[.origin].flatMap({ openerOrigin($0, request: request) }) {
+            url += "&origin=" + origin.queryValueEncoded
+        }
+        return url
+    }
+
+    /// `raw` when it is an origin a sign-in popup may post the token to, for this request's server
+    /// (``SignInCallback/openerOrigin(_:serverOrigin:serverAuthority:)``).
+    func openerOrigin(_ raw: String, request: Request) -> String? {
+        SignInCallback.openerOrigin(
+            raw, serverOrigin: configuration.publicURL.flatMap(SignInCallback.origin(of:)),
+            serverAuthority: request.head.authority)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 public import Hummingbird
 import HummingbirdCore
 public import Logging
@@ -65,6 +66,21 @@ public enum StratusApplication {
                 clock: configuration.clock)
         }
         let router = Router(context: StratusRequestContext.self)
+        // Web apps on other origins call the API from the browser, as CloudKit JS does. Credentials
+        // travel in the query or in signed headers, never in cookies, so any origin may read answers.
+        router.add(
+            middleware: CORSMiddleware(
+                allowOrigin: .all,
+                allowHeaders: [
+                    .accept, .contentType, .authorization, .stratusDeviceID, .cloudKitKeyID, .cloudKitDate,
+                    .cloudKitSignature,
+                ],
+                allowMethods: [.get, .post, .put, .patch, .delete, .head, .options],
+                exposedHeaders: [
+                    HTTPField.Name.stratusSyncToken.canonicalName, HTTPField.Name.stratusMoreComing.canonicalName,
+                    HTTPField.Name.retryAfter.canonicalName, HTTPField.Name.allow.canonicalName,
+                ],
+                maxAge: .seconds(600)))
         router.add(middleware: ErrorMiddleware())
         let accounts = AccountService(storage: storage, configuration: configuration)
         router.add(

@@ -1,0 +1,140 @@
+import Foundation
+import NIOHTTP1
+import StratusServer
+import StratusTestSupport
+import Testing
+
+/// Sign-in for web apps the way Apple's web library does it: a `421` whose `redirectURL` opens in a
+/// popup, which posts `{ckSession}` back to the page that opened it; and for apps, a redirect to
+/// their `cloudkit-{container}://` scheme.
+@Suite("CloudKit wire: the sign-in hand-off")
+struct SignInHandoffTests {
+    static func redirectURL(_ server: TestServer, origin: String?) async throws -> String {
+        let reply = try await server.database(
+            "public", "users/current", user: "null", headers: origin.map { ["Origin": $0] } ?? [:])
+        #expect(reply.status == 421, "\(reply.text)")
+        return try #require(reply.body["redirectURL"] as? String)
+    }
+
+    @Test("the 421 names the calling page's origin when the callback rule admits it; the page posts only there; apps get their cloudkit- scheme")
+    func handOffRules() async throws {
+        try await withServer { server in
+            let page = "http://127.0.0.1:5555"
+            let admitted = try await Self.redirectURL(server, origin: page)
+            #expect(admitted.hasSuffix("&origin=http%3A%2F%2F127.0.0.1%3A5555"), "\(admitted)")
+            for refused in ["https://evil.example", "http://127.0.0.1:5555/path", "null"] {
+                let url = try await Self.redirectURL(server, origin: refused)
+                #expect(!url.contains("origin="), "\(refused): \(url)")
+            }
+            #expect(!(try await Self.redirectURL(server, origin: nil)).contains("origin="))
+
+            // The page writes the admitted origin as postMessage's target, and refuses any other.
+            let signIn = "/auth/1/\(server.container)/signin"
+            let popup = try await server.request(.GET, signIn, query: ["ckAPIToken": server.apiToken, "origin": page])
+            #expect(popup.status == 200 && popup.text.contains(#"const openerOrigin = "http://127.0.0.1:5555";"#))
+            let evil = try await server.request(.GET, signIn, query: ["ckAPIToken": server.apiToken, "origin": "https://evil.example"])
+            #expect(evil.status == 400 && evil.reason.contains("origin"), "\(evil.text)")
+
+            // An app's own scheme: cloudkit- and the container in lowercase, and no other.
+            let scheme = "cloudkit-" + server.container.lowercased()
+            let app = try await server.request(
+                .GET, signIn, query: ["ckAPIToken": server.apiToken, "callback": scheme + "://callback"])
+            #expect(app.status == 200 && app.text.contains("const callbackOrigin = \"\(scheme):\";"), "\(app.text)")
+            let other = try await server.request(
+                .GET, signIn, query: ["ckAPIToken": server.apiToken, "callback": "cloudkit-other.app://callback"])
+            #expect(other.status == 400, "\(other.text)")
+
+            // Browsers may call the API from another origin.
+            let cors = try await server.database("public", "users/current", user: "null", headers: ["Origin": page])
+            #expect(cors.headers.first(name: "Access-Control-Allow-Origin") == "*")
+        }
+    }
+
+    @Test("in a real browser, a page on another origin gets the 421, opens the sign-in popup, and receives {ckSession} by postMessage")
+    func popupInABrowser() async throws {
+        try await withServer { server in
+            _ = try await server.signUp("ada")
+            let script = server.directory.appendingPathComponent("popup.py")
+            try Self.popupScript.write(to: script, atomically: true, encoding: .utf8)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [
+                "python3", script.path, server.baseURL, server.container, server.apiToken, "ada", "correct horse",
+            ]
+            let output = Pipe()
+            let errors = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let failure = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            try #require(
+                process.terminationStatus == 0,
+                "the browser run failed (scripts/test installs chromium, chromium-driver and selenium): \(failure)")
+            let lines = printed.split(separator: "\n").map(String.init)
+            let token = try #require(lines.first { $0.hasPrefix("ckSession=") }.map { String($0.dropFirst(10)) })
+            #expect(lines.contains { $0.hasPrefix("origin=" + server.baseURL) }, "the message came from the server's page: \(printed)")
+            let current = try await server.database("public", "users/current", user: token)
+            #expect(current.status == 200, "the token the page received signs in: \(current.text)")
+        }
+    }
+
+    /// Serves a page on a loopback port of its own, which calls `users/current` with
+    /// `ckWebAuthToken=null` as Apple's web library does, opens the `redirectURL` of the 421 in a
+    /// popup, and waits for the message; Selenium signs in inside the popup and prints what the page
+    /// received.
+    static let popupScript = #"""
+        import http.server, sys, threading
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        base, container, api_token, username, password = sys.argv[1:6]
+        page = """<!doctype html><html><body><button id="signin">Sign in</button><pre id="out"></pre><script>
+        let redirectURL = null;
+        fetch('%s/database/1/%s/development/public/users/current?ckAPIToken=%s&ckWebAuthToken=null')
+          .then(r => r.json()).then(body => { redirectURL = body.redirectURL; document.title = 'ready'; });
+        window.addEventListener('message', event => {
+          document.getElementById('out').textContent = 'ckSession=' + event.data.ckSession + '\\norigin=' + event.origin;
+        });
+        document.getElementById('signin').addEventListener('click', () => window.open(redirectURL, '', 'width=640,height=525'));
+        </script></body></html>""" % (base, container, api_token)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header('Content-Type', 'text/html')
+                self.end_headers()
+                self.wfile.write(page.encode())
+            def log_message(self, *args):
+                pass
+
+        httpd = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        options = webdriver.ChromeOptions()
+        options.binary_location = '/usr/bin/chromium'
+        for argument in ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage']:
+            options.add_argument(argument)
+        driver = webdriver.Chrome(service=Service('/usr/bin/chromedriver'), options=options)
+        try:
+            wait = WebDriverWait(driver, 30)
+            driver.get('http://127.0.0.1:%d/' % httpd.server_address[1])
+            wait.until(lambda d: d.title == 'ready')
+            opener = driver.current_window_handle
+            driver.find_element(By.ID, 'signin').click()
+            wait.until(lambda d: len(d.window_handles) == 2)
+            driver.switch_to.window([h for h in driver.window_handles if h != opener][0])
+            wait.until(lambda d: d.find_elements(By.ID, 'username'))
+            driver.find_element(By.ID, 'username').send_keys(username)
+            driver.find_element(By.ID, 'password').send_keys(password)
+            driver.find_element(By.CSS_SELECTOR, 'button[value=signin]').click()
+            driver.switch_to.window(opener)
+            wait.until(lambda d: d.find_element(By.ID, 'out').text.startswith('ckSession='))
+            print(driver.find_element(By.ID, 'out').text)
+        finally:
+            driver.quit()
+            httpd.shutdown()
+        """#
+}
