@@ -130,27 +130,20 @@ struct ServerToServerKeyTests {
                     sys.stdout.write(base64.b64encode(key.sign(message.encode(), ec.ECDSA(hashes.SHA256()))).decode())
                 """.write(to: script, atomically: true, encoding: .utf8)
             let keyFile = directory.appendingPathComponent("key.pem").path
-            let publicPEM = try Self.python(script.path, keyFile, "new")
+            let publicPEM = try await Self.python(script.path, keyFile, "new")
             let (keyID, _) = try await Self.register(publicPEM, on: server)
             let date = Self.isoDate(clock.milliseconds)
             let subpath = Self.path(server, "records/modify")
-            let signature = try Self.python(script.path, keyFile, date, Self.createNote, subpath)
+            let signature = try await Self.python(script.path, keyFile, date, Self.createNote, subpath)
             let saved = try await Self.send(server, subpath, body: Self.createNote, keyID: keyID, date: date, signature: signature)
             #expect(saved.status == 200, "\(saved.text)")
         }
     }
 
-    static func python(_ arguments: String...) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "python3 \(arguments) failed (is the cryptography package installed?)")
-        return String(decoding: data, as: UTF8.self)
+    static func python(_ arguments: String...) async throws -> String {
+        let run = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3"] + arguments)
+        #expect(run.status == 0, "python3 \(arguments) failed (is the cryptography package installed?): \(run.errors)")
+        return run.output
     }
 
     @Test("refused: a date outside five minutes, a tampered body, a revoked or unknown key, a key of another environment, the private database, a missing header")

@@ -56,22 +56,13 @@ struct SignInHandoffTests {
             _ = try await server.signUp("ada")
             let script = server.directory.appendingPathComponent("popup.py")
             try Self.popupScript.write(to: script, atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [
-                "python3", script.path, server.baseURL, server.container, server.apiToken, "ada", "correct horse",
-            ]
-            let output = Pipe()
-            let errors = Pipe()
-            process.standardOutput = output
-            process.standardError = errors
-            try process.run()
-            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let failure = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let run = try await runChildProcess(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", script.path, server.baseURL, server.container, server.apiToken, "ada", "correct horse"])
             try #require(
-                process.terminationStatus == 0,
-                "the browser run failed (scripts/test installs chromium, chromium-driver and selenium): \(failure)")
+                run.status == 0,
+                "the browser run failed (scripts/test installs chromium, chromium-driver and selenium): \(run.errors)")
+            let printed = run.output
             let lines = printed.split(separator: "\n").map(String.init)
             let token = try #require(lines.first { $0.hasPrefix("ckSession=") }.map { String($0.dropFirst(10)) })
             #expect(lines.contains { $0.hasPrefix("origin=" + server.baseURL) }, "the message came from the server's page: \(printed)")

@@ -51,7 +51,7 @@ struct SecurityTests {
                 #expect(reply.status == 200, "\(callback): \(reply.text)")
                 // The page sends the token only where the browser's own parser finds this origin.
                 #expect(reply.text.contains(#"const callbackOrigin = "\#(origin)";"#), "\(callback)")
-                #expect(reply.text.contains("url.origin !== callbackOrigin"))
+                #expect(reply.text.contains("url.origin === callbackOrigin"))
             }
         }
     }

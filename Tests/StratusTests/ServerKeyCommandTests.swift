@@ -11,34 +11,27 @@ import Testing
 @Suite("stratus admin create-key, list-keys and revoke-key")
 struct ServerKeyCommandTests {
     /// Runs `stratus admin …` on `data`; returns its standard output, or throws with its error.
-    static func admin(_ arguments: [String], data: URL) throws -> String {
-        let process = Process()
-        process.executableURL = productsDirectory.appendingPathComponent("stratus")
-        process.arguments = ["admin"] + arguments + ["--data", data.path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "stratus admin \(arguments) failed")
-        return text
+    static func admin(_ arguments: [String], data: URL) async throws -> String {
+        let run = try await runChildProcess(
+            productsDirectory.appendingPathComponent("stratus"), ["admin"] + arguments + ["--data", data.path])
+        #expect(run.status == 0, "stratus admin \(arguments) failed: \(run.errors)")
+        return run.output
     }
 
     @Test("a key registered with create-key signs requests to stratus serve until revoke-key")
     func commandLine() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-keys-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
-        _ = try Self.admin(["create-container", "iCloud.com.example.backend"], data: data)
+        _ = try await Self.admin(["create-container", "iCloud.com.example.backend"], data: data)
         let key = P256.Signing.PrivateKey()
         let publicFile = data.appendingPathComponent("public.pem")
         try key.publicKey.pemRepresentation.write(to: publicFile, atomically: true, encoding: .utf8)
-        let created = try Self.admin(
+        let created = try await Self.admin(
             ["create-key", "iCloud.com.example.backend", "--environment", "development", "--public-key", publicFile.path],
             data: data)
         let keyID = try #require(
             created.split(separator: "\n").first { $0.hasPrefix("key ID: ") }.map { String($0.dropFirst("key ID: ".count)) })
-        #expect(try Self.admin(["list-keys", "iCloud.com.example.backend"], data: data).contains("\(keyID)\tdevelopment\tactive"))
+        #expect(try await Self.admin(["list-keys", "iCloud.com.example.backend"], data: data).contains("\(keyID)\tdevelopment\tactive"))
 
         let server = try ServerProcess(
             executable: productsDirectory.appendingPathComponent("stratus"),
@@ -59,7 +52,7 @@ struct ServerKeyCommandTests {
             return Int(try await HTTPClient.shared.execute(request, timeout: .seconds(30)).status.code)
         }
         #expect(try await query() == 200)
-        #expect(try Self.admin(["revoke-key", "iCloud.com.example.backend", keyID], data: data).contains("revoked"))
+        #expect(try await Self.admin(["revoke-key", "iCloud.com.example.backend", keyID], data: data).contains("revoked"))
         // The running server reads keys on every signed request, so the revocation holds at once.
         #expect(try await query() == 401)
     }
