@@ -181,6 +181,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Minutes a disconnected device keeps its waiting notifications.")
     var pushRetentionMinutes = 60
 
+    @Option(help: "Seconds a new connection has to send its first request's head before it is closed.")
+    var requestHeadTimeoutSeconds = 10
+
+    @Option(help: "Seconds a connection may stay open between requests (a request in progress is never cut).")
+    var idleTimeoutSeconds = 60
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -195,6 +201,7 @@ struct Serve: AsyncParsableCommand {
             ("--tombstone-horizon-days", tombstoneHorizonDays), ("--session-lifetime-days", sessionLifetimeDays),
             ("--push-heartbeat-seconds", pushHeartbeatSeconds), ("--push-queue-limit", pushQueueLimit),
             ("--push-retention-minutes", pushRetentionMinutes),
+            ("--request-head-timeout-seconds", requestHeadTimeoutSeconds), ("--idle-timeout-seconds", idleTimeoutSeconds),
         ] where value < 1 {
             throw ValidationError("\(name) must be at least 1, not \(value)")
         }
@@ -220,6 +227,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "stratus")
+        OpenFileLimit.raise(logger: logger)
         let limits = Limits(
             maxOperationsPerRequest: maxOperationsPerRequest, maxRecordsPerResponse: maxRecordsPerResponse,
             maxRecordSizeBytes: maxRecordSizeBytes, maxNameLength: maxNameLength, maxFieldsPerRecord: maxFieldsPerRecord,
@@ -234,7 +242,8 @@ struct Serve: AsyncParsableCommand {
             rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) },
             trustedProxies: Set(trustedProxies),
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
-            pushRetentionSeconds: Int64(pushRetentionMinutes) * 60)
+            pushRetentionSeconds: Int64(pushRetentionMinutes) * 60,
+            requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds))
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host

@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
+import Synchronization
 
 /// The server's connections: HTTP/1 for every endpoint, and WebSockets for the push channel.
 ///
@@ -14,6 +15,11 @@ import NIOWebSocket
 /// the upgraded connection is then served by a ``PushConnection`` handler on its event loop. Every
 /// other request is answered by the router, as Hummingbird's own HTTP/1 channel does. An upgrade
 /// that is refused gets `400` (its reason is the answer of the same URL without an upgrade).
+///
+/// A connection is never left to hold a file descriptor for free: it must send its first request's
+/// head within `requestHeadTimeout` (``FirstRequestDeadline``), it is closed after
+/// `http.idleTimeout` between requests, and a request that is not HTTP gets `400` and the connection
+/// is closed at once (NIO's protocol error handler).
 struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
     /// What a connection became.
     enum Connection: Sendable {
@@ -30,17 +36,24 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
     let responder: Responder
     let push: PushEndpoints
     let heartbeat: TimeAmount
+    let requestHeadTimeout: TimeAmount
     let http: HTTP1Channel.Configuration
 
-    init(responder: @escaping Responder, push: PushEndpoints, heartbeat: TimeAmount, http: HTTP1Channel.Configuration = .init()) {
+    init(
+        responder: @escaping Responder, push: PushEndpoints, heartbeat: TimeAmount, requestHeadTimeout: TimeAmount,
+        http: HTTP1Channel.Configuration
+    ) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.push = push
         self.heartbeat = heartbeat
+        self.requestHeadTimeout = requestHeadTimeout
         self.http = http
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            let deadline = FirstRequestDeadline(timeout: self.requestHeadTimeout)
+            try channel.pipeline.syncOperations.addHandler(deadline)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let session = NIOLoopBoundBox<PushEndpoints.Session?>(nil, eventLoop: channel.eventLoop)
             let (push, hub, heartbeat) = (self.push, self.push.hub, self.heartbeat)
@@ -65,6 +78,7 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.handler(type: FirstRequestDeadline.self).cancel()
                         guard let found = session.value else { throw ChannelError.inappropriateOperationForState }
                         try channel.pipeline.syncOperations.addHandler(
                             PushConnection(session: found, hub: hub, heartbeat: heartbeat))
@@ -77,6 +91,7 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                     upgraders: [upgrader],
                     notUpgradingCompletionHandler: { channel in
                         channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.handler(type: FirstRequestDeadline.self).cancel()
                             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                             try channel.pipeline.syncOperations.addHandlers(http.additionalChannelHandlers())
                             try channel.pipeline.syncOperations.addHandler(
@@ -87,13 +102,15 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                         }
                     }))
             configuration.enablePipelining = false  // NIOAsyncChannel pipelines HTTP
-            configuration.enableErrorHandling = false  // Hummingbird handles errors
+            // What is not HTTP gets `400` and a close, before it reaches Hummingbird.
+            configuration.enableErrorHandling = true
             configuration.enableResponseHeaderValidation = false  // Swift HTTP Types validate headers
             configuration.decoderConfiguration.maxHeaderFieldSize = http.httpDecoder.maxHeaderFieldSize
             configuration.decoderConfiguration.maxHeaderListSize = http.httpDecoder.maxHeaderListSize
             configuration.decoderConfiguration.maxHeaderFieldCount = http.httpDecoder.maxHeaderFieldCount
             let connection = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
                 configuration: configuration)
+            try channel.pipeline.syncOperations.addHandler(ClosingOnMalformedHTTP())
             return Value(connection: connection, channel: channel)
         }
     }
@@ -133,6 +150,51 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
             try await writer.writeResponse(
                 HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: location]))
             throw ClosingAfterRedirect()
+        }
+    }
+}
+
+/// Closes the connection once NIO's protocol error handler has answered what is not HTTP with `400`,
+/// so a malformed request costs the server nothing more.
+final class ClosingOnMalformedHTTP: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOAny
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError { context.close(promise: nil) }
+        context.fireErrorCaught(error)
+    }
+}
+
+/// Closes a connection that has not sent the head of its first request within `timeout`: one that
+/// sends nothing, or sends it a byte at a time. The pipeline cancels it once the head has come (see
+/// ``PushServerChannel``); later requests are bounded by the idle timeout between requests.
+final class FirstRequestDeadline: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+
+    private let timeout: TimeAmount
+    private let state = Mutex<(task: Scheduled<Void>?, cancelled: Bool)>((nil, false))
+
+    init(timeout: TimeAmount) {
+        self.timeout = timeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let task = context.eventLoop.scheduleTask(in: timeout) { [self] in
+            if !state.withLock({ $0.cancelled }) { channel.close(promise: nil) }
+        }
+        state.withLock { $0.task = task }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        cancel()
+    }
+
+    /// The head came: the connection stays.
+    func cancel() {
+        state.withLock { state in
+            state.cancelled = true
+            state.task?.cancel()
         }
     }
 }

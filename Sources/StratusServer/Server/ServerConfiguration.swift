@@ -53,6 +53,12 @@ public struct ServerConfiguration: Sendable {
     public var pushRetentionSeconds: Int64
     /// How long a push token may go unused before it is deleted, in seconds (90 days by default).
     public var pushTokenLifetimeSeconds: Int64
+    /// How long a new connection has to send the head of its first request (10 seconds by default):
+    /// a connection that sends nothing, or a head too slowly, is closed.
+    public var requestHeadTimeout: Duration
+    /// How long a connection may stay open between requests (60 seconds by default). A request in
+    /// progress (a long poll included) is never cut; push WebSockets follow their heartbeat instead.
+    public var idleTimeout: Duration
 
     /// Creates a configuration.
     public init(
@@ -63,8 +69,11 @@ public struct ServerConfiguration: Sendable {
         rateLimit: RateLimit? = nil, signInLimits: SignInLimits = SignInLimits(), trustedProxies: Set<String> = [],
         clock: ServerClock = .system,
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
-        pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600
+        pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600, requestHeadTimeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(60)
     ) {
+        self.requestHeadTimeout = requestHeadTimeout
+        self.idleTimeout = idleTimeout
         self.rateLimit = rateLimit
         self.signInLimits = signInLimits
         self.trustedProxies = trustedProxies

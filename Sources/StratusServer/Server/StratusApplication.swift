@@ -20,11 +20,14 @@ public enum StratusApplication {
         let hub = PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: logger)
         let routers = makeRouters(storage: storage, configuration: configuration, tokens: tokens, hub: hub)
         let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
+        let headTimeout = TimeAmount(configuration.requestHeadTimeout)
+        let http = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
         let push = routers.push
         return Application(
             router: routers.http,
             server: HTTPServerBuilder { responder in
-                PushServerChannel(responder: responder, push: push, heartbeat: heartbeat)
+                PushServerChannel(
+                    responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout, http: http)
             },
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),

@@ -1,0 +1,110 @@
+import Foundation
+import StratusServer
+import StratusTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Connections that send nothing, send slowly, send what is not HTTP, or linger between requests
+/// are closed, so that they cannot hold the server's file descriptors.
+@Suite("connections: timeouts and malformed HTTP")
+struct ConnectionHygieneTests {
+    /// What a raw TCP client saw: the bytes the server sent, and whether it closed the connection
+    /// before `limit`.
+    struct Exchange {
+        var received: [UInt8]
+        var closedByServer: Bool
+        var text: String { String(decoding: received, as: UTF8.self) }
+    }
+
+    /// Connects to the server, sends `bytes`, and reads until the server closes the connection or
+    /// `limit` passes; on a thread of its own, since the reads block.
+    static func exchange(port: Int, sending bytes: [UInt8], limit: Duration = .seconds(5)) async -> Exchange {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                defer { close(socket) }
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_port = in_port_t(UInt16(port).bigEndian)
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard connected == 0 else {
+                    continuation.resume(returning: Exchange(received: [], closedByServer: false))
+                    return
+                }
+                var timeout = timeval(tv_sec: Int(limit.components.seconds), tv_usec: 0)
+                setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                if !bytes.isEmpty { _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) } }
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let count = recv(socket, &buffer, buffer.count, 0)
+                    if count > 0 { received += buffer[0..<count]; continue }
+                    // 0: the server closed the connection; -1: the time limit passed (or a reset).
+                    continuation.resume(returning: Exchange(received: received, closedByServer: count == 0 || errno == ECONNRESET))
+                    return
+                }
+            }
+        }
+    }
+
+    /// A server with these timeouts (short by default, so the tests wait little for them).
+    static func withTimeouts(
+        head: Duration = .milliseconds(300), idle: Duration = .milliseconds(500),
+        _ body: (TestServer, Int) async throws -> Void
+    ) async throws {
+        let configuration = ServerConfiguration(port: 0, passwordHashCost: 4, requestHeadTimeout: head, idleTimeout: idle)
+        let server = try await TestServer.start(configuration: configuration)
+        do {
+            try await body(server, try #require(URL(string: server.baseURL)?.port))
+        } catch {
+            try await server.stopAndRemove()
+            throw error
+        }
+        try await server.stopAndRemove()
+    }
+
+    @Test("a connection that sends nothing, or a head too slowly, is closed after the request-head timeout")
+    func silentAndSlow() async throws {
+        try await Self.withTimeouts { _, port in
+            let silent = await Self.exchange(port: port, sending: [])
+            #expect(silent.closedByServer && silent.received.isEmpty)
+            let slow = await Self.exchange(port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\n".utf8))
+            #expect(slow.closedByServer && slow.received.isEmpty, "\(slow.text)")
+        }
+    }
+
+    @Test("what is not HTTP gets 400 and the connection is closed at once")
+    func malformed() async throws {
+        // Timeouts far longer than the client waits: a close it sees comes from the 400, not from them.
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120)) { _, port in
+            for garbage in [
+                "HELLO THERE\r\n\r\n", "GET /health HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                "POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "\u{1}\u{2}\u{3}\u{4}\r\n\r\n",
+            ] {
+                let reply = await Self.exchange(port: port, sending: Array(garbage.utf8), limit: .seconds(30))
+                #expect(reply.text.hasPrefix("HTTP/1.1 400"), "\(garbage.debugDescription): \(reply.text)")
+                #expect(reply.closedByServer, "closed after the 400, not left open")
+            }
+        }
+    }
+
+    @Test("a kept-alive connection is answered, then closed after the idle timeout")
+    func idleBetweenRequests() async throws {
+        try await Self.withTimeouts { _, port in
+            let reply = await Self.exchange(port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            #expect(reply.text.hasPrefix("HTTP/1.1 200"), "\(reply.text)")
+            #expect(reply.closedByServer, "the idle connection was closed")
+        }
+    }
+}
