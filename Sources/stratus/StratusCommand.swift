@@ -187,6 +187,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a connection may stay open between requests (a request in progress is never cut).")
     var idleTimeoutSeconds = 60
 
+    @Option(help: "The most connections held at once; more are answered 503 and closed.")
+    var maxConnections = 10_000
+
+    @Option(help: "The most connections one client address holds at once (trusted proxies are not limited).")
+    var maxConnectionsPerClient = 500
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -202,6 +208,7 @@ struct Serve: AsyncParsableCommand {
             ("--push-heartbeat-seconds", pushHeartbeatSeconds), ("--push-queue-limit", pushQueueLimit),
             ("--push-retention-minutes", pushRetentionMinutes),
             ("--request-head-timeout-seconds", requestHeadTimeoutSeconds), ("--idle-timeout-seconds", idleTimeoutSeconds),
+            ("--max-connections", maxConnections), ("--max-connections-per-client", maxConnectionsPerClient),
         ] where value < 1 {
             throw ValidationError("\(name) must be at least 1, not \(value)")
         }
@@ -243,7 +250,8 @@ struct Serve: AsyncParsableCommand {
             trustedProxies: Set(trustedProxies),
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60,
-            requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds))
+            requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds),
+            maxConnections: maxConnections, maxConnectionsPerClient: maxConnectionsPerClient)
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host

@@ -59,10 +59,12 @@ struct ConnectionHygieneTests {
 
     /// A server with these timeouts (short by default, so the tests wait little for them).
     static func withTimeouts(
-        head: Duration = .milliseconds(300), idle: Duration = .milliseconds(500),
-        _ body: (TestServer, Int) async throws -> Void
+        head: Duration = .milliseconds(300), idle: Duration = .milliseconds(500), maxConnections: Int = 10_000,
+        perClient: Int = 500, _ body: (TestServer, Int) async throws -> Void
     ) async throws {
-        let configuration = ServerConfiguration(port: 0, passwordHashCost: 4, requestHeadTimeout: head, idleTimeout: idle)
+        let configuration = ServerConfiguration(
+            port: 0, passwordHashCost: 4, requestHeadTimeout: head, idleTimeout: idle, maxConnections: maxConnections,
+            maxConnectionsPerClient: perClient)
         let server = try await TestServer.start(configuration: configuration)
         do {
             try await body(server, try #require(URL(string: server.baseURL)?.port))
@@ -105,6 +107,54 @@ struct ConnectionHygieneTests {
             let reply = await Self.exchange(port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
             #expect(reply.text.hasPrefix("HTTP/1.1 200"), "\(reply.text)")
             #expect(reply.closedByServer, "the idle connection was closed")
+        }
+    }
+
+    /// Opens a connection that sends nothing; the caller closes it.
+    static func openIdle(port: Int) -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return socket
+    }
+
+    /// `GET /health` on a new connection, until it is answered 200 (the server counts a closed
+    /// connection out when it sees the close, a moment after the client).
+    static func healthAfterRelease(port: Int) async throws -> Exchange {
+        var reply = Exchange(received: [], closedByServer: false)
+        for _ in 0..<100 {
+            reply = await exchange(port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            if reply.text.hasPrefix("HTTP/1.1 200") { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return reply
+    }
+
+    @Test("past the per-client or the total cap, a connection is answered 503 and closed at once; others are served again once some close")
+    func connectionCaps() async throws {
+        for (total, perClient) in [(100, 2), (2, 100)] {
+            try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), maxConnections: total, perClient: perClient) { _, port in
+                let held = [Self.openIdle(port: port), Self.openIdle(port: port)]
+                var refused = Exchange(received: [], closedByServer: false)
+                // The two held connections are counted once the server has accepted them.
+                for _ in 0..<50 {
+                    // Sending nothing: the refusal comes on accepting, and no unread request turns the
+                    // server's close into a reset that could discard it.
+                    refused = await Self.exchange(port: port, sending: [], limit: .seconds(1))
+                    if refused.text.hasPrefix("HTTP/1.1 503") { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(refused.text.hasPrefix("HTTP/1.1 503") && refused.text.contains("Retry-After: 1"), "\(total)/\(perClient): \(refused.text)")
+                #expect(refused.closedByServer)
+                for socket in held { close(socket) }
+                let served = try await Self.healthAfterRelease(port: port)
+                #expect(served.text.hasPrefix("HTTP/1.1 200"), "\(served.text)")
+            }
         }
     }
 }

@@ -26,6 +26,8 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
         case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         case push
+        /// Past a connection cap: answered `503` and closed by its only handler.
+        case refused
     }
 
     struct Value: ServerChildChannelValue {
@@ -37,21 +39,27 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
     let push: PushEndpoints
     let heartbeat: TimeAmount
     let requestHeadTimeout: TimeAmount
+    let admission: ConnectionAdmission
     let http: HTTP1Channel.Configuration
 
     init(
         responder: @escaping Responder, push: PushEndpoints, heartbeat: TimeAmount, requestHeadTimeout: TimeAmount,
-        http: HTTP1Channel.Configuration
+        admission: ConnectionAdmission, http: HTTP1Channel.Configuration
     ) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.push = push
         self.heartbeat = heartbeat
         self.requestHeadTimeout = requestHeadTimeout
+        self.admission = admission
         self.http = http
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            guard self.admission.admit(channel) else {
+                try channel.pipeline.syncOperations.addHandler(RefusingHandler())
+                return Value(connection: channel.eventLoop.makeSucceededFuture(.refused), channel: channel)
+            }
             let deadline = FirstRequestDeadline(timeout: self.requestHeadTimeout)
             try channel.pipeline.syncOperations.addHandler(deadline)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
@@ -128,7 +136,7 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                             .end(nil),
                         ])
                 }
-            case .push:
+            case .push, .refused:
                 break  // The connection's handlers serve it from here, with no task.
             }
         } catch {
@@ -197,4 +205,64 @@ final class FirstRequestDeadline: ChannelInboundHandler, Sendable {
             state.task?.cancel()
         }
     }
+}
+
+/// Answers a connection past a cap with `503` and `Retry-After`, and closes it.
+final class RefusingHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    static let refusal = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n"
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { refuse(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        refuse(context)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    private func refuse(_ context: ChannelHandlerContext) {
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(ByteBuffer(string: Self.refusal))).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
+
+/// How many connections the server holds, in all and per client address: a connection past either
+/// cap is answered `503` with `Retry-After` and closed at once, so that one client cannot take every
+/// file descriptor and the others are still served.
+final class ConnectionAdmission: Sendable {
+    private let maxConnections: Int
+    private let maxPerClient: Int
+    private let unlimitedAddresses: Set<String>
+    private let counts = Mutex<(total: Int, perClient: [String: Int])>((0, [:]))
+
+    init(maxConnections: Int, maxPerClient: Int, unlimitedAddresses: Set<String>) {
+        self.maxConnections = maxConnections
+        self.maxPerClient = maxPerClient
+        self.unlimitedAddresses = unlimitedAddresses
+    }
+
+    /// Counts `channel` in until it closes; `false` when it is past a cap (the caller refuses it).
+    func admit(_ channel: any Channel) -> Bool {
+        let address = channel.remoteAddress?.ipAddress ?? ""
+        let limited = !unlimitedAddresses.contains(address)
+        let admitted = counts.withLock { counts in
+            let mine = counts.perClient[address, default: 0]
+            guard counts.total < maxConnections, !limited || mine < maxPerClient else { return false }
+            counts.total += 1
+            counts.perClient[address] = mine + 1
+            return true
+        }
+        guard admitted else { return false }
+        channel.closeFuture.whenComplete { [self] _ in
+            counts.withLock { counts in
+                counts.total -= 1
+                let remaining = counts.perClient[address, default: 1] - 1
+                counts.perClient[address] = remaining > 0 ? remaining : nil
+            }
+        }
+        return true
+    }
+
 }

@@ -59,6 +59,12 @@ public struct ServerConfiguration: Sendable {
     /// How long a connection may stay open between requests (60 seconds by default). A request in
     /// progress (a long poll included) is never cut; push WebSockets follow their heartbeat instead.
     public var idleTimeout: Duration
+    /// The most connections the server holds at once (10,000 by default); more are answered `503`
+    /// and closed at once.
+    public var maxConnections: Int
+    /// The most connections one client address holds at once (500 by default; ``trustedProxies`` are
+    /// not limited); more are answered `503` and closed at once.
+    public var maxConnectionsPerClient: Int
 
     /// Creates a configuration.
     public init(
@@ -70,8 +76,10 @@ public struct ServerConfiguration: Sendable {
         clock: ServerClock = .system,
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600, requestHeadTimeout: Duration = .seconds(10),
-        idleTimeout: Duration = .seconds(60)
+        idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000, maxConnectionsPerClient: Int = 500
     ) {
+        self.maxConnections = maxConnections
+        self.maxConnectionsPerClient = maxConnectionsPerClient
         self.requestHeadTimeout = requestHeadTimeout
         self.idleTimeout = idleTimeout
         self.rateLimit = rateLimit

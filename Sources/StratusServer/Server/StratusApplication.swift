@@ -22,12 +22,16 @@ public enum StratusApplication {
         let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
         let headTimeout = TimeAmount(configuration.requestHeadTimeout)
         let http = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
+        let admission = ConnectionAdmission(
+            maxConnections: configuration.maxConnections, maxPerClient: configuration.maxConnectionsPerClient,
+            unlimitedAddresses: configuration.trustedProxies)
         let push = routers.push
         return Application(
             router: routers.http,
             server: HTTPServerBuilder { responder in
                 PushServerChannel(
-                    responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout, http: http)
+                    responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout,
+                    admission: admission, http: http)
             },
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),
