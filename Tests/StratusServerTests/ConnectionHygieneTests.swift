@@ -110,6 +110,21 @@ struct ConnectionHygieneTests {
         }
     }
 
+    /// Opens a connection and has one request answered on it (so the server has counted it), then
+    /// leaves it open, idle; the caller closes it. On a thread of its own, since the calls block.
+    static func openAnswered(port: Int) async -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let socket = openIdle(port: port)
+                let request = Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+                _ = request.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) }
+                var buffer = [UInt8](repeating: 0, count: 1024)
+                _ = recv(socket, &buffer, buffer.count, 0)
+                continuation.resume(returning: socket)
+            }
+        }
+    }
+
     /// Opens a connection that sends nothing; the caller closes it.
     static func openIdle(port: Int) -> Int32 {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -139,7 +154,9 @@ struct ConnectionHygieneTests {
     func connectionCaps() async throws {
         for (total, perClient) in [(100, 2), (2, 100)] {
             try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), maxConnections: total, perClient: perClient) { _, port in
-                let held = [Self.openIdle(port: port), Self.openIdle(port: port)]
+                // Each held connection is answered once, so it is counted before the next one comes.
+                var held: [Int32] = []
+                for _ in 0..<2 { held.append(await Self.openAnswered(port: port)) }
                 var refused = Exchange(received: [], closedByServer: false)
                 // The two held connections are counted once the server has accepted them.
                 for _ in 0..<50 {
