@@ -103,7 +103,8 @@ struct ConnectionHygieneTests {
 
     @Test("a kept-alive connection is answered, then closed after the idle timeout")
     func idleBetweenRequests() async throws {
-        try await Self.withTimeouts { _, port in
+        // A long head deadline, so that only the idle timeout can close the connection.
+        try await Self.withTimeouts(head: .seconds(120), idle: .milliseconds(500)) { _, port in
             let reply = await Self.exchange(port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
             #expect(reply.text.hasPrefix("HTTP/1.1 200"), "\(reply.text)")
             #expect(reply.closedByServer, "the idle connection was closed")
