@@ -103,6 +103,20 @@ struct ContactsTests {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
+        // The reads block until the child prints, and the child waits on this process's server: read
+        // on a thread of its own, never on Swift's cooperative pool, whose threads the server needs.
+        let lines = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: Self.readUntilKilled(process, output: output, afterLines: afterLines))
+            }
+        }
+        #expect(process.terminationReason == .uncaughtSignal, "the import was killed, not finished")
+        return lines
+    }
+
+    /// Reads `process`'s lines until `afterLines` came, kills it with SIGKILL, and returns every line
+    /// it printed.
+    static func readUntilKilled(_ process: Process, output: Pipe, afterLines: Int) -> [String] {
         var lines: [String] = []
         var pending = Data()
         let handle = output.fileHandleForReading
@@ -117,7 +131,6 @@ struct ContactsTests {
         }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal, "the import was killed, not finished")
         // Lines written before the kill but not read yet count too.
         pending.append(handle.readDataToEndOfFile())
         lines += String(decoding: pending, as: UTF8.self).split(separator: "\n").map(String.init)
