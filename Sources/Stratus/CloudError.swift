@@ -171,6 +171,7 @@ extension CloudError {
         case .zoneNotFound: .zoneNotFound
         case .changeTokenExpired: .changeTokenExpired
         case .limitExceeded: .limitExceeded
+        case .alreadyShared: .alreadyShared
         }
     }
 }

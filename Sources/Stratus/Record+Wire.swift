@@ -12,7 +12,15 @@ extension Database {
         var record = Record(recordType: recordType, recordID: Record.ID(recordName: recordName, zoneID: zoneID))
         record.applySystemFields(wire)
         record.values = wire.fields.mapValues { fieldValue($0, holderZone: zoneID) }
-        if databaseScope == .shared, let permission = wire.share?.currentUserParticipant?.permission {
+        record.parent = wire.parent.map { Reference(recordID: Record.ID(recordName: $0.recordName, zoneID: zoneID), action: .none) }
+        record.parentChanged = false
+        record.share = wire.shareReference.map {
+            Reference(recordID: Record.ID(recordName: $0.recordName, zoneID: zoneID), action: .none)
+        }
+        // A zone-wide share's permission covers the zone; hierarchical shares are checked by the server.
+        if databaseScope == .shared, wire.recordName == ShareKeys.zoneWideRecordName,
+            let permission = wire.share?.currentUserParticipant?.permission
+        {
             connection.noteSharePermission(permission, zone: zoneID)
         }
         return record
@@ -70,7 +78,11 @@ extension Database {
         var wire = RecordDictionary(
             recordName: record.recordID.recordName, recordType: record.recordType,
             recordChangeTag: record.recordChangeTag,
-            share: record.shareKeys.map { ShareKeys(publicPermission: $0.publicPermission, participants: $0.participants) })
+            share: record.shareKeys.map {
+                ShareKeys(forRecord: $0.forRecord, publicPermission: $0.publicPermission, participants: $0.participants)
+            },
+            parent: record.parent.map { StratusModel.Reference(recordName: $0.recordID.recordName) })
+        wire.removesParent = record.parent == nil && record.parentChanged
         for key in keys {
             if let value = record.values[key] {
                 wire.fields[key] = wireValue(value, holderZone: record.recordID.zoneID)

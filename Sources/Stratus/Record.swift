@@ -60,6 +60,18 @@ public struct Record: Hashable, Sendable {
     /// A share record's share keys (``Share``); `nil` for any other record.
     var shareKeys: ShareKeys?
 
+    /// The record above this one in its hierarchy (CloudKit's `CKRecord.parent`), in the same zone.
+    /// Sharing a record (``Share/init(rootRecord:)``) shares every record below it through `parent`.
+    public var parent: Reference? {
+        didSet { parentChanged = true }
+    }
+    /// Whether ``parent`` was set since the record was fetched or created, so a removal is sent.
+    var parentChanged = false
+
+    /// On the root of a hierarchical share, the share (CloudKit's `CKRecord.share`); the server
+    /// sets it when the share is saved.
+    public internal(set) var share: Reference?
+
     /// A new record of `recordType`; the ID defaults to a new UUID in the default zone.
     public init(recordType: String, recordID: ID = ID()) {
         self.recordID = recordID

@@ -120,13 +120,25 @@ public struct Share: Hashable, Sendable {
         record.shareKeys = ShareKeys(publicPermission: SharePermission.none, participants: [])
     }
 
+    /// A new share of `rootRecord` and every record below it through ``Record/parent`` (CloudKit's
+    /// `CKShare(rootRecord:)`), private until given a ``publicPermission`` or participants. Save the
+    /// root before the share, or with it, earlier in the same request. A record belongs to at most
+    /// one share: saving a share of a record already in one fails with
+    /// ``CloudError/Code/alreadyShared``.
+    public init(rootRecord: Record) {
+        record = Record(recordType: ShareKeys.recordType, zoneID: rootRecord.recordID.zoneID)
+        record.shareKeys = ShareKeys(
+            forRecord: StratusModel.Reference(recordName: rootRecord.recordID.recordName), publicPermission: SharePermission.none,
+            participants: [])
+    }
+
     /// The share a record is, when it is one (a record of type `cloudkit.share` the server sent).
     public init?(_ record: Record) {
         guard ShareKeys.isShareType(record.recordType), record.shareKeys != nil else { return nil }
         self.record = record
     }
 
-    /// The share's record ID (`cloudkit.zoneshare` in the shared zone).
+    /// The share's record ID (`cloudkit.zoneshare` in the shared zone for a zone-wide share).
     public var recordID: Record.ID { record.recordID }
 
     /// The share's title (`cloudkit.title`), shown on its page.
@@ -199,6 +211,9 @@ public struct Share: Hashable, Sendable {
         public var containerIdentifier: String
         /// The share; its ``Share/recordID`` names the shared zone (with its owner).
         public var share: Share
+        /// The root of a hierarchical share (CloudKit's `hierarchicalRootRecordID`); `nil` for a
+        /// zone-wide share.
+        public var hierarchicalRootRecordID: Record.ID?
         /// The owner.
         public var ownerIdentity: UserIdentity
         /// The signed-in user's role.
@@ -285,11 +300,13 @@ extension Container {
         case .removed: .removed
         case .invited: .pending
         }
-        if accepting, wire.databaseScope == .shared {
+        if accepting, wire.databaseScope == .shared, wire.rootRecordName == nil {
             connection.noteSharePermission(wire.participantPermission, zone: zoneID)
         }
         return Share.Metadata(
-            containerIdentifier: wire.containerIdentifier, share: share, ownerIdentity: UserIdentity(wire: wire.ownerIdentity),
+            containerIdentifier: wire.containerIdentifier, share: share,
+            hierarchicalRootRecordID: wire.rootRecordName.map { Record.ID(recordName: $0, zoneID: zoneID) },
+            ownerIdentity: UserIdentity(wire: wire.ownerIdentity),
             participantRole: role, participantStatus: status,
             participantPermission: Share.ParticipantPermission(wire: wire.participantPermission), shortGUID: shortGUID)
     }

@@ -27,14 +27,25 @@ public struct RecordDictionary: Hashable, Sendable {
     public var zoneID: ZoneID?
     /// The share keys, on a share record (``ShareKeys/recordType``).
     public var share: ShareKeys?
+    /// The record's parent (`parent`, `{recordName}`): what places it in a hierarchy, and in the share
+    /// of the hierarchy's root.
+    public var parent: Reference?
+    /// Whether a request sent `"parent": null`, which takes the record out of its hierarchy.
+    public var removesParent = false
+    /// On the root of a hierarchical share, the share record (`share`, `{recordName, zoneID}`). The
+    /// server sets it; requests cannot.
+    public var shareReference: Reference?
 
     /// Creates a record dictionary.
     public init(
         recordName: String? = nil, recordType: String? = nil, recordChangeTag: String? = nil,
         fields: [String: FieldValue] = [:], removedFieldNames: Set<String> = [], created: RecordStamp? = nil,
-        modified: RecordStamp? = nil, deleted: Bool? = nil, zoneID: ZoneID? = nil, share: ShareKeys? = nil
+        modified: RecordStamp? = nil, deleted: Bool? = nil, zoneID: ZoneID? = nil, share: ShareKeys? = nil,
+        parent: Reference? = nil, shareReference: Reference? = nil
     ) {
         self.share = share
+        self.parent = parent
+        self.shareReference = shareReference
         self.recordName = recordName
         self.recordType = recordType
         self.recordChangeTag = recordChangeTag
@@ -52,6 +63,7 @@ public struct RecordDictionary: Hashable, Sendable {
         Self.writeObject(
             to: &writer, recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag,
             created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes, share: share,
+            parent: parent, shareReference: shareReference,
             writeFields: deleted == true || desiredKeys?.isEmpty == true
                 ? nil
                 : {
@@ -65,12 +77,12 @@ public struct RecordDictionary: Hashable, Sendable {
     /// Writes a Record Dictionary in Apple's key order (`recordName`, `recordType`, `fields`,
     /// `recordChangeTag`, `created`, `modified`, `deleted`, `zoneID`). `writeFields` writes the
     /// fields object; when it is `nil` the `fields` key is left out. `zoneIDJSON` is the zone ID
-    /// already written as JSON: every record of a response shares it, so it is encoded once. A share
-    /// record's `share` keys follow.
+    /// already written as JSON: every record of a response shares it, so it is encoded once. Then
+    /// `parent`, the `share` reference of a shared root, and a share record's share keys.
     public static func writeObject(
         to writer: inout JSONWriter, recordName: String?, recordType: String?, recordChangeTag: String?,
         created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneIDJSON: [UInt8]?, share: ShareKeys? = nil,
-        writeFields: ((inout JSONWriter) -> Void)?
+        parent: Reference? = nil, shareReference: Reference? = nil, writeFields: ((inout JSONWriter) -> Void)?
     ) {
         writer.beginObject()
         writer.field("recordName", recordName)
@@ -94,6 +106,8 @@ public struct RecordDictionary: Hashable, Sendable {
             writer.key("zoneID")
             writer.raw(zoneIDJSON)
         }
+        writer.field("parent", parent)
+        writer.field("share", shareReference)
         share?.writeMembers(to: &writer)
         writer.endObject()
     }
@@ -137,6 +151,9 @@ extension RecordDictionary: JSONDecodable {
         deleted = try object.decodeIfPresent("deleted")
         zoneID = try object.decodeIfPresent("zoneID")
         share = try ShareKeys(object)
+        parent = try object.decodeIfPresent("parent")
+        if case .null? = object.members["parent"] { removesParent = true }
+        shareReference = try object.decodeIfPresent("share")
         fields = [:]
         removedFieldNames = []
         untypedFieldNames = []

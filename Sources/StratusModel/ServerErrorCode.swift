@@ -19,6 +19,10 @@ public enum ServerErrorCode: String, Sendable, Hashable, CaseIterable {
     case changeTokenExpired = "CHANGE_TOKEN_EXPIRED"
     /// Stratus's code for a request body over the size limit.
     case limitExceeded = "LIMIT_EXCEEDED"
+    /// Stratus's code for sharing a record that is already in a share: it, its parent chain or a
+    /// record below it heads or belongs to another (Apple documents no wire code; CloudKit's native
+    /// SDK calls it `alreadyShared`).
+    case alreadyShared = "ALREADY_SHARED"
 
     /// The HTTP status a response carries when the whole request fails with this code.
     public var httpStatus: Int {
@@ -27,7 +31,7 @@ public enum ServerErrorCode: String, Sendable, Hashable, CaseIterable {
         case .atomicError, .badRequest: 400
         case .authenticationFailed: 401
         case .authenticationRequired: 421
-        case .conflict, .exists: 409
+        case .conflict, .exists, .alreadyShared: 409
         case .internalError: 500
         case .notFound, .zoneNotFound: 404
         case .quotaExceeded, .limitExceeded: 413

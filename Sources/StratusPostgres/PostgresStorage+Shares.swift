@@ -4,24 +4,25 @@ public import StratusStorage
 
 /// The ``ShareStorage`` role: reads of the share index.
 extension PostgresStorage {
-    public func zoneShareMembership(
+    public func shareMemberships(
         zone: String, in database: DatabaseLocator, user: String
-    ) async throws -> ShareMembership? {
+    ) async throws -> [ShareMembership] {
         try await read { connection in
-            let rows = try await connection.run(
+            try await connection.run(
                 """
-                SELECT p.permission, p.status FROM share_participants p
+                SELECT p.record_name, p.permission, p.status FROM share_participants p
                 JOIN zones z ON z.id = p.zone_id AND NOT z.deleted
                 JOIN databases d ON d.id = z.database_id
                 WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
                     AND d.scope = \(database.scope.rawValue) AND d.owner = \(database.owner) AND z.name = \(zone)
-                    AND p.record_name = \(ShareKeys.zoneWideRecordName) AND p.user_record_name = \(user)
+                    AND p.user_record_name = \(user)
+                ORDER BY p.record_name
                 """, logger: logger
-            ).decode((String, String).self).collect()
-            guard let row = rows.first, let permission = SharePermission(rawValue: row.0),
-                let status = ShareAcceptanceStatus(rawValue: row.1)
-            else { return nil }
-            return ShareMembership(shareRecordName: ShareKeys.zoneWideRecordName, permission: permission, status: status)
+            ).decode((String, String, String).self).collect().compactMap { row in
+                guard let permission = SharePermission(rawValue: row.1), let status = ShareAcceptanceStatus(rawValue: row.2)
+                else { return nil }
+                return ShareMembership(shareRecordName: row.0, permission: permission, status: status)
+            }
         }
     }
 
@@ -48,12 +49,11 @@ extension PostgresStorage {
         try await read { connection in
             try await connection.run(
                 """
-                SELECT p.user_record_name FROM share_participants p
+                SELECT DISTINCT p.user_record_name FROM share_participants p
                 JOIN zones z ON z.id = p.zone_id AND NOT z.deleted
                 JOIN databases d ON d.id = z.database_id
                 WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
                     AND d.scope = \(database.scope.rawValue) AND d.owner = \(database.owner) AND z.name = \(zone)
-                    AND p.record_name = \(ShareKeys.zoneWideRecordName)
                     AND p.status = \(ShareAcceptanceStatus.accepted.rawValue) AND p.user_record_name != d.owner
                 """, logger: logger
             ).decode(String.self).collect()
@@ -66,7 +66,7 @@ extension PostgresStorage {
         try await read { connection in
             try await connection.run(
                 """
-                SELECT z.id, z.name, z.seq, z.purged_seq, z.deleted, d.owner FROM share_participants p
+                SELECT DISTINCT z.id, z.name, z.seq, z.purged_seq, z.deleted, d.owner FROM share_participants p
                 JOIN zones z ON z.id = p.zone_id AND NOT z.deleted
                 JOIN databases d ON d.id = z.database_id
                 WHERE p.user_record_name = \(user) AND p.status = \(ShareAcceptanceStatus.accepted.rawValue)

@@ -4,21 +4,21 @@ public import StratusStorage
 
 /// The ``ShareStorage`` role: reads of the share index.
 extension SQLiteStorage {
-    public func zoneShareMembership(
+    public func shareMemberships(
         zone: String, in database: DatabaseLocator, user: String
-    ) async throws -> ShareMembership? {
+    ) async throws -> [ShareMembership] {
         try await pool.read { db in
             guard let databaseID = try Self.existingDatabase(db, database),
-                let zone = try Self.liveZone(db, databaseID, zone),
-                let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT permission, status FROM share_participants
-                            WHERE zone_id = ? AND record_name = ? AND user_record_name = ?
-                            """),
-                    arguments: [zone.id, ShareKeys.zoneWideRecordName, user])
-            else { return nil }
-            return Self.membership(ShareKeys.zoneWideRecordName, permission: row[0], status: row[1])
+                let zone = try Self.liveZone(db, databaseID, zone)
+            else { return [] }
+            return try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT record_name, permission, status FROM share_participants
+                        WHERE zone_id = ? AND user_record_name = ? ORDER BY record_name
+                        """),
+                arguments: [zone.id, user]
+            ).compactMap { Self.membership($0[0], permission: $0[1], status: $0[2]) }
         }
     }
 
@@ -59,10 +59,10 @@ extension SQLiteStorage {
             return try String.fetchAll(
                 db,
                 sql: """
-                    SELECT user_record_name FROM share_participants
-                    WHERE zone_id = ? AND record_name = ? AND status = ? AND user_record_name != ?
+                    SELECT DISTINCT user_record_name FROM share_participants
+                    WHERE zone_id = ? AND status = ? AND user_record_name != ?
                     """,
-                arguments: [zone.id, ShareKeys.zoneWideRecordName, ShareAcceptanceStatus.accepted.rawValue, database.owner])
+                arguments: [zone.id, ShareAcceptanceStatus.accepted.rawValue, database.owner])
         }
     }
 
@@ -73,7 +73,7 @@ extension SQLiteStorage {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT zones.*, databases.owner AS owner FROM share_participants
+                    SELECT DISTINCT zones.*, databases.owner AS owner FROM share_participants
                     JOIN zones ON zones.id = share_participants.zone_id AND zones.deleted = 0
                     JOIN databases ON databases.id = zones.database_id
                     WHERE share_participants.user_record_name = ? AND share_participants.status = ?

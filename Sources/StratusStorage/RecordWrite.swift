@@ -46,12 +46,17 @@ public struct WriteContext: Hashable, Sendable {
     public var enforcesGrants: Bool
     /// Size and count limits for records.
     public var limits: Limits
+    /// For a participant of hierarchical shares writing in the owner's zone, the shares they take
+    /// part in and their permission in each: they reach only those shares' records. `nil` for the
+    /// owner (and for participants of a zone-wide share, who reach the whole zone).
+    public var participantShares: [String: SharePermission]?
 
     /// Creates a write context.
     public init(
         userRecordName: String, deviceID: String? = nil, timestamp: Int64, enforcesGrants: Bool = false,
-        limits: Limits = Limits()
+        limits: Limits = Limits(), participantShares: [String: SharePermission]? = nil
     ) {
+        self.participantShares = participantShares
         self.userRecordName = userRecordName
         self.deviceID = deviceID
         self.timestamp = timestamp

@@ -118,6 +118,7 @@ public struct RecordWriteExecutor: Sendable {
         case fetchingCascade(Cascade, sources: [String])
         case findingGuardians(Cascade)
         case checkingLinks(StoredRecord, remaining: [ReferenceLink])
+        case shaping(HierarchyShaper)
         case writing(StoredRecord)
         case finished
     }
@@ -206,6 +207,8 @@ public struct RecordWriteExecutor: Sendable {
                         record: planned.name, target: target, count: count, limit: limit))
             }
             return checkLinks(planned, remaining: remaining)
+        case (.shaping(var shaper), _):
+            return shaped(shaper.resume(answer), by: shaper)
         case (.writing(let record), .written):
             results.append(.success(record))
             return nextWrite()
@@ -220,6 +223,10 @@ public struct RecordWriteExecutor: Sendable {
     private mutating func nextWrite() -> Step {
         while results.count < writes.count {
             let write = writes[results.count]
+            if let denial = RecordWritePlanner.participantDenial(write, current: current[write.recordName], context: context) {
+                results.append(.failure(denial))
+                continue
+            }
             switch RecordWritePlanner.plan(write, current: current[write.recordName], context: context, schema: &schema) {
             case .failure(let failure):
                 results.append(.failure(failure))
@@ -249,7 +256,7 @@ public struct RecordWriteExecutor: Sendable {
             return continueCascade(
                 Cascade(planned: planned, doomed: [planned.name: planned], frontier: [planned.name], writes: [planned]))
         }
-        return checkLinks(planned, remaining: RecordWritePlanner.enforcedReferences(of: planned))
+        return checkLinks(planned, remaining: RecordWritePlanner.links(of: planned))
     }
 
     /// The next record of the cascade whose `DELETE_SELF` referrers are not known yet, then the
@@ -289,12 +296,39 @@ public struct RecordWriteExecutor: Sendable {
         return write([planned], of: planned)
     }
 
-    /// Numbers the records of one operation and hands over their rows.
+    /// Places the records of one operation in their hierarchies (``HierarchyShaper``), then writes them.
     private mutating func write(_ records: [StoredRecord], of planned: StoredRecord) -> Step {
+        var shaper = HierarchyShaper(rows: records, known: current, context: context)
+        return shaped(shaper.start(), by: shaper)
+    }
+
+    /// Follows the shaper's step: passes its question on, or writes what it decided.
+    private mutating func shaped(_ step: HierarchyShaper.Step, by shaper: HierarchyShaper) -> Step {
+        switch step {
+        case .ask(let question):
+            phase = .shaping(shaper)
+            return question
+        case .failed(let failure):
+            return fail(failure)
+        case .done(let records, let reshaped):
+            current.merge(shaper.known) { mine, _ in mine }
+            if let denial = RecordWritePlanner.participantDenial(placing: records[0], context: context) {
+                return fail(denial)
+            }
+            return number(records, reshaped: reshaped)
+        }
+    }
+
+    /// Numbers the records of one operation and hands over their rows: `records` with their
+    /// index, reference and asset changes (the operation's own first), then the `reshaped` records
+    /// whose place in a hierarchy alone changed.
+    private mutating func number(_ records: [StoredRecord], reshaped: [StoredRecord]) -> Step {
         var rows: [RowChange] = []
-        rows.reserveCapacity(records.count)
-        for record in records {
-            let row = Self.row(record, after: &sequence, zoneID: zoneID, previous: current[record.name], schema: schema.schema)
+        rows.reserveCapacity(records.count + reshaped.count)
+        for (record, isReshaped) in records.map({ ($0, false) }) + reshaped.map({ ($0, true) }) {
+            let row = Self.row(
+                record, after: &sequence, zoneID: zoneID, previous: current[record.name], schema: schema.schema,
+                reshaped: isReshaped)
             current[record.name] = row.record
             changes.append(RecordChange(previous: row.previous, record: row.record))
             rows.append(row)
@@ -302,8 +336,8 @@ public struct RecordWriteExecutor: Sendable {
         phase = .writing(rows[0].record)
         return .write(
             RecordRows(
-                records: rows, assets: RecordWritePlanner.assetChecksums(of: planned),
-                references: RecordWritePlanner.enforcedReferences(of: planned)))
+                records: rows, assets: RecordWritePlanner.assetChecksums(of: records[0]),
+                references: RecordWritePlanner.links(of: records[0])))
     }
 
     /// The rows that store `records` as they are, as an import does (their stamps and fields kept):
@@ -319,19 +353,32 @@ public struct RecordWriteExecutor: Sendable {
             current[record.name] = row.record
             return RecordRows(
                 records: [row], assets: RecordWritePlanner.assetChecksums(of: record),
-                references: RecordWritePlanner.enforcedReferences(of: record))
+                references: RecordWritePlanner.links(of: record))
         }
         return (rows, sequence)
     }
 
     /// A record with the zone's next sequence number and its change tag, and the index, reference
-    /// and asset rows that change from its previous version.
+    /// and asset rows that change from its previous version. A `reshaped` record (only its place in
+    /// a hierarchy changed) keeps its change tag, so that no client holding it meets a conflict, and
+    /// its other rows. A live record that leaves a share records which, and when.
     private static func row(
-        _ record: StoredRecord, after sequence: inout Int64, zoneID: Int64, previous: StoredRecord?, schema: Schema
+        _ record: StoredRecord, after sequence: inout Int64, zoneID: Int64, previous: StoredRecord?, schema: Schema,
+        reshaped: Bool = false
     ) -> RowChange {
         var record = record
         sequence += 1
         record.sequence = sequence
+        if !record.deleted, let left = previous.flatMap({ $0.deleted ? nil : $0.shareName }), left != record.shareName {
+            record = record.settingReserved([
+                RecordHierarchy.formerShareField: .string(left), RecordHierarchy.formerShareSequenceField: .int64(sequence),
+            ])
+        }
+        if reshaped {
+            return RowChange(
+                record: record, previous: previous, removedIndexEntries: [], addedIndexEntries: [], clearsReferences: false,
+                clearsAssets: false, clearsShare: false, share: nil)
+        }
         record.changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
         let new = IndexEntry.entries(of: record, schema: schema)
         let old = IndexEntry.entries(of: previous, schema: schema)
@@ -345,7 +392,7 @@ public struct RecordWriteExecutor: Sendable {
         }
         return RowChange(
             record: record, previous: previous, removedIndexEntries: removed, addedIndexEntries: added,
-            clearsReferences: previous.map { !RecordWritePlanner.enforcedReferences(of: $0).isEmpty } ?? false,
+            clearsReferences: previous.map { !RecordWritePlanner.links(of: $0).isEmpty } ?? false,
             clearsAssets: previous.map { !RecordWritePlanner.assetChecksums(of: $0).isEmpty } ?? false,
             clearsShare: previous?.shareState != nil, share: record.shareState)
     }

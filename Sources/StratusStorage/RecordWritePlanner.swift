@@ -74,8 +74,13 @@ public enum RecordWritePlanner {
         case .replace, .forceReplace:
             var planned = write
             planned.recordType = live.recordType
+            // Reserved fields are not the client's to clear: a replace keeps them unless it sets or removes them.
+            var fields = (try? live.decodeFields())?.filter {
+                RecordHierarchy.isReserved($0.key) && !write.removedFieldNames.contains($0.key)
+            } ?? [:]
+            fields.merge(write.fields) { _, new in new }
             return build(
-                planned, fields: keepingShareStatuses(write.fields, of: live, context: context), created: live.created,
+                planned, fields: keepingShareStatuses(fields, of: live, context: context), created: live.created,
                 context: context, schema: &schema)
         case .create:
             preconditionFailure("handled above")
@@ -98,9 +103,7 @@ public enum RecordWritePlanner {
     /// The tombstone that replaces `record` when it is deleted; the backend assigns its sequence
     /// number and change tag.
     public static func tombstone(of record: StoredRecord, context: WriteContext) -> StoredRecord {
-        var tombstone = record
-        tombstone.fieldsJSON = []
-        tombstone.decodedFields = nil
+        var tombstone = record.replacingFields(RecordHierarchy.tombstoneFields(of: record))
         tombstone.deleted = true
         tombstone.modified = context.stamp
         tombstone.changeTag = ""
@@ -108,14 +111,16 @@ public enum RecordWritePlanner {
         return tombstone
     }
 
-    /// The references of a stored record that storage enforces: `DELETE_SELF` (deleting the target
-    /// deletes the record) and `VALIDATE` (the target must exist while the record points at it).
-    /// References with action `NONE` are not tracked.
-    public static func enforcedReferences(of record: StoredRecord) -> [ReferenceLink] {
+    /// The links of a stored record that storage keeps: its references that storage enforces,
+    /// `DELETE_SELF` (deleting the target deletes the record) and `VALIDATE` (the target must exist
+    /// while the record points at it), and its parent, as a link with action `NONE` (references
+    /// with action `NONE` are not kept otherwise), so that the records under a record are found.
+    public static func links(of record: StoredRecord) -> [ReferenceLink] {
         guard let fields = fields(of: record, holding: #""type":"REFERENCE"#) else { return [] }
         var links = Set<ReferenceLink>()
-        for value in fields.values {
-            for reference in value.references where reference.action != .none {
+        for (name, value) in fields {
+            let isParent = name == RecordHierarchy.parentField
+            for reference in value.references where isParent ? reference.action == .none : reference.action != .none {
                 links.insert(ReferenceLink(target: reference.recordName, action: reference.action))
             }
         }
@@ -141,6 +146,45 @@ public enum RecordWritePlanner {
             }
         }
         return checksums
+    }
+
+    // MARK: Participants of hierarchical shares
+
+    /// Why a participant of hierarchical shares (``WriteContext/participantShares``) may not write
+    /// over `current`: a record outside their shares does not exist for them (`NOT_FOUND`, or
+    /// `ACCESS_DENIED` for a create, which cannot say so without revealing it), one in a share they
+    /// read only is `ACCESS_DENIED`, and so are a share's root and the share itself, which only the
+    /// owner changes. `nil` for the owner, and when the write may go on.
+    public static func participantDenial(
+        _ write: RecordWrite, current: StoredRecord?, context: WriteContext
+    ) -> RecordWriteFailure? {
+        guard let shares = context.participantShares, let live = current, !live.deleted else { return nil }
+        let name = write.recordName
+        guard let share = live.shareName, let permission = shares[share] else {
+            return write.operationType == .create
+                ? RecordWriteFailure(.accessDenied, "record '\(name)' cannot be created here: it is not in a share of yours")
+                : RecordWriteFailure(.notFound, "record '\(name)' does not exist")
+        }
+        guard permission == .readWrite else {
+            return RecordWriteFailure(.accessDenied, "record '\(name)' is shared with you read-only")
+        }
+        if live.rootShareName != nil || live.shareState != nil {
+            return RecordWriteFailure(
+                .accessDenied, "record '\(name)' is the root of its share or the share itself; only the owner changes it")
+        }
+        return nil
+    }
+
+    /// Why a participant may not save `record` where its parent places it: their records stay in
+    /// the shares they write. `nil` for the owner, a deletion, or a record placed in such a share.
+    static func participantDenial(placing record: StoredRecord, context: WriteContext) -> RecordWriteFailure? {
+        guard let shares = context.participantShares, !record.deleted else { return nil }
+        guard let share = record.shareName, shares[share] == .readWrite else {
+            return RecordWriteFailure(
+                .accessDenied,
+                "record '\(record.name)' would not be in a share you write: give it a parent that is in the share")
+        }
+        return nil
     }
 
     // MARK: Reference and asset rules, as every backend words them
@@ -225,11 +269,12 @@ public enum RecordWritePlanner {
             return .failure(RecordWriteFailure(.badRequest, "record '\(write.recordName)': \(violation)"))
         }
         let limits = context.limits
-        if fields.count > limits.maxFieldsPerRecord {
+        let fieldCount = fields.keys.count { !RecordHierarchy.isReserved($0) }
+        if fieldCount > limits.maxFieldsPerRecord {
             return .failure(
                 RecordWriteFailure(
                     .badRequest,
-                    "record '\(write.recordName)' has \(fields.count) fields; the limit is \(limits.maxFieldsPerRecord)"
+                    "record '\(write.recordName)' has \(fieldCount) fields; the limit is \(limits.maxFieldsPerRecord)"
                 ))
         }
         var writer = JSONWriter(capacity: 128)

@@ -32,7 +32,8 @@ public struct SchemaInForce: Sendable {
             type = RecordTypeSchema()
         }
         var definition = type!
-        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+        // Reserved fields (a record's place in a hierarchy) are storage's own.
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) where !RecordHierarchy.isReserved(name) {
             if let field = definition.fields[name] {
                 guard value.type == field.type || (value.type == .unknownList && field.type.isList) else {
                     return "field '\(name)' of record type '\(recordType)' is \(field.type.rawValue) in the \(environment) "

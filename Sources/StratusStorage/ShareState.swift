@@ -17,6 +17,8 @@ public struct ShareState: Hashable, Sendable {
     public var publicPermission: SharePermission
     /// The participants, the owner first.
     public var participants: [Participant]
+    /// The root record of a hierarchical share; `nil` for a zone-wide share.
+    public var rootRecordName: String?
 
     /// One participant of a share.
     public struct Participant: Hashable, Sendable {
@@ -58,10 +60,13 @@ public struct ShareState: Hashable, Sendable {
     }
 
     /// Creates a share state.
-    public init(shortGUID: String, publicPermission: SharePermission, participants: [Participant]) {
+    public init(
+        shortGUID: String, publicPermission: SharePermission, participants: [Participant], rootRecordName: String? = nil
+    ) {
         self.shortGUID = shortGUID
         self.publicPermission = publicPermission
         self.participants = participants
+        self.rootRecordName = rootRecordName
     }
 
     /// The participant that is `userRecordName`, if any.
@@ -111,6 +116,7 @@ public struct ShareState: Hashable, Sendable {
         writer.beginObject()
         writer.field("g", shortGUID)
         writer.field("p", publicPermission.rawValue)
+        writer.field("r", rootRecordName)
         writer.key("u")
         writer.beginArray()
         for participant in participants {
@@ -136,6 +142,7 @@ public struct ShareState: Hashable, Sendable {
         let object = try JSONValue.parse(Array(text.utf8)).object()
         shortGUID = try object.decode("g")
         publicPermission = try object.decode("p")
+        rootRecordName = try object.decodeIfPresent("r")
         participants = try object.decode("u", as: [JSONValue].self).map { value in
             let participant = try value.object()
             return Participant(

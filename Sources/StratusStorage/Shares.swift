@@ -51,12 +51,12 @@ public struct SharedZone: Sendable {
 /// What the share index answers: who takes part in which share. Backends keep the index from the
 /// share records they write (``RecordWriteExecutor/RowChange/share``), in the same transaction.
 public protocol ShareStorage: Sendable {
-    /// `user`'s membership in the zone-wide share of a zone of `database` (a private database), if
-    /// the zone has one and the user takes part.
-    func zoneShareMembership(zone: String, in database: DatabaseLocator, user: String) async throws -> ShareMembership?
+    /// `user`'s memberships in the shares of a zone of `database` (a private database): its
+    /// zone-wide share, or the hierarchical shares rooted in it, by share record name.
+    func shareMemberships(zone: String, in database: DatabaseLocator, user: String) async throws -> [ShareMembership]
     /// The share record a short GUID names, if it is live.
     func share(shortGUID: String) async throws -> LocatedShare?
-    /// The users other than the owner who accepted the zone-wide share of a zone of `database`.
+    /// The users other than the owner who accepted a share of a zone of `database`.
     func acceptedParticipants(zone: String, in database: DatabaseLocator) async throws -> [String]
     /// The zones shared with `user` that they accepted, by owner and zone name.
     func sharedZones(user: String, container: String, environment: ContainerEnvironment) async throws -> [SharedZone]

@@ -83,19 +83,21 @@ public struct StoredRecord: Hashable, Sendable {
     ) {
         let rewritesAssets = assetURL != nil && fieldsJSON.contains(tag: #""type":"ASSETID"#)
         let share = shareState
+        let reserved = mayHoldReservedFields
         RecordDictionary.writeObject(
             to: &writer, recordName: name, recordType: recordType, recordChangeTag: changeTag, created: created,
             modified: modified, deleted: deleted, zoneIDJSON: zoneIDJSON, share: share.flatMap { shareKeys?($0) },
+            parent: deleted || !reserved ? nil : parentName.map { Reference(recordName: $0) },
+            shareReference: deleted || !reserved ? nil : rootShareName.map { Reference(recordName: $0) },
             writeFields: deleted || desiredKeys?.isEmpty == true
                 ? nil
                 : { writer in
-                    if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, share == nil, !fieldsJSON.isEmpty {
+                    if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, !reserved, !fieldsJSON.isEmpty {
                         writer.raw(fieldsJSON)
                         return
                     }
                     // The stored JSON was written by Stratus, so it decodes.
-                    var fields = (try? decodeFields()) ?? [:]
-                    fields[ShareState.fieldName] = nil
+                    var fields = (try? clientFields()) ?? [:]
                     if rewritesAssets, let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
                     RecordDictionary.writeFields(
                         fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
@@ -109,12 +111,13 @@ public struct StoredRecord: Hashable, Sendable {
         zoneID: ZoneID, assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil,
         shareKeys: ((ShareState) -> ShareKeys)? = nil
     ) throws -> RecordDictionary {
-        var fields = deleted ? [:] : try decodeFields()
-        fields[ShareState.fieldName] = nil
+        var fields = deleted ? [:] : try clientFields()
         if let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
         return RecordDictionary(
             recordName: name, recordType: recordType, recordChangeTag: changeTag, fields: fields, created: created,
-            modified: modified, deleted: deleted, zoneID: zoneID, share: shareState.flatMap { shareKeys?($0) })
+            modified: modified, deleted: deleted, zoneID: zoneID, share: shareState.flatMap { shareKeys?($0) },
+            parent: deleted ? nil : parentName.map { Reference(recordName: $0) },
+            shareReference: deleted ? nil : rootShareName.map { Reference(recordName: $0) })
     }
 
     /// Sets the `downloadURL` of every asset in `fields`.

@@ -39,6 +39,7 @@ public enum StorageConformance {
         Check(name: "record size and field count limits", run: recordLimits),
         Check(name: "databases of different owners are separate", run: isolation),
         Check(name: "reference actions: VALIDATE guards, DELETE_SELF cascades", run: referenceActions),
+        Check(name: "hierarchies: a share reaches every record below its root, and leaves them when it goes", run: hierarchies),
         Check(name: "a batch reports every change it committed, cascades included, with the previous state", run: committedChanges),
         Check(name: "schema: development grows it, production enforces it, updates are atomic", run: schemas),
         Check(name: "queries read the index in order, page by cursor, and follow index changes", run: queries),
@@ -479,6 +480,67 @@ public enum StorageConformance {
             storage, (0..<3).map { pointing("child\($0)", to: "target", .deleteSelf) }, atomic: false,
             context: context(limits: limits))
         #expect(many.map(code) == [nil, nil, .badRequest])
+    }
+
+    static func hierarchies(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        func child(_ name: String, of parent: String) -> RecordWrite {
+            create(name, [RecordHierarchy.parentField: .reference(Reference(recordName: parent))])
+        }
+        func share(_ name: String, root: String) -> RecordWrite {
+            let state = ShareState(
+                shortGUID: "guid-\(name)", publicPermission: .none,
+                participants: [
+                    ShareState.Participant(
+                        participantID: "o", userRecordName: "_alice", type: .owner, permission: .readWrite, status: .accepted)
+                ], rootRecordName: root)
+            return create(name, [ShareState.fieldName: state.fieldValue], type: ShareKeys.recordType)
+        }
+        func shares(_ names: [String]) async throws -> [String?] {
+            try await storage.lookupRecords(names: names, zone: "Z", in: alice).map { $0?.shareName }
+        }
+        // A chain longer than any page, a cycle below it, and children saved before their parent.
+        let chain = (0..<300).map { "r\($0)" }
+        try await write(storage, [child("orphan", of: "r0")])
+        try await write(storage, [create("r0")] + (1..<300).map { child(chain[$0], of: chain[$0 - 1]) })
+        try await write(storage, [child("a", of: "b"), child("b", of: "a"), child("c", of: "a")])
+        try await write(storage, [RecordWrite(
+            operationType: .forceUpdate, recordName: "a",
+            fields: [RecordHierarchy.parentField: .reference(Reference(recordName: "r299"))])])
+        let before = try await storage.lookupRecords(names: chain + ["orphan"], zone: "Z", in: alice)
+        let start = try await readFeed(storage).position
+
+        let shared = try await write(storage, [share("s", root: "r0")])
+        #expect((try? shared[0].get()) != nil)
+        let all = chain + ["orphan", "a", "b", "c"]
+        #expect(try await shares(all) == Array(repeating: "s", count: all.count), "the share reaches every level, once")
+        let after = try await storage.lookupRecords(names: chain + ["orphan"], zone: "Z", in: alice)
+        #expect(after.map { $0?.changeTag } == before.map { $0?.changeTag }, "placed records keep their change tags")
+        #expect(after[0]?.rootShareName == "s")
+        let placed = try await readFeed(storage, after: start).records.map(\.name)
+        #expect(Set(placed) == Set(all + ["s"]) && placed.count == all.count + 1, "each placed record is in the feed once")
+
+        #expect(code(try await write(storage, [share("t", root: "r150")])[0]) == .alreadyShared)
+        #expect(code(try await write(storage, [share("u", root: "orphan")])[0]) == .alreadyShared)
+
+        // Cutting the chain takes the records below the cut out, and says which share they left, when.
+        let cut = try await write(storage, [RecordWrite(
+            operationType: .forceUpdate, recordName: "r100", removedFieldNames: [RecordHierarchy.parentField])])
+        let cutAt = try cut[0].get().sequence
+        #expect(try await shares(["r99", "r100", "r299", "c"]) == ["s", nil, nil, nil])
+        let left = try await storage.lookupRecords(names: ["r100", "r200"], zone: "Z", in: alice)
+        #expect(left[0]?.formerShare == FormerShare(shareName: "s", sequence: cutAt))
+        #expect((left[1]?.formerShare?.sequence ?? 0) > cutAt)
+
+        // Deleting the share leaves the root a plain record again; deleting a shared record keeps
+        // its share in the tombstone.
+        let beforeDelete = try await readFeed(storage).position
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "r50")])
+        let tombstone = try await readFeed(storage, after: beforeDelete).records.first { $0.name == "r50" }
+        #expect(tombstone?.deleted == true && tombstone?.shareName == "s")
+        try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "s")])
+        #expect(try await shares(["r0", "r49", "r51"]) == [nil, nil, nil])
+        #expect(try await storage.lookupRecords(names: ["r0"], zone: "Z", in: alice)[0]?.rootShareName == nil)
     }
 
     static func committedChanges(_ storage: any StratusStorage) async throws {

@@ -116,7 +116,7 @@ struct WireModelTests {
             .accessDenied: 403, .atomicError: 400, .authenticationFailed: 401, .authenticationRequired: 421,
             .badRequest: 400, .conflict: 409, .exists: 409, .internalError: 500, .notFound: 404, .quotaExceeded: 413,
             .throttled: 429, .tryAgainLater: 503, .validatingReferenceError: 412, .zoneNotFound: 404,
-            .changeTokenExpired: 410, .limitExceeded: 413,
+            .changeTokenExpired: 410, .limitExceeded: 413, .alreadyShared: 409,
         ]
         for code in ServerErrorCode.allCases { #expect(code.httpStatus == expected[code], "\(code)") }
     }

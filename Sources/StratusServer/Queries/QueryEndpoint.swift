@@ -13,6 +13,8 @@ extension DatabaseEndpoints {
         let locator: DatabaseLocator
         // The wire ID of each zone a page holds records of.
         let wireZoneID: (String) throws -> ZoneID
+        // Which records the caller sees (a participant of hierarchical shares, only theirs).
+        var reveals: @Sendable (StoredRecord) -> Bool = { _ in true }
         if body.zoneID == nil, body.zoneWide == true {
             guard target.scope != .shared else {
                 throw StratusError.badRequest(
@@ -26,6 +28,7 @@ extension DatabaseEndpoints {
             zones = [zone.name]
             locator = zone.locator
             wireZoneID = { _ in zone.wireZoneID }
+            reveals = zone.reveals
         }
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
@@ -61,7 +64,8 @@ extension DatabaseEndpoints {
         writer.beginArray()
         var assetURLs: [String: @Sendable (String, String, String) -> String] = [:]
         let shareKeys = target.shareKeys
-        for item in page.items {
+        // A page of a participant's query may be short: records outside their shares are left out.
+        for item in page.items where reveals(item.record) {
             if zoneIDs[item.zone] == nil {
                 zoneIDs[item.zone] = try wireZoneID(item.zone).jsonBytes
                 assetURLs[item.zone] = downloadURLs(target, zone: item.zone, in: locator)

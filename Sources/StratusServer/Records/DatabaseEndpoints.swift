@@ -166,12 +166,15 @@ struct DatabaseEndpoints: Sendable {
 
     func modifyRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
-        var access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
+        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
         let user = try access.requireUser()
         let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
-        if target.scope == .shared, ShareRules.isLeaving(body.operations) {
-            access = try DatabaseAccess.authorize(.leaveShare, for: target, endpoint: "records/modify")
-            return try await leaveShare(body, access: access, user: user)
+        if target.scope == .shared, let shareName = ShareRules.leavingCandidate(body.operations) {
+            let leaving = try DatabaseAccess.authorize(.leaveShare, for: target, endpoint: "records/modify")
+            let zone = try await leaving.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
+            if zone.memberships.contains(where: { $0.shareRecordName == shareName }) {
+                return try await leaveShare(shareName, zone: zone, access: leaving, user: user)
+            }
         }
         let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         let zoneName = zone.name
@@ -187,7 +190,7 @@ struct DatabaseEndpoints: Sendable {
         try await ShareRules(storage: storage).prepare(&writes, operations: body.operations, zone: zone, user: user)
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
-            enforcesGrants: access.enforcesGrants, limits: limits)
+            enforcesGrants: access.enforcesGrants, limits: limits, participantShares: zone.participantShares)
         let outcome = try await storage.modifyRecords(
             writes, zone: zoneName, in: zone.locator,
             atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
@@ -221,13 +224,14 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    /// A participant leaves a zone's share by deleting it from their shared database: they become
-    /// `REMOVED` in the share, in one write of the share record, and the zone leaves their shared
-    /// database. Answers as the deletion was asked.
-    private func leaveShare(_ body: ModifyRecordsRequest, access: DatabaseAccess, user: String) async throws -> Response {
-        let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
-        guard let record = try await storage.lookupRecords(
-            names: [ShareKeys.zoneWideRecordName], zone: zone.name, in: zone.locator)[0]
+    /// A participant leaves a share by deleting it from their shared database: they become
+    /// `REMOVED` in the share, in one write of the share record, and the share's records (the zone,
+    /// when it was their last share in it) leave their shared database. Answers as the deletion was
+    /// asked.
+    private func leaveShare(
+        _ shareName: String, zone: ZoneAccess, access: DatabaseAccess, user: String
+    ) async throws -> Response {
+        guard let record = try await storage.lookupRecords(names: [shareName], zone: zone.name, in: zone.locator)[0]
         else { throw DatabaseAccess.notShared(zone.name) }
         let target = access.target
         let share = LocatedShare(database: zone.locator, zone: zone.name, record: record)
@@ -244,8 +248,8 @@ struct DatabaseEndpoints: Sendable {
         if !changes.isEmpty {
             hub.publish(.records(zone.locator, zone: zone.name, changes: changes, deviceID: target.deviceID))
         }
-        return try await listResponse("records") { writer in
-            RecordDictionary(recordName: ShareKeys.zoneWideRecordName, deleted: true, zoneID: zone.wireZoneID)
+        return await listResponse("records") { writer in
+            RecordDictionary(recordName: shareName, deleted: true, zoneID: zone.wireZoneID)
                 .write(to: &writer)
         }
     }
@@ -270,7 +274,8 @@ struct DatabaseEndpoints: Sendable {
         let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         return await listResponse("records", capacity: 512 * found.count) { writer in
-            for (item, record) in zip(body.records, found) {
+            for (item, found) in zip(body.records, found) {
+                let record = found.flatMap { zone.reveals($0) ? $0 : nil }
                 if let record,
                     !access.readAccess(recordType: record.recordType, schema: schema)
                         .allows(creator: record.created.userRecordName)
@@ -310,9 +315,9 @@ struct DatabaseEndpoints: Sendable {
                 "\(field).zoneID: change feeds cover custom zones; the default zone has none (as in CloudKit)")
         }
         let zoneAccess = try await access.zone(requestedZoneID, field: "\(field).zoneID", limits: limits, shares: storage)
+        let since = try tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken")
         let page = try await storage.recordChanges(
-            zone: zoneName, in: zoneAccess.locator,
-            after: tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken"),
+            zone: zoneName, in: zoneAccess.locator, after: since,
             limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
             recordTypes: zone.recordTypes.map(Set.init))
         let zoneIDJSON = zoneAccess.wireZoneID.jsonBytes
@@ -324,7 +329,8 @@ struct DatabaseEndpoints: Sendable {
         writer.raw(zoneIDJSON)
         writer.key("records")
         writer.beginArray()
-        for record in page.records {
+        for found in page.records {
+            guard let record = zoneAccess.feedEntry(found, since: since?.sequence) else { continue }
             record.write(
                 to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys,
                 numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)

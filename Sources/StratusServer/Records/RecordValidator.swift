@@ -86,6 +86,19 @@ struct RecordValidator {
                     "\(field).fields has \(record.fields.count) fields; the limit is \(limits.maxFieldsPerRecord)")
             }
             var fields = record.fields
+            var removedFieldNames = record.removedFieldNames
+            if let parent = record.parent {
+                if let violation = limits.violation(ofName: parent.recordName) {
+                    throw StratusError.badRequest("\(field).parent.recordName \(violation)")
+                }
+                if let parentZone = parent.zoneID, parentZone.zoneName != zoneName {
+                    throw StratusError.badRequest(
+                        "\(field).parent: a record's parent is in its own zone '\(zoneName)', not '\(parentZone.zoneName)'")
+                }
+                fields[RecordHierarchy.parentField] = .reference(Reference(recordName: parent.recordName))
+            } else if record.removesParent {
+                removedFieldNames.insert(RecordHierarchy.parentField)
+            }
             if let recordType = record.recordType, let known = schema?.recordTypes[recordType]?.fields {
                 for name in record.untypedFieldNames {
                     if let value = fields[name], let fieldType = known[name]?.type {
@@ -96,7 +109,7 @@ struct RecordValidator {
             return RecordWrite(
                 operationType: type, recordName: recordName, recordType: record.recordType,
                 recordChangeTag: record.recordChangeTag, fields: type.isDelete ? [:] : fields,
-                removedFieldNames: record.removedFieldNames)
+                removedFieldNames: removedFieldNames)
         }
     }
 }

@@ -89,13 +89,13 @@ struct DatabaseAccess: Sendable {
 
     /// The zone a request names (the default zone when `zoneID` is absent), if the caller may reach
     /// it for the operation authorized. In the shared database that is a zone of another user's
-    /// private database whose share the caller accepted (``ZoneAccess/membership``); any other zone
-    /// is `ZONE_NOT_FOUND`, whether or not it exists, and a write with less than `READ_WRITE` is
-    /// `ACCESS_DENIED`.
+    /// private database with a share the caller accepted (``ZoneAccess/memberships``); any other
+    /// zone is `ZONE_NOT_FOUND`, whether or not it exists, and a write without `READ_WRITE` in one
+    /// of its shares is `ACCESS_DENIED`.
     func zone(_ zoneID: ZoneID?, field: String, limits: Limits, shares: any ShareStorage) async throws -> ZoneAccess {
         let name = try target.zoneName(zoneID, field: field, limits: limits)
         guard target.scope == .shared else {
-            return ZoneAccess(name: name, locator: locator, wireZoneID: try target.wireZoneID(name), membership: nil)
+            return ZoneAccess(name: name, locator: locator, wireZoneID: try target.wireZoneID(name), memberships: [])
         }
         let user = try requireUser()
         guard let owner = zoneID?.ownerRecordName, owner != ZoneID.currentUserOwnerName, owner != user else {
@@ -103,16 +103,17 @@ struct DatabaseAccess: Sendable {
         }
         let ownerDatabase = DatabaseLocator(
             container: target.container, environment: target.environment, scope: .private, owner: owner)
-        guard let membership = try await shares.zoneShareMembership(zone: name, in: ownerDatabase, user: user),
-            membership.status == .accepted, membership.permission != .none
-        else { throw Self.notShared(name) }
-        if operation == .write, membership.permission != .readWrite {
+        let memberships = try await shares.shareMemberships(zone: name, in: ownerDatabase, user: user).filter {
+            $0.status == .accepted && $0.permission != .none
+        }
+        guard !memberships.isEmpty else { throw Self.notShared(name) }
+        if operation == .write, !memberships.contains(where: { $0.permission == .readWrite }) {
             throw StratusError(
                 .accessDenied, "zone '\(name)' is shared with you read-only; only its owner and READ_WRITE participants write")
         }
         return ZoneAccess(
             name: name, locator: ownerDatabase, wireZoneID: ZoneID(zoneName: name, ownerRecordName: owner),
-            membership: membership)
+            memberships: memberships)
     }
 
     /// `ZONE_NOT_FOUND` for a zone of the shared database the caller has no share of.
@@ -131,7 +132,7 @@ struct DatabaseAccess: Sendable {
     }
 }
 
-/// A zone a request may reach, and where its records are kept.
+/// A zone a request may reach, where its records are kept, and which of them the caller sees.
 struct ZoneAccess: Sendable {
     /// The zone's name.
     let name: String
@@ -140,7 +141,36 @@ struct ZoneAccess: Sendable {
     let locator: DatabaseLocator
     /// The zone's ID on the wire (with the owner's record name).
     let wireZoneID: ZoneID
-    /// The caller's membership of the zone's share, when the zone is reached through the shared
-    /// database.
-    let membership: ShareMembership?
+    /// The caller's accepted memberships of the zone's shares, when the zone is reached through the
+    /// shared database; empty otherwise.
+    let memberships: [ShareMembership]
+
+    /// For a participant of hierarchical shares, those shares and the permission in each: they see
+    /// and write only the records of those shares (``RecordHierarchy``). `nil` when the caller
+    /// reaches the whole zone: its owner, or a participant of its zone-wide share.
+    var participantShares: [String: SharePermission]? {
+        guard !memberships.isEmpty, !memberships.contains(where: { $0.shareRecordName == ShareKeys.zoneWideRecordName })
+        else { return nil }
+        return Dictionary(memberships.map { ($0.shareRecordName, $0.permission) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// Whether the caller sees `record`: always, unless they reach only some hierarchies of the zone.
+    func reveals(_ record: StoredRecord) -> Bool {
+        guard let shares = participantShares else { return true }
+        return record.shareName.map { shares[$0] != nil } ?? false
+    }
+
+    /// What the caller's change feed shows of `record`, read after the position `since` (`nil` for a
+    /// first fetch): the record when they see it; a tombstone when it left one of their shares after
+    /// that position, so that they drop it once; nothing otherwise, so that no one learns of records
+    /// that were never shared with them.
+    func feedEntry(_ record: StoredRecord, since: Int64?) -> StoredRecord? {
+        guard let shares = participantShares else { return record }
+        if reveals(record) { return record }
+        guard let since, let left = record.formerShare, shares[left.shareName] != nil, left.sequence > since else {
+            return nil
+        }
+        return RecordWritePlanner.tombstone(
+            of: record, context: WriteContext(userRecordName: record.modified.userRecordName, timestamp: record.modified.timestamp))
+    }
 }

@@ -101,7 +101,7 @@ struct ShareEndpoints: Sendable {
         let zoneID = ZoneID(zoneName: located.zone, ownerRecordName: owner)
         return ShareMetadataDictionary(
             shortGUID: item, containerIdentifier: target.container, environment: target.environment,
-            databaseScope: owner == user ? .private : .shared, zoneID: zoneID,
+            databaseScope: owner == user ? .private : .shared, zoneID: zoneID, rootRecordName: state.rootRecordName,
             share: try record.dictionary(zoneID: zoneID, shareKeys: target.shareKeys),
             ownerIdentity: UserIdentityDictionary(
                 userRecordName: owner,

@@ -9,7 +9,7 @@ import StratusStorage
 /// inside, so it versions, conflicts and syncs like one; ``prepare(_:operations:zone:user:)`` only
 /// decides that state and refuses what CloudKit refuses. The rules (docs/protocol.md, "Sharing"):
 /// - only the owner writes a share, in a custom zone of their private database; a zone-wide share
-///   is named `cloudkit.zoneshare`;
+///   is named `cloudkit.zoneshare`, a hierarchical one names its root in `forRecord`;
 /// - the owner is always the first participant (`OWNER`, `READ_WRITE`, `ACCEPTED`);
 /// - invited participants are found by `userRecordName`, or by an e-mail address of a user who
 ///   made themselves discoverable; there are at most ``maxParticipants`` besides the owner;
@@ -20,7 +20,7 @@ struct ShareRules: Sendable {
     /// The most participants a share has besides its owner.
     static let maxParticipants = 100
 
-    let storage: any RecordStorage & AccountStorage
+    let storage: any RecordStorage & AccountStorage & ShareStorage
 
     /// Whether an operation writes a share record: one of the share type, or named like a
     /// zone-wide share.
@@ -29,53 +29,97 @@ struct ShareRules: Sendable {
             || operation.record.share != nil
     }
 
-    /// Whether a request of the shared database is a participant leaving: it deletes the zone's
-    /// share, alone.
-    static func isLeaving(_ operations: [RecordOperation]) -> Bool {
-        operations.count == 1 && operations[0].operationType.isDelete
-            && operations[0].record.recordName == ShareKeys.zoneWideRecordName
+    /// The share a request of the shared database may be leaving: the record its single delete
+    /// names. It is a participant leaving when that record is a share they take part in.
+    static func leavingCandidate(_ operations: [RecordOperation]) -> String? {
+        guard operations.count == 1, operations[0].operationType.isDelete else { return nil }
+        return operations[0].record.recordName
     }
 
     /// Gives the share operations of a batch (validated into `writes`) the state they store, or
-    /// refuses them. `zone` is the zone written; a participant (``ZoneAccess/membership``) never
+    /// refuses them. `zone` is the zone written; a participant (``ZoneAccess/memberships``) never
     /// writes a share.
+    ///
+    /// A share with `forRecord` is hierarchical, rooted at that record (any record name but
+    /// `cloudkit.zoneshare`; the write executor attaches it to its root, ``HierarchyShaper``); one
+    /// without is zone-wide, named `cloudkit.zoneshare`. A zone holds either one zone-wide share or
+    /// hierarchical ones (`ALREADY_SHARED`), and a share's root never changes.
     func prepare(
         _ writes: inout [RecordWrite], operations: [RecordOperation], zone: ZoneAccess, user: String
     ) async throws {
         for (index, operation) in operations.enumerated() where Self.isShareOperation(operation) {
             let field = "operations[\(index)].record"
-            guard zone.membership == nil, zone.locator.scope == .private else {
+            guard zone.memberships.isEmpty, zone.locator.scope == .private else {
                 throw StratusError(
                     .accessDenied,
-                    zone.membership == nil
+                    zone.memberships.isEmpty
                         ? "shares are saved in the private database of their owner"
                         : "only the owner of a share changes it; a participant leaves by deleting it, alone in a request")
             }
             guard zone.name != ZoneID.defaultZoneName else {
                 throw StratusError.badRequest("\(field): shares live in custom zones; the default zone cannot be shared")
             }
-            if operation.record.share?.forRecord != nil {
-                throw StratusError.badRequest(
-                    "\(field).forRecord: Stratus shares whole zones (record '\(ShareKeys.zoneWideRecordName)'); "
-                        + "shares rooted at a record are not supported yet")
-            }
-            guard writes[index].recordName == ShareKeys.zoneWideRecordName else {
-                throw StratusError.badRequest(
-                    "\(field).recordName: a zone-wide share is named '\(ShareKeys.zoneWideRecordName)'")
-            }
             if let type = operation.record.recordType, !ShareKeys.isShareType(type) {
                 throw StratusError.badRequest(
-                    "\(field).recordType: '\(ShareKeys.zoneWideRecordName)' is a share, of type '\(ShareKeys.recordType)'")
+                    "\(field).recordType: a share record is of type '\(ShareKeys.recordType)', not '\(type)'")
             }
             guard !operation.operationType.isDelete else { continue }
-            let current = try await storage.lookupRecords(
-                names: [ShareKeys.zoneWideRecordName], zone: zone.name, in: zone.locator)[0]?.shareState
-            let state = try await state(
-                of: operation.record.share ?? ShareKeys(), replacing: current, owner: user, field: field,
+            let name = writes[index].recordName
+            let current = try await storage.lookupRecords(names: [name], zone: zone.name, in: zone.locator)[0]
+                .flatMap { $0.deleted ? nil : $0 }
+            if let current, current.shareState == nil {
+                throw StratusError.badRequest("\(field).recordName: record '\(name)' exists and is not a share")
+            }
+            let root = try await root(
+                of: operation.record.share?.forRecord, name: name, current: current?.shareState, field: field, zone: zone,
+                owner: user)
+            var state = try await state(
+                of: operation.record.share ?? ShareKeys(), replacing: current?.shareState, owner: user, field: field,
                 container: zone.locator.container)
+            state.rootRecordName = root
             writes[index].recordType = ShareKeys.recordType
             writes[index].fields[ShareState.fieldName] = state.fieldValue
         }
+    }
+
+    /// The root record of a share being saved: `forRecord` for a hierarchical share, `nil` for a
+    /// zone-wide one. Refuses a name that does not fit the kind of share, a root that changes, and
+    /// a kind of share the zone's other shares exclude.
+    private func root(
+        of forRecord: Reference?, name: String, current: ShareState?, field: String, zone: ZoneAccess, owner: String
+    ) async throws -> String? {
+        let root = forRecord?.recordName ?? current?.rootRecordName
+        if let current, current.rootRecordName != root {
+            throw StratusError.badRequest("\(field).forRecord: a share's root record does not change")
+        }
+        guard current == nil else { return root }
+        let others = try await storage.shareMemberships(zone: zone.name, in: zone.locator, user: owner)
+            .map(\.shareRecordName).filter { $0 != name }
+        if root == nil {
+            guard name == ShareKeys.zoneWideRecordName else {
+                throw StratusError.badRequest(
+                    "\(field).forRecord: a share needs forRecord (its root record), unless it is the zone-wide share "
+                        + "'\(ShareKeys.zoneWideRecordName)'")
+            }
+            if !others.isEmpty {
+                throw StratusError(
+                    .alreadyShared,
+                    "zone '\(zone.name)' has shares rooted at records (\(others.joined(separator: ", "))); it cannot "
+                        + "also be shared whole")
+            }
+        } else {
+            guard name != ShareKeys.zoneWideRecordName else {
+                throw StratusError.badRequest(
+                    "\(field).forRecord: '\(ShareKeys.zoneWideRecordName)' is the zone-wide share, which has no root record")
+            }
+            if others.contains(ShareKeys.zoneWideRecordName) {
+                throw StratusError(
+                    .alreadyShared,
+                    "zone '\(zone.name)' is shared whole ('\(ShareKeys.zoneWideRecordName)'); its records cannot be shared "
+                        + "one by one too")
+            }
+        }
+        return root
     }
 
     /// The state a share takes when its owner saves `keys` over `current`.
