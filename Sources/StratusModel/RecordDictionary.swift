@@ -63,7 +63,7 @@ public struct RecordDictionary: Hashable, Sendable {
         Self.writeObject(
             to: &writer, recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag,
             created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes, share: share,
-            parent: parent, shareReference: shareReference,
+            parent: parent, removesParent: removesParent, shareReference: shareReference,
             writeFields: deleted == true || desiredKeys?.isEmpty == true
                 ? nil
                 : {
@@ -78,11 +78,13 @@ public struct RecordDictionary: Hashable, Sendable {
     /// `recordChangeTag`, `created`, `modified`, `deleted`, `zoneID`). `writeFields` writes the
     /// fields object; when it is `nil` the `fields` key is left out. `zoneIDJSON` is the zone ID
     /// already written as JSON: every record of a response shares it, so it is encoded once. Then
-    /// `parent`, the `share` reference of a shared root, and a share record's share keys.
+    /// `parent` (`null` when `removesParent`), the `share` reference of a shared root, and a share
+    /// record's share keys.
     public static func writeObject(
         to writer: inout JSONWriter, recordName: String?, recordType: String?, recordChangeTag: String?,
         created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneIDJSON: [UInt8]?, share: ShareKeys? = nil,
-        parent: Reference? = nil, shareReference: Reference? = nil, writeFields: ((inout JSONWriter) -> Void)?
+        parent: Reference? = nil, removesParent: Bool = false, shareReference: Reference? = nil,
+        writeFields: ((inout JSONWriter) -> Void)?
     ) {
         writer.beginObject()
         writer.field("recordName", recordName)
@@ -107,6 +109,10 @@ public struct RecordDictionary: Hashable, Sendable {
             writer.raw(zoneIDJSON)
         }
         writer.field("parent", parent)
+        if parent == nil, removesParent {
+            writer.key("parent")
+            writer.null()
+        }
         writer.field("share", shareReference)
         share?.writeMembers(to: &writer)
         writer.endObject()

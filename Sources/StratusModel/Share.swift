@@ -146,6 +146,7 @@ public struct ShareKeys: Hashable, Sendable {
 
     /// Writes the keys present into the record object being written.
     func writeMembers(to writer: inout JSONWriter) {
+        writer.field("forRecord", forRecord)
         writer.field("shortGUID", shortGUID)
         writer.field("url", url)
         writer.field("publicPermission", publicPermission?.rawValue)

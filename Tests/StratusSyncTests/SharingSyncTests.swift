@@ -173,4 +173,63 @@ struct SharingSyncTests {
             #expect(gone?.code == .zoneNotFound)
         }
     }
+
+    @Test("a share rooted at a record through the SDK: parent places records in it, the participant's engine follows records added and moved out")
+    func shareAHierarchy() async throws {
+        try await withServer { server in
+            let ada = try await server.signedInContainer("ada")
+            let bob = try await server.signedInContainer("bob")
+            let trips = RecordZone.ID(zoneName: "Trips")
+            _ = try await ada.privateCloudDatabase.save(RecordZone(zoneID: trips))
+            let album = Record(recordType: "Album", recordID: Record.ID(recordName: "album", zoneID: trips))
+            var p1 = Record(recordType: "Photo", recordID: Record.ID(recordName: "p1", zoneID: trips))
+            p1["caption"] = "beach"
+            p1.parent = Reference(record: album, action: .none)
+            var loose = Record(recordType: "Photo", recordID: Record.ID(recordName: "loose", zoneID: trips))
+            loose["caption"] = "not shared"
+            _ = try await ada.privateCloudDatabase.modifyRecords(saving: [album, p1, loose], deleting: [])
+
+            var share = Share(rootRecord: album)
+            share.addParticipant(Share.Participant(lookupInfo: .init(userRecordID: try await bob.userRecordID()), permission: .readWrite))
+            share = try await ada.privateCloudDatabase.save(share)
+            let root = try await ada.privateCloudDatabase.record(for: album.recordID)
+            #expect(root.share?.recordID == share.recordID)
+            #expect(try await ada.privateCloudDatabase.record(for: p1.recordID).parent?.recordID == album.recordID)
+
+            let metadata = try await bob.shareMetadata(for: try #require(share.url))
+            let sharedTrips = metadata.share.recordID.zoneID
+            #expect(metadata.hierarchicalRootRecordID == Record.ID(recordName: "album", zoneID: sharedTrips))
+            try await bob.accept(metadata)
+            let participant = try await AlbumDevice(bob, database: bob.sharedCloudDatabase)
+            try await participant.fetchChanges()
+            #expect(await participant.zones == [sharedTrips])
+            #expect(await participant.captions == [Record.ID(recordName: "p1", zoneID: sharedTrips): "beach"])
+
+            // The participant adds under the root; a record with no parent in the share is refused.
+            var p2 = Record(recordType: "Photo", recordID: Record.ID(recordName: "p2", zoneID: sharedTrips))
+            p2["caption"] = "from bob"
+            p2.parent = Reference(recordID: Record.ID(recordName: "album", zoneID: sharedTrips), action: .none)
+            _ = try await bob.sharedCloudDatabase.save(p2)
+            var stray = Record(recordType: "Photo", recordID: Record.ID(recordName: "stray", zoneID: sharedTrips))
+            stray["caption"] = "nowhere"
+            let refused = await #expect(throws: CloudError.self) { try await bob.sharedCloudDatabase.save(stray) }
+            #expect(refused?.code == .permissionFailure)
+            #expect(try await ada.privateCloudDatabase.record(for: Record.ID(recordName: "p2", zoneID: trips)).parent?.recordID
+                == album.recordID)
+
+            // A record in a share cannot root another one.
+            let again = await #expect(throws: CloudError.self) {
+                try await ada.privateCloudDatabase.save(Share(rootRecord: p1))
+            }
+            #expect(again?.code == .alreadyShared)
+
+            // The owner moves p1 out of the album: the participant's engine sees it go.
+            var moved = try await ada.privateCloudDatabase.record(for: p1.recordID)
+            moved.parent = nil
+            _ = try await ada.privateCloudDatabase.save(moved)
+            try await participant.fetchChanges()
+            let captions = await participant.captions
+            #expect(captions == [Record.ID(recordName: "p2", zoneID: sharedTrips): "from bob"], "\(captions)")
+        }
+    }
 }

@@ -183,9 +183,10 @@ final class PushHub: Service {
         }
     }
 
-    /// The participants to notify of changes to a private zone: those who accepted its share, and
-    /// when the share itself changed, also those it just lost (they hear that the zone left their
-    /// shared database).
+    /// The participants to notify of changes to a private zone: those who accepted one of its
+    /// shares, and when a share changed, also those it just lost (they hear that the zone or their
+    /// records left their shared database). A participant of a share rooted at a record hears of
+    /// every change in the zone, as its zone subscriptions would; what they fetch is only theirs.
     private func participants(
         toNotifyOf changes: [RecordChange], zone: String, in database: DatabaseLocator, caches: inout Caches
     ) async throws -> Set<String> {
@@ -195,10 +196,12 @@ final class PushHub: Service {
                 record?.shareState?.participants.filter { $0.status == .accepted && $0.type != .owner }
                     .map(\.userRecordName) ?? [])
         }
-        if let shareChange = changes.last(where: { $0.record.name == ShareKeys.zoneWideRecordName }) {
-            let after = accepted(shareChange.record)
-            caches.participants[key] = after
-            return after.union(accepted(shareChange.previous))
+        let shareChanges = changes.filter { $0.record.recordType == ShareKeys.recordType }
+        if !shareChanges.isEmpty {
+            // The change is committed, so the share index already holds who takes part now.
+            let now = Set(try await storage.acceptedParticipants(zone: zone, in: database))
+            caches.participants[key] = now
+            return shareChanges.reduce(now) { $0.union(accepted($1.previous)) }
         }
         if let known = caches.participants[key] { return known }
         // One entry per private zone written since start; a busy server starts over rather than grow.
