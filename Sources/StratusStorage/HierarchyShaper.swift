@@ -42,8 +42,10 @@ struct HierarchyShaper {
     }
 
     private var rows: [StoredRecord]
-    /// Records read so far in the transaction, by name, as they were before this operation.
-    private(set) var known: [String: StoredRecord]
+    /// Records the transaction had read before this operation, by name.
+    private let known: [String: StoredRecord]
+    /// Records this shaper read, by name, as they were before this operation.
+    private(set) var fetched: [String: StoredRecord] = [:]
     private var reshaped: [String: StoredRecord] = [:]
     private var reshapedOrder: [String] = []
     private var tasks: [Task] = []
@@ -89,7 +91,7 @@ struct HierarchyShaper {
         switch answer {
         case .records(let records):
             for name in asked {
-                if let record = records[name] { known[name] = record } else { missing.insert(name) }
+                if let record = records[name] { fetched[name] = record } else { missing.insert(name) }
             }
             return perform(task, children: children) ?? run()
         case .names(let names):
@@ -126,7 +128,7 @@ struct HierarchyShaper {
                 share = found.flatMap { $0.deleted ? nil : $0.shareName }
             }
             setShare(of: index, to: share)
-            let previous = known[record.name].flatMap { $0.deleted ? nil : $0.shareName }
+            let previous = before(record.name).flatMap { $0.deleted ? nil : $0.shareName }
             if share != previous { tasks.append(.propagate(record.name)) }
         case .attach(let root, let share):
             guard let found = lookUp(root) else { return ask(task, names: [root]) }
@@ -192,7 +194,12 @@ struct HierarchyShaper {
 
     /// The record as this operation leaves it so far: a row, a reshaped record, or as read.
     private func current(_ name: String) -> StoredRecord? {
-        rows.last(where: { $0.name == name }) ?? reshaped[name] ?? known[name]
+        rows.last(where: { $0.name == name }) ?? reshaped[name] ?? before(name)
+    }
+
+    /// The record as it was before this operation, if it was read.
+    private func before(_ name: String) -> StoredRecord? {
+        fetched[name] ?? known[name]
     }
 
     /// `.some(record or nil)` when the record's state is known, `nil` when it must be read.

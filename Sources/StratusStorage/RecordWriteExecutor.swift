@@ -117,6 +117,7 @@ public struct RecordWriteExecutor: Sendable {
         case findingCascade(Cascade)
         case fetchingCascade(Cascade, sources: [String])
         case findingGuardians(Cascade)
+        case bindingLinks(StoredRecord, links: [ReferenceLink])
         case checkingLinks(StoredRecord, remaining: [ReferenceLink])
         case shaping(HierarchyShaper)
         case writing(StoredRecord)
@@ -134,6 +135,8 @@ public struct RecordWriteExecutor: Sendable {
     private var results: [RecordWriteResult] = []
     private var changes: [RecordChange] = []
     private var phase = Phase.fetchingCurrent
+    /// In the public database, the links the current operation's record keeps (``bindLinks(_:of:)``).
+    private var boundLinks: [ReferenceLink]?
 
     /// An executor for `writes` into `zone` (locked by the caller) under `schema`.
     public init(
@@ -192,6 +195,8 @@ public struct RecordWriteExecutor: Sendable {
                         record: name, cascaded: name != cascade.planned.name, guardian: guardian))
             }
             return nextGuardian(cascade)
+        case (.bindingLinks(let planned, let links), .records(let records)):
+            return bind(links, of: planned, targets: records)
         case (.checkingLinks(let planned, var remaining), .records(let records)):
             let target = remaining.removeFirst().target
             guard let record = records[target], !record.deleted else {
@@ -252,11 +257,33 @@ public struct RecordWriteExecutor: Sendable {
 
     /// A deletion gathers its `DELETE_SELF` dependents; a save checks its enforced references.
     private mutating func checkReferences(of planned: StoredRecord) -> Step {
+        boundLinks = nil
         if planned.deleted {
             return continueCascade(
                 Cascade(planned: planned, doomed: [planned.name: planned], frontier: [planned.name], writes: [planned]))
         }
-        return checkLinks(planned, remaining: RecordWritePlanner.links(of: planned))
+        let links = RecordWritePlanner.links(of: planned)
+        let targets = Set(links.filter { $0.action != .none && $0.target != planned.name }.map(\.target))
+        guard context.enforcesGrants, !targets.isEmpty else { return checkLinks(planned, remaining: links) }
+        phase = .bindingLinks(planned, links: links)
+        return .fetchRecords(targets.sorted())
+    }
+
+    /// In the public database a `VALIDATE` or `DELETE_SELF` reference binds only records of one
+    /// creator, so that nobody can keep another user's record from being deleted, use up its
+    /// `DELETE_SELF` references, or have their own records deleted with it: a reference to another
+    /// user's record, or a `DELETE_SELF` one to a record that does not exist, is kept as a plain
+    /// reference (``RecordWritePlanner/boundLinks(_:of:targets:)``).
+    private mutating func bind(_ links: [ReferenceLink], of planned: StoredRecord, targets: [String: StoredRecord]) -> Step {
+        if let missing = links.first(where: {
+            $0.action == .validate && $0.target != planned.name && targets[$0.target].map { $0.deleted } ?? true
+        }) {
+            return fail(RecordWritePlanner.missingTarget(record: planned.name, target: missing.target))
+        }
+        let bound = RecordWritePlanner.boundLinks(links, of: planned, targets: targets)
+        boundLinks = bound
+        // Their VALIDATE targets were just found; what is left to check is the DELETE_SELF limit.
+        return checkLinks(planned, remaining: bound.filter { $0.action == .deleteSelf })
     }
 
     /// The next record of the cascade whose `DELETE_SELF` referrers are not known yet, then the
@@ -298,6 +325,10 @@ public struct RecordWriteExecutor: Sendable {
 
     /// Places the records of one operation in their hierarchies (``HierarchyShaper``), then writes them.
     private mutating func write(_ records: [StoredRecord], of planned: StoredRecord) -> Step {
+        // Records outside any hierarchy, before and after (most), have nothing to shape.
+        if records.allSatisfy({ !$0.mayHoldReservedFields && current[$0.name]?.mayHoldReservedFields != true }) {
+            return place(records, reshaped: [])
+        }
         var shaper = HierarchyShaper(rows: records, known: current, context: context)
         return shaped(shaper.start(), by: shaper)
     }
@@ -311,12 +342,17 @@ public struct RecordWriteExecutor: Sendable {
         case .failed(let failure):
             return fail(failure)
         case .done(let records, let reshaped):
-            current.merge(shaper.known) { mine, _ in mine }
-            if let denial = RecordWritePlanner.participantDenial(placing: records[0], context: context) {
-                return fail(denial)
-            }
-            return number(records, reshaped: reshaped)
+            current.merge(shaper.fetched) { mine, _ in mine }
+            return place(records, reshaped: reshaped)
         }
+    }
+
+    /// Writes an operation's records as placed, unless a participant would leave their shares.
+    private mutating func place(_ records: [StoredRecord], reshaped: [StoredRecord]) -> Step {
+        if let denial = RecordWritePlanner.participantDenial(placing: records[0], context: context) {
+            return fail(denial)
+        }
+        return number(records, reshaped: reshaped)
     }
 
     /// Numbers the records of one operation and hands over their rows: `records` with their
@@ -337,7 +373,7 @@ public struct RecordWriteExecutor: Sendable {
         return .write(
             RecordRows(
                 records: rows, assets: RecordWritePlanner.assetChecksums(of: records[0]),
-                references: RecordWritePlanner.links(of: records[0])))
+                references: boundLinks ?? RecordWritePlanner.links(of: records[0])))
     }
 
     /// The rows that store `records` as they are, as an import does (their stamps and fields kept):

@@ -127,6 +127,20 @@ public enum RecordWritePlanner {
         return links.sorted { ($0.target, $0.action.rawValue) < ($1.target, $1.action.rawValue) }
     }
 
+    /// The links of `record` that bind in the public database, given the records its references
+    /// point at (`targets`, those found): a `VALIDATE` or `DELETE_SELF` link counts only when its
+    /// target is a live record of the same creator (or the record itself); others stay plain
+    /// references. Parent links are kept.
+    public static func boundLinks(
+        _ links: [ReferenceLink], of record: StoredRecord, targets: [String: StoredRecord]
+    ) -> [ReferenceLink] {
+        links.filter { link in
+            guard link.action != .none, link.target != record.name else { return true }
+            guard let target = targets[link.target], !target.deleted else { return false }
+            return target.created.userRecordName == record.created.userRecordName
+        }
+    }
+
     /// The fields of a live record that may hold a value with the type tag `tag`; `nil` when its JSON
     /// has no such tag, so that the many records without one are not decoded.
     private static func fields(of record: StoredRecord, holding tag: String) -> [String: FieldValue]? {

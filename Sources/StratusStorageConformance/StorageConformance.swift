@@ -40,6 +40,7 @@ public enum StorageConformance {
         Check(name: "databases of different owners are separate", run: isolation),
         Check(name: "reference actions: VALIDATE guards, DELETE_SELF cascades", run: referenceActions),
         Check(name: "hierarchies: a share reaches every record below its root, and leaves them when it goes", run: hierarchies),
+        Check(name: "public database: VALIDATE and DELETE_SELF bind only records of one creator", run: publicReferences),
         Check(name: "a batch reports every change it committed, cascades included, with the previous state", run: committedChanges),
         Check(name: "schema: development grows it, production enforces it, updates are atomic", run: schemas),
         Check(name: "queries read the index in order, page by cursor, and follow index changes", run: queries),
@@ -541,6 +542,34 @@ public enum StorageConformance {
         try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "s")])
         #expect(try await shares(["r0", "r49", "r51"]) == [nil, nil, nil])
         #expect(try await storage.lookupRecords(names: ["r0"], zone: "Z", in: alice)[0]?.rootShareName == nil)
+    }
+
+    static func publicReferences(_ storage: any StratusStorage) async throws {
+        let world = DatabaseLocator(container: "c", environment: .development, scope: .public, owner: "")
+        let limits = Limits(maxDeleteSelfReferencesPerTarget: 2)
+        func write(_ writes: [RecordWrite], as user: String) async throws -> [RecordWriteResult] {
+            try await StorageConformance.write(
+                storage, writes, zone: ZoneID.defaultZoneName, in: world, atomic: false,
+                context: context(user, creatorOnly: true, limits: limits))
+        }
+        func pointing(_ name: String, to target: String, _ action: ReferenceAction) -> RecordWrite {
+            create(name, ["link": .reference(Reference(recordName: target, action: action))])
+        }
+        _ = try await write([create("mine")], as: "_alice")
+        // A stranger may point at the record, but binds nothing: no guard, no cascade, no use of its limit.
+        let strangers = try await write(
+            [pointing("pin", to: "mine", .validate)] + (1...3).map { pointing("theirs\($0)", to: "mine", .deleteSelf) },
+            as: "_bob")
+        #expect(strangers.allSatisfy { (try? $0.get()) != nil })
+        #expect(code(try await write([pointing("dangling", to: "missing", .validate)], as: "_bob")[0])
+            == .validatingReferenceError, "a VALIDATE target must still exist")
+        let own = try await write((1...3).map { pointing("own\($0)", to: "mine", .deleteSelf) }, as: "_alice")
+        #expect(own.map(code) == [nil, nil, .badRequest], "the creator's own references count against the limit")
+        let deleted = try await write([RecordWrite(operationType: .forceDelete, recordName: "mine")], as: "_alice")
+        #expect((try? deleted[0].get())?.deleted == true, "a stranger's VALIDATE does not keep it")
+        let left = try await storage.lookupRecords(
+            names: ["own1", "own2", "pin", "theirs1", "theirs3"], zone: ZoneID.defaultZoneName, in: world)
+        #expect(left.map { $0?.name } == [nil, nil, "pin", "theirs1", "theirs3"], "only the creator's records cascade")
     }
 
     static func committedChanges(_ storage: any StratusStorage) async throws {

@@ -174,6 +174,30 @@ struct AccessTests {
         }
     }
 
+    @Test("public database: another user's VALIDATE or DELETE_SELF reference binds nothing of the owner's")
+    func publicReferencesBindOneCreator() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            let bob = try await server.signUp("bob").token
+            func pointing(_ name: String, to target: String, _ action: String) -> [String: Any] {
+                operation("create", name, fields: ["to": ["value": ["recordName": target, "action": action], "type": "REFERENCE"]])
+            }
+            _ = try await server.modify([operation("create", "post")], user: alice, database: "public")
+            let strangers = try await server.modify(
+                [pointing("pin", to: "post", "VALIDATE"), pointing("reply", to: "post", "DELETE_SELF")], user: bob,
+                database: "public")
+            #expect(strangers.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(strangers.text)")
+            let own = try await server.modify([pointing("comment", to: "post", "DELETE_SELF")], user: alice, database: "public")
+            #expect(own.records.first?["serverErrorCode"] == nil)
+            let deleted = try await server.modify([operation("forceDelete", "post", recordType: nil)], user: alice, database: "public")
+            #expect(deleted.records.first?["deleted"] as? Bool == true, "bob's VALIDATE does not keep alice's post: \(deleted.text)")
+            let left = try await server.database(
+                "public", "records/lookup", ["records": ["comment", "pin", "reply"].map { ["recordName": $0] }])
+            #expect(left.records.map { $0["serverErrorCode"] as? String } == ["NOT_FOUND", nil, nil],
+                    "alice's own DELETE_SELF record goes with the post, bob's records stay: \(left.text)")
+        }
+    }
+
     @Test("the shared database is empty until sharing exists")
     func sharedDatabase() async throws {
         try await withServer { server async throws in

@@ -148,10 +148,17 @@ struct ZoneAccess: Sendable {
     /// For a participant of hierarchical shares, those shares and the permission in each: they see
     /// and write only the records of those shares (``RecordHierarchy``). `nil` when the caller
     /// reaches the whole zone: its owner, or a participant of its zone-wide share.
-    var participantShares: [String: SharePermission]? {
-        guard !memberships.isEmpty, !memberships.contains(where: { $0.shareRecordName == ShareKeys.zoneWideRecordName })
-        else { return nil }
-        return Dictionary(memberships.map { ($0.shareRecordName, $0.permission) }, uniquingKeysWith: { first, _ in first })
+    let participantShares: [String: SharePermission]?
+
+    init(name: String, locator: DatabaseLocator, wireZoneID: ZoneID, memberships: [ShareMembership]) {
+        self.name = name
+        self.locator = locator
+        self.wireZoneID = wireZoneID
+        self.memberships = memberships
+        participantShares = memberships.isEmpty
+            || memberships.contains(where: { $0.shareRecordName == ShareKeys.zoneWideRecordName })
+            ? nil
+            : Dictionary(memberships.map { ($0.shareRecordName, $0.permission) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// Whether the caller sees `record`: always, unless they reach only some hierarchies of the zone.
