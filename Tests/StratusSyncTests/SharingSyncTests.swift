@@ -217,6 +217,13 @@ struct SharingSyncTests {
             #expect(try await ada.privateCloudDatabase.record(for: Record.ID(recordName: "p2", zoneID: trips)).parent?.recordID
                 == album.recordID)
 
+            // A new root and its share in one request, the root first.
+            let journal = Record(recordType: "Album", recordID: Record.ID(recordName: "journal", zoneID: trips))
+            let journalShare = Share(rootRecord: journal)
+            let both = try await ada.privateCloudDatabase.modifyRecords(saving: [journal, journalShare.record], deleting: [])
+            #expect(both.partialFailure == nil && both.saveResults.count == 2)
+            #expect(try await ada.privateCloudDatabase.record(for: journal.recordID).share?.recordID == journalShare.recordID)
+
             // A record in a share cannot root another one.
             let again = await #expect(throws: CloudError.self) {
                 try await ada.privateCloudDatabase.save(Share(rootRecord: p1))
