@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOPosix
 import StratusModel
 import Synchronization
@@ -64,6 +65,8 @@ final class Connection: Sendable {
         // The SDK retries under its own policy; the pool's retries would hide a refused connection
         // until the connect timeout.
         httpConfiguration.connectionPool.retryConnectionEstablishment = false
+        // The client asks for gzip (`Accept-Encoding`) and inflates answers, within the answer limit.
+        httpConfiguration.decompression = .enabled(limit: .size(Self.maxResponseBytes))
         http = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: httpConfiguration,
             backgroundActivityLogger: configuration.logger)

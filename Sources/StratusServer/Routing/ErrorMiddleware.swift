@@ -103,7 +103,7 @@ extension Request {
 
     /// Decodes the JSON body, refusing bodies over `limit` bytes.
     func decodeJSON<T: JSONDecodable>(_ type: T.Type, limit: Int) async throws -> T {
-        let buffer = try await collectBody(limit: limit)
+        let buffer = try await jsonBody(limit: limit)
         guard buffer.readableBytes > 0 else {
             throw StratusError.badRequest("the request body is empty; expected a JSON object")
         }

@@ -79,8 +79,8 @@ public enum StratusApplication {
             middleware: CORSMiddleware(
                 allowOrigin: .all,
                 allowHeaders: [
-                    .accept, .contentType, .authorization, .stratusDeviceID, .cloudKitKeyID, .cloudKitDate,
-                    .cloudKitSignature,
+                    .accept, .contentType, .contentEncoding, .authorization, .stratusDeviceID, .cloudKitKeyID,
+                    .cloudKitDate, .cloudKitSignature,
                 ],
                 allowMethods: [.get, .post, .put, .patch, .delete, .head, .options],
                 exposedHeaders: [
@@ -88,6 +88,7 @@ public enum StratusApplication {
                     HTTPField.Name.retryAfter.canonicalName, HTTPField.Name.allow.canonicalName,
                 ],
                 maxAge: .seconds(600)))
+        router.add(middleware: ResponseCompression())
         router.add(middleware: ErrorMiddleware())
         let accounts = AccountService(storage: storage, configuration: configuration)
         router.add(
