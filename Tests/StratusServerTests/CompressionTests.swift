@@ -68,11 +68,9 @@ struct CompressionTests {
             #expect(compressed.body.readableBytes * 4 < plain.body.readableBytes, "a feed page shrinks several times")
             var body = compressed.body
             let inflated = try body.decompress(with: .gzip())
+            #expect(inflated == plain.body, "the same answer, byte for byte, once inflated")
             let page = try JSONSerialization.jsonObject(with: Data(inflated.readableBytesView)) as? [String: Any]
-            let plainPage = try JSONSerialization.jsonObject(with: Data(plain.body.readableBytesView)) as? [String: Any]
             #expect((page?["records"] as? [Any])?.count == 100)
-            #expect((page?["records"] as? [[String: Any]])?.map { $0["recordName"] as? String }
-                == (plainPage?["records"] as? [[String: Any]])?.map { $0["recordName"] as? String })
 
             // Small answers, and clients that refuse gzip, get plain bodies.
             let small = try await Self.send(
