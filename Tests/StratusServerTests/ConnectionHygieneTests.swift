@@ -101,6 +101,21 @@ struct ConnectionHygieneTests {
         }
     }
 
+    @Test("a body whose Content-Length is over the limit is refused with 413 before it is sent")
+    func oversizedBodyRefusedFromItsHead() async throws {
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120)) { server, port in
+            let user = try await server.signUp("ada").token
+            let path = "/database/1/\(server.container)/development/private/records/modify?ckAPIToken=\(server.apiToken)"
+                + "&ckWebAuthToken=\(user.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            // The head alone: the client never sends the gigabyte it announces.
+            let head = "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+            let reply = await Self.exchange(port: port, sending: Array(head.utf8), limit: .seconds(30))
+            #expect(reply.text.hasPrefix("HTTP/1.1 413"), "\(reply.text)")
+            #expect(reply.text.contains("LIMIT_EXCEEDED") && reply.text.contains("1000000000 bytes"))
+            #expect(reply.closedByServer, "closed at once, not left waiting for the body")
+        }
+    }
+
     @Test("a kept-alive connection is answered, then closed after the idle timeout")
     func idleBetweenRequests() async throws {
         // A long head deadline, so that only the idle timeout can close the connection.

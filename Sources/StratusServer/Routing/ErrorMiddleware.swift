@@ -7,7 +7,9 @@ import StratusModel
 /// Turns every error a handler throws into a CloudKit-shaped error response: the HTTP status of its
 /// `serverErrorCode`, and a body with `reason`, `serverErrorCode` and `uuid`. Nothing escapes as a
 /// bare 500: unexpected errors become `INTERNAL_ERROR` and are logged with the same `uuid`.
-struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+struct ErrorMiddleware: RouterMiddleware {
+    typealias Context = StratusRequestContext
+
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
@@ -28,6 +30,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             var response = Response.json(writer, status: .init(code: failure.code.httpStatus))
             if let retryAfter = failure.retryAfter {
                 response.headers[.retryAfter] = String(retryAfter)
+            }
+            // A body over the limit is left unread: the connection closes rather than wait for the rest.
+            if failure.code == .limitExceeded {
+                response.headers[.connection] = "close"
+                response.body = context.closingConnection(after: response.body)
             }
             if let allowed = Self.allowedMethods(for: error, request: request) {
                 response.status = .methodNotAllowed
@@ -92,8 +99,12 @@ extension Response {
 }
 
 extension Request {
-    /// The whole body; `LIMIT_EXCEEDED` naming `limitName` when it is over `limit` bytes.
+    /// The whole body; `LIMIT_EXCEEDED` naming `limitName` when it is over `limit` bytes, refused before
+    /// a byte of it is read when its `Content-Length` says so.
     func collectBody(limit: Int, limitName: String = "the server's maxRequestBodyBytes") async throws -> ByteBuffer {
+        if let length = headers[.contentLength].flatMap(Int.init), length > limit {
+            throw StratusError(.limitExceeded, "the request body is \(length) bytes, over \(limit), \(limitName)")
+        }
         do {
             return try await body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {

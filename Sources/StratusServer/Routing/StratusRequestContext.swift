@@ -12,10 +12,24 @@ public struct StratusRequestContext: RequestContext, RemoteAddressRequestContext
     public let remoteAddress: SocketAddress?
     /// The caller as verified by ``AuthenticationMiddleware``; nothing verified until it runs.
     var caller = VerifiedCaller()
+    /// The connection the request came on.
+    let channel: any Channel
 
     /// Creates the context of a request arriving on `source`'s channel.
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
         remoteAddress = source.channel.remoteAddress
+        channel = source.channel
+    }
+
+    /// `body`, after which the connection closes: for an answer that refuses a request body unread,
+    /// so that the server does not read on through what the client announced.
+    func closingConnection(after body: ResponseBody) -> ResponseBody {
+        let channel = channel
+        return ResponseBody(contentLength: body.contentLength) { writer in
+            var answer = body
+            try await answer.write(writer)
+            channel.close(promise: nil)
+        }
     }
 }
