@@ -192,7 +192,8 @@ public struct RecordWriteExecutor: Sendable {
             if let guardian = guardians.sorted().first(where: { cascade.doomed[$0] == nil }) {
                 return fail(
                     RecordWritePlanner.guardedDeletion(
-                        record: name, cascaded: name != cascade.planned.name, guardian: guardian))
+                        record: name, cascaded: name != cascade.planned.name,
+                        guardian: context.participantShares == nil ? guardian : nil))
             }
             return nextGuardian(cascade)
         case (.bindingLinks(let planned, let links), .records(let records)):
@@ -264,7 +265,9 @@ public struct RecordWriteExecutor: Sendable {
         }
         let links = RecordWritePlanner.links(of: planned)
         let targets = Set(links.filter { $0.action != .none && $0.target != planned.name }.map(\.target))
-        guard context.enforcesGrants, !targets.isEmpty else { return checkLinks(planned, remaining: links) }
+        guard context.enforcesGrants || context.participantShares != nil, !targets.isEmpty else {
+            return checkLinks(planned, remaining: links)
+        }
         phase = .bindingLinks(planned, links: links)
         return .fetchRecords(targets.sorted())
     }
@@ -273,14 +276,20 @@ public struct RecordWriteExecutor: Sendable {
     /// creator, so that nobody can keep another user's record from being deleted, use up its
     /// `DELETE_SELF` references, or have their own records deleted with it: a reference to another
     /// user's record, or a `DELETE_SELF` one to a record that does not exist, is kept as a plain
-    /// reference (``RecordWritePlanner/boundLinks(_:of:targets:)``).
+    /// reference (``RecordWritePlanner/boundLinks(_:of:targets:context:)``). A participant of
+    /// hierarchical shares binds only records of their shares, and a record outside them is missing
+    /// to their `VALIDATE` references, as it is to their reads.
     private mutating func bind(_ links: [ReferenceLink], of planned: StoredRecord, targets: [String: StoredRecord]) -> Step {
+        var targets = targets.filter { !$0.value.deleted }
+        if let shares = context.participantShares {
+            targets = targets.filter { $0.value.shareName.map { shares[$0] != nil } ?? false }
+        }
         if let missing = links.first(where: {
-            $0.action == .validate && $0.target != planned.name && targets[$0.target].map { $0.deleted } ?? true
+            $0.action == .validate && $0.target != planned.name && targets[$0.target] == nil
         }) {
             return fail(RecordWritePlanner.missingTarget(record: planned.name, target: missing.target))
         }
-        let bound = RecordWritePlanner.boundLinks(links, of: planned, targets: targets)
+        let bound = RecordWritePlanner.boundLinks(links, of: planned, targets: targets, context: context)
         boundLinks = bound
         // Their VALIDATE targets were just found; what is left to check is the DELETE_SELF limit.
         return checkLinks(planned, remaining: bound.filter { $0.action == .deleteSelf })
@@ -347,9 +356,13 @@ public struct RecordWriteExecutor: Sendable {
         }
     }
 
-    /// Writes an operation's records as placed, unless a participant would leave their shares.
+    /// Writes an operation's records as placed, unless a participant would leave their shares, or
+    /// reach records outside them: deleted with theirs (`DELETE_SELF`), or moved by their write.
     private mutating func place(_ records: [StoredRecord], reshaped: [StoredRecord]) -> Step {
-        if let denial = RecordWritePlanner.participantDenial(placing: records[0], context: context) {
+        if let denial = RecordWritePlanner.participantDenial(placing: records[0], context: context)
+            ?? RecordWritePlanner.participantDenial(
+                touching: records.dropFirst().map(\.name) + reshaped.map(\.name), before: current, context: context)
+        {
             return fail(denial)
         }
         return number(records, reshaped: reshaped)

@@ -127,17 +127,17 @@ public enum RecordWritePlanner {
         return links.sorted { ($0.target, $0.action.rawValue) < ($1.target, $1.action.rawValue) }
     }
 
-    /// The links of `record` that bind in the public database, given the records its references
-    /// point at (`targets`, those found): a `VALIDATE` or `DELETE_SELF` link counts only when its
-    /// target is a live record of the same creator (or the record itself); others stay plain
-    /// references. Parent links are kept.
+    /// The links of `record` that bind, given the live records its references may bind (`targets`:
+    /// for a participant of hierarchical shares, those of their shares): a `VALIDATE` or
+    /// `DELETE_SELF` link counts only when its target is one of them and, in the public database,
+    /// of the same creator (or the record itself); others stay plain references. Parent links are kept.
     public static func boundLinks(
-        _ links: [ReferenceLink], of record: StoredRecord, targets: [String: StoredRecord]
+        _ links: [ReferenceLink], of record: StoredRecord, targets: [String: StoredRecord], context: WriteContext
     ) -> [ReferenceLink] {
         links.filter { link in
             guard link.action != .none, link.target != record.name else { return true }
             guard let target = targets[link.target], !target.deleted else { return false }
-            return target.created.userRecordName == record.created.userRecordName
+            return !context.enforcesGrants || target.created.userRecordName == record.created.userRecordName
         }
     }
 
@@ -189,6 +189,24 @@ public enum RecordWritePlanner {
         return nil
     }
 
+    /// Why a participant's operation may not change the records `names` besides its own (deleted with
+    /// it through `DELETE_SELF`, or moved in or out of a share by it): each must have been, `before`
+    /// the operation, an ordinary record of a share they write. `nil` for the owner.
+    static func participantDenial(
+        touching names: [String], before: [String: StoredRecord], context: WriteContext
+    ) -> RecordWriteFailure? {
+        guard let shares = context.participantShares else { return nil }
+        for name in names {
+            guard let record = before[name], !record.deleted, let share = record.shareName, shares[share] == .readWrite,
+                record.rootShareName == nil, record.shareState == nil
+            else {
+                return RecordWriteFailure(
+                    .accessDenied, "the write would change records outside the shares you write; only the owner may")
+            }
+        }
+        return nil
+    }
+
     /// Why a participant may not save `record` where its parent places it: their records stay in
     /// the shares they write. `nil` for the owner, a deletion, or a record placed in such a share.
     static func participantDenial(placing record: StoredRecord, context: WriteContext) -> RecordWriteFailure? {
@@ -215,11 +233,13 @@ public enum RecordWritePlanner {
 
     /// A deletion (`cascaded` when through `DELETE_SELF`) refused because `guardian` holds a `VALIDATE`
     /// reference to the record.
-    public static func guardedDeletion(record: String, cascaded: Bool, guardian: String) -> RecordWriteFailure {
+    /// The guardian is left unnamed (`nil`) for a caller who may not know of it.
+    public static func guardedDeletion(record: String, cascaded: Bool, guardian: String?) -> RecordWriteFailure {
         RecordWriteFailure(
             .validatingReferenceError,
             "record '\(record)'\(cascaded ? " (deleted with it through DELETE_SELF)" : "") is referenced by "
-                + "'\(guardian)' with action VALIDATE; delete or change '\(guardian)' first")
+                + (guardian.map { "'\($0)' with action VALIDATE; delete or change '\($0)' first" }
+                    ?? "another record with action VALIDATE"))
     }
 
     /// A save whose `VALIDATE` reference points at a record that does not exist.

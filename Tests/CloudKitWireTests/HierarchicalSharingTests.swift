@@ -237,4 +237,66 @@ struct HierarchicalSharingTests {
             #expect(Self.names(back.records) == ["note", "topic"], "\(back.text)")
         }
     }
+
+    @Test("a participant reaches nothing outside their shares through cascades, references or names records point at")
+    func participantsStayInside() async throws {
+        try await withServer { server in
+            let ada = try await server.signUp("ada")
+            let bob = try await server.signUp("bob")
+            try await server.createZone("Z", user: ada.token)
+            func reference(_ name: String, to target: String, _ action: String, parent: String?) -> [String: Any] {
+                var record: [String: Any] = [
+                    "recordName": name, "recordType": "Note",
+                    "fields": ["to": ["value": ["recordName": target, "action": action], "type": "REFERENCE"]],
+                ]
+                if let parent { record["parent"] = ["recordName": parent] }
+                return ["operationType": "create", "record": record]
+            }
+            let setup = try await server.modify(
+                [
+                    Self.child("album", of: nil, type: "Album"), Self.child("p1", of: "album"), Self.child("p2", of: "album"),
+                    Self.child("secret", of: nil), Self.child("orphan", of: "gone"),
+                    reference("tag", to: "p1", "DELETE_SELF", parent: nil), reference("pin", to: "p2", "VALIDATE", parent: nil),
+                    Self.share(
+                        "s", root: "album",
+                        participants: [SharingTests.participant(recordName: bob.recordName, permission: "READ_WRITE")]),
+                ], zone: "Z", user: ada.token)
+            #expect(setup.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(setup.text)")
+            let selfRooted = try await server.modify(
+                [Self.share("t", root: "t", participants: [])], zone: "Z", user: ada.token)
+            #expect(selfRooted.status == 400, "\(selfRooted.text)")
+            let guid = try #require(setup.records.last?["shortGUID"] as? String)
+            _ = try await server.database("public", "records/accept", ["shortGUIDs": [["value": guid]]], user: bob.token)
+            let zone = SharingTests.sharedZone("Z", of: ada.recordName)
+            func write(_ operation: [String: Any]) async throws -> [String: Any] {
+                let reply = try await server.database(
+                    "shared", "records/modify", ["zoneID": zone, "operations": [operation]], user: bob.token)
+                return reply.records.first ?? reply.body
+            }
+
+            // Creating a record other records already name as their parent would pull them in.
+            #expect(try await write(Self.child("gone", of: "album"))["serverErrorCode"] as? String == "ACCESS_DENIED")
+            // Deleting a shared record that an outside record follows through DELETE_SELF would delete it.
+            let cascade = try await write(["operationType": "forceDelete", "record": ["recordName": "p1"]])
+            #expect(cascade["serverErrorCode"] as? String == "ACCESS_DENIED", "\(cascade)")
+            // An outside VALIDATE guard refuses the deletion without naming the guard.
+            let guarded = try await write(["operationType": "forceDelete", "record": ["recordName": "p2"]])
+            #expect(guarded["serverErrorCode"] as? String == "VALIDATING_REFERENCE_ERROR")
+            #expect(!((guarded["reason"] as? String) ?? "pin").contains("pin"), "\(guarded)")
+            // A VALIDATE reference finds no record outside the shares, whether or not one exists.
+            let probeSecret = try await write(reference("probe1", to: "secret", "VALIDATE", parent: "album"))
+            let probeNothing = try await write(reference("probe2", to: "nothing", "VALIDATE", parent: "album"))
+            #expect(probeSecret["serverErrorCode"] as? String == "VALIDATING_REFERENCE_ERROR")
+            #expect(probeNothing["serverErrorCode"] as? String == "VALIDATING_REFERENCE_ERROR")
+            // A DELETE_SELF reference to an outside record binds nothing: the owner's deletion leaves it.
+            #expect(try await write(reference("follower", to: "secret", "DELETE_SELF", parent: "album"))["serverErrorCode"] == nil)
+            _ = try await server.modify(
+                [["operationType": "forceDelete", "record": ["recordName": "secret"]]], zone: "Z", user: ada.token)
+            let kept = try await SharingTests.lookup(["follower", "orphan", "tag"], zone: zone, user: bob.token, on: server)
+            #expect(Self.names(kept.records) == ["follower"], "\(kept.text)")
+            let owners = try await server.database(
+                "private", "records/lookup", ["zoneID": ["zoneName": "Z"], "records": [["recordName": "tag"]]], user: ada.token)
+            #expect(owners.records.first?["serverErrorCode"] == nil, "the owner's record is still there")
+        }
+    }
 }

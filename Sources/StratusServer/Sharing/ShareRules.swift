@@ -89,6 +89,9 @@ struct ShareRules: Sendable {
         of forRecord: Reference?, name: String, current: ShareState?, field: String, zone: ZoneAccess, owner: String
     ) async throws -> String? {
         let root = forRecord?.recordName ?? current?.rootRecordName
+        if root == name {
+            throw StratusError.badRequest("\(field).forRecord: a share is rooted at another record than itself")
+        }
         if let current, current.rootRecordName != root {
             throw StratusError.badRequest("\(field).forRecord: a share's root record does not change")
         }
