@@ -418,10 +418,19 @@ public struct RecordWriteExecutor: Sendable {
         var record = record
         sequence += 1
         record.sequence = sequence
-        if !record.deleted, let left = previous.flatMap({ $0.deleted ? nil : $0.shareName }), left != record.shareName {
-            record = record.settingReserved([
-                RecordHierarchy.formerShareField: .string(left), RecordHierarchy.formerShareSequenceField: .int64(sequence),
-            ])
+        if !record.deleted, let previous, previous.mayHoldReservedFields {
+            // A tombstone keeps its share, so a record created again outside it has left it too.
+            if let left = previous.shareName, left != record.shareName {
+                record = record.settingReserved([
+                    RecordHierarchy.formerShareField: .string(left),
+                    RecordHierarchy.formerShareSequenceField: .int64(sequence),
+                ])
+            } else if previous.deleted, record.formerShare == nil, let left = previous.formerShare {
+                record = record.settingReserved([
+                    RecordHierarchy.formerShareField: .string(left.shareName),
+                    RecordHierarchy.formerShareSequenceField: .int64(left.sequence),
+                ])
+            }
         }
         if reshaped {
             return RowChange(

@@ -539,6 +539,8 @@ public enum StorageConformance {
         try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "r50")])
         let tombstone = try await readFeed(storage, after: beforeDelete).records.first { $0.name == "r50" }
         #expect(tombstone?.deleted == true && tombstone?.shareName == "s")
+        let recreated = try await write(storage, [create("r50")])
+        #expect(try recreated[0].get().formerShare?.shareName == "s", "created again outside its share, it left it")
         try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "s")])
         #expect(try await shares(["r0", "r49", "r51"]) == [nil, nil, nil])
         #expect(try await storage.lookupRecords(names: ["r0"], zone: "Z", in: alice)[0]?.rootShareName == nil)
