@@ -31,6 +31,10 @@ struct HierarchyShaper {
     private enum Task {
         /// Places a saved record (index into `rows`) under its parent.
         case place(Int)
+        /// Confirms that a record given a new parent in `share` reaches that share's root through
+        /// its ancestors, from `ancestor` on (`steps` taken): a record moved below itself (a loop)
+        /// belongs to no share.
+        case climb(index: Int, share: String, ancestor: String, steps: Int)
         /// Makes `root` the root of `share`.
         case attach(root: String, share: String)
         /// Makes `root` a plain record again after its share `share` was deleted.
@@ -126,10 +130,30 @@ struct HierarchyShaper {
             if share == nil, let parent = record.parentName, parent != record.name {
                 guard let found = lookUp(parent) else { return ask(task, names: [parent]) }
                 share = found.flatMap { $0.deleted ? nil : $0.shareName }
+                let previousParent = before(record.name).flatMap { $0.deleted ? nil : $0.parentName }
+                if let share, previousParent != parent {
+                    tasks.append(.climb(index: index, share: share, ancestor: parent, steps: 0))
+                    return nil
+                }
             }
-            setShare(of: index, to: share)
-            let previous = before(record.name).flatMap { $0.deleted ? nil : $0.shareName }
-            if share != previous { tasks.append(.propagate(record.name)) }
+            settle(index, in: share)
+        case .climb(let index, let share, let name, let steps):
+            guard name != rows[index].name, steps < Self.maxDepth else {
+                settle(index, in: nil)
+                return nil
+            }
+            guard let found = lookUp(name) else { return ask(task, names: [name]) }
+            guard let ancestor = found, !ancestor.deleted else {
+                settle(index, in: nil)
+                return nil
+            }
+            if ancestor.rootShareName == share {
+                settle(index, in: share)
+            } else if let up = ancestor.parentName, ancestor.rootShareName == nil {
+                tasks.append(.climb(index: index, share: share, ancestor: up, steps: steps + 1))
+            } else {
+                settle(index, in: nil)
+            }
         case .attach(let root, let share):
             guard let found = lookUp(root) else { return ask(task, names: [root]) }
             guard let record = found, !record.deleted else {
@@ -211,6 +235,18 @@ struct HierarchyShaper {
     private mutating func ask(_ task: Task, names: [String]) -> Step {
         waiting = (task, names, nil)
         return .ask(.fetchRecords(names))
+    }
+
+    /// How many ancestors a record moved under a shared parent may have before its share's root: past
+    /// that, it is taken to be in a loop.
+    static let maxDepth = 1_000
+
+    /// Places the record at `index` in `share`, and has the records below it follow when that changed.
+    private mutating func settle(_ index: Int, in share: String?) {
+        setShare(of: index, to: share)
+        let record = rows[index]
+        let previous = before(record.name).flatMap { $0.deleted ? nil : $0.shareName }
+        if share != previous { tasks.append(.propagate(record.name)) }
     }
 
     private mutating func setShare(of index: Int, to share: String?) {

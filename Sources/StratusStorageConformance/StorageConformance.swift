@@ -544,6 +544,16 @@ public enum StorageConformance {
         try await write(storage, [RecordWrite(operationType: .forceDelete, recordName: "s")])
         #expect(try await shares(["r0", "r49", "r51"]) == [nil, nil, nil])
         #expect(try await storage.lookupRecords(names: ["r0"], zone: "Z", in: alice)[0]?.rootShareName == nil)
+
+        // A record moved below its own descendant forms a loop that no root reaches: the loop, and
+        // what hangs below it, leave the share.
+        try await write(storage, [create("top"), child("m1", of: "top"), child("m2", of: "m1"), child("m3", of: "m2")])
+        try await write(storage, [share("s3", root: "top")])
+        #expect(try await shares(["top", "m1", "m2", "m3"]) == ["s3", "s3", "s3", "s3"])
+        try await write(storage, [RecordWrite(
+            operationType: .forceUpdate, recordName: "m1",
+            fields: [RecordHierarchy.parentField: .reference(Reference(recordName: "m3"))])])
+        #expect(try await shares(["top", "m1", "m2", "m3"]) == ["s3", nil, nil, nil])
     }
 
     static func publicReferences(_ storage: any StratusStorage) async throws {
