@@ -59,12 +59,16 @@ struct HierarchyShaper {
     /// children found.
     private var waiting: (task: Task, asked: [String], children: [String]?)?
     private let context: WriteContext
+    /// How many records this operation may still re-place (``WriteContext/maxReshapedRecordsPerRequest``
+    /// less what the request's earlier operations re-placed).
+    private let budget: Int
 
     /// A shaper for the rows of one operation; `known` holds the records the transaction has read.
-    init(rows: [StoredRecord], known: [String: StoredRecord], context: WriteContext) {
+    init(rows: [StoredRecord], known: [String: StoredRecord], context: WriteContext, budget: Int) {
         self.rows = rows
         self.known = known
         self.context = context
+        self.budget = budget
         for (index, row) in rows.enumerated() {
             let previous = known[row.name].flatMap { $0.deleted ? nil : $0 }
             if row.deleted {
@@ -209,6 +213,13 @@ struct HierarchyShaper {
             }
             guard record.shareName != share else { continue }
             reshape(record, [RecordHierarchy.shareField: share.map(FieldValue.string)])
+            guard reshaped.count <= budget else {
+                return .failed(
+                    RecordWriteFailure(
+                        .limitExceeded,
+                        "this write would move more than \(context.maxReshapedRecordsPerRequest) records in or out of shares in one "
+                            + "request; share or move a smaller part at a time"))
+            }
             tasks.append(.propagate(child))
         }
         return nil

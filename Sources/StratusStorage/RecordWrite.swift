@@ -50,6 +50,9 @@ public struct WriteContext: Hashable, Sendable {
     /// part in and their permission in each: they reach only those shares' records. `nil` for the
     /// owner (and for participants of a zone-wide share, who reach the whole zone).
     public var participantShares: [String: SharePermission]?
+    /// The most records one request may move in or out of shares (``HierarchyShaper``): each is a row
+    /// written and a feed entry for every device, so one request cannot rewrite a zone without end.
+    public var maxReshapedRecordsPerRequest = 100_000
 
     /// Creates a write context.
     public init(

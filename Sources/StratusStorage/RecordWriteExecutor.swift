@@ -135,8 +135,11 @@ public struct RecordWriteExecutor: Sendable {
     private var results: [RecordWriteResult] = []
     private var changes: [RecordChange] = []
     private var phase = Phase.fetchingCurrent
-    /// In the public database, the links the current operation's record keeps (``bindLinks(_:of:)``).
+    /// In the public database or for a participant, the links the current operation's record keeps
+    /// (``bind(_:of:targets:)``).
     private var boundLinks: [ReferenceLink]?
+    /// Records the request's operations re-placed in hierarchies so far.
+    private var reshapedCount = 0
 
     /// An executor for `writes` into `zone` (locked by the caller) under `schema`.
     public init(
@@ -338,7 +341,9 @@ public struct RecordWriteExecutor: Sendable {
         if records.allSatisfy({ !$0.mayHoldReservedFields && current[$0.name]?.mayHoldReservedFields != true }) {
             return place(records, reshaped: [])
         }
-        var shaper = HierarchyShaper(rows: records, known: current, context: context)
+        var shaper = HierarchyShaper(
+            rows: records, known: current, context: context,
+            budget: context.maxReshapedRecordsPerRequest - reshapedCount)
         return shaped(shaper.start(), by: shaper)
     }
 
@@ -365,6 +370,7 @@ public struct RecordWriteExecutor: Sendable {
         {
             return fail(denial)
         }
+        reshapedCount += reshaped.count
         return number(records, reshaped: reshaped)
     }
 

@@ -545,6 +545,13 @@ public enum StorageConformance {
         #expect(try await shares(["r0", "r49", "r51"]) == [nil, nil, nil])
         #expect(try await storage.lookupRecords(names: ["r0"], zone: "Z", in: alice)[0]?.rootShareName == nil)
 
+        // One request moves at most so many records in or out of shares.
+        var bounded = context()
+        bounded.maxReshapedRecordsPerRequest = 2
+        let tooMany = try await write(storage, [share("s2", root: "r100")], context: bounded)
+        #expect(code(tooMany[0]) == .limitExceeded, "r100 heads 200 records")
+        #expect(try await shares(["r100", "r101"]) == [nil, nil], "nothing written")
+
         // A record moved below its own descendant forms a loop that no root reaches: the loop, and
         // what hangs below it, leave the share.
         try await write(storage, [create("top"), child("m1", of: "top"), child("m2", of: "m1"), child("m3", of: "m2")])
