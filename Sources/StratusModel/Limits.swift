@@ -16,8 +16,12 @@ public struct Limits: Hashable, Sendable, JSONDecodable, JSONWritable {
     public var maxDeleteSelfReferencesPerTarget: Int
     /// Size of one asset file (CloudKit Web Services: 50 MB).
     public var maxAssetSizeBytes: Int
-    /// Size of one request body.
+    /// Size of one `records/modify` request body.
     public var maxRequestBodyBytes: Int
+
+    /// Size of the body of every other request (names, zones, subscriptions, a query): 2 MiB, room
+    /// for 200 of anything they carry, or `maxRequestBodyBytes` when that is less.
+    public var maxSmallRequestBodyBytes: Int { min(maxRequestBodyBytes, 2 << 20) }
 
     /// Creates limits; every argument defaults to CloudKit's value.
     public init(

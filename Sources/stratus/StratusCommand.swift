@@ -193,6 +193,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The most connections one client address holds at once (trusted proxies are not limited).")
     var maxConnectionsPerClient = 500
 
+    @Option(
+        help: ArgumentHelp(
+            "Request bytes held in memory at once, over all requests (at least --max-request-body-bytes); "
+                + "a body that does not fit is answered 503 with Retry-After."))
+    var maxBufferedRequestBytes = 256 << 20
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -209,6 +215,7 @@ struct Serve: AsyncParsableCommand {
             ("--push-retention-minutes", pushRetentionMinutes),
             ("--request-head-timeout-seconds", requestHeadTimeoutSeconds), ("--idle-timeout-seconds", idleTimeoutSeconds),
             ("--max-connections", maxConnections), ("--max-connections-per-client", maxConnectionsPerClient),
+            ("--max-buffered-request-bytes", maxBufferedRequestBytes),
         ] where value < 1 {
             throw ValidationError("\(name) must be at least 1, not \(value)")
         }
@@ -251,7 +258,8 @@ struct Serve: AsyncParsableCommand {
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60,
             requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds),
-            maxConnections: maxConnections, maxConnectionsPerClient: maxConnectionsPerClient)
+            maxConnections: maxConnections, maxConnectionsPerClient: maxConnectionsPerClient,
+            maxBufferedRequestBytes: maxBufferedRequestBytes)
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host

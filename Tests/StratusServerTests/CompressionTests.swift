@@ -89,7 +89,7 @@ struct CompressionTests {
             let brotli = try await Self.send(
                 server, "records/changes", user: user, body: feedRequest, headers: ["Content-Encoding": "br"])
             #expect(brotli.status == 400 && String(buffer: brotli.body).contains("'br' is not supported"))
-            let bomb = try Self.gzip(ByteBuffer(repeating: UInt8(ascii: " "), count: server.configuration.limits.maxRequestBodyBytes + 1))
+            let bomb = try Self.gzip(ByteBuffer(repeating: UInt8(ascii: " "), count: server.configuration.limits.maxSmallRequestBodyBytes + 1))
             #expect(bomb.readableBytes < 1 << 20)
             let exploded = try await Self.send(
                 server, "records/changes", user: user, body: bomb, headers: ["Content-Encoding": "gzip"])

@@ -1,4 +1,5 @@
 import Foundation
+import StratusModel
 import StratusServer
 import StratusTestSupport
 import Testing
@@ -60,11 +61,12 @@ struct ConnectionHygieneTests {
     /// A server with these timeouts (short by default, so the tests wait little for them).
     static func withTimeouts(
         head: Duration = .milliseconds(300), idle: Duration = .milliseconds(500), maxConnections: Int = 10_000,
-        perClient: Int = 500, _ body: (TestServer, Int) async throws -> Void
+        perClient: Int = 500, limits: Limits = Limits(), bufferedBytes: Int = 256 << 20,
+        _ body: (TestServer, Int) async throws -> Void
     ) async throws {
         let configuration = ServerConfiguration(
-            port: 0, passwordHashCost: 4, requestHeadTimeout: head, idleTimeout: idle, maxConnections: maxConnections,
-            maxConnectionsPerClient: perClient)
+            port: 0, limits: limits, passwordHashCost: 4, requestHeadTimeout: head, idleTimeout: idle,
+            maxConnections: maxConnections, maxConnectionsPerClient: perClient, maxBufferedRequestBytes: bufferedBytes)
         let server = try await TestServer.start(configuration: configuration)
         do {
             try await body(server, try #require(URL(string: server.baseURL)?.port))
@@ -113,6 +115,54 @@ struct ConnectionHygieneTests {
             #expect(reply.text.hasPrefix("HTTP/1.1 413"), "\(reply.text)")
             #expect(reply.text.contains("LIMIT_EXCEEDED") && reply.text.contains("1000000000 bytes"))
             #expect(reply.closedByServer, "closed at once, not left waiting for the body")
+            // Endpoints other than records/modify need far less: 3 MB of query is refused.
+            let query = path.replacingOccurrences(of: "records/modify", with: "records/query")
+            let queryHead = "POST \(query) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n\r\n"
+            let queryReply = await Self.exchange(port: port, sending: Array(queryHead.utf8), limit: .seconds(30))
+            #expect(queryReply.text.hasPrefix("HTTP/1.1 413") && queryReply.text.contains("over 2097152"), "\(queryReply.text)")
+        }
+    }
+
+    @Test("bodies being read share one budget: past it a request gets 503 with Retry-After at once, and is served once room is back")
+    func bufferedBodiesShareABudget() async throws {
+        let limits = Limits(maxRequestBodyBytes: 1 << 20)
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), limits: limits, bufferedBytes: 3 << 19) {
+            server, port in
+            let user = try await server.signUp("ada").token
+            let path = "/database/1/\(server.container)/development/private/records/modify?ckAPIToken=\(server.apiToken)"
+                + "&ckWebAuthToken=\(user.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            func head(_ length: Int) -> String {
+                "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n"
+                    + "Connection: close\r\n\r\n"
+            }
+            // One client announces a body of 1,000,000 bytes, sends ten, and holds on.
+            let holder = Self.openIdle(port: port)
+            let held = Array((head(1_000_000) + "          ").utf8)
+            _ = held.withUnsafeBytes { send(holder, $0.baseAddress, $0.count, 0) }
+            // Another one's 1,000,000 bytes do not fit beside them (the budget is 1.5 MiB).
+            var refused = Exchange(received: [], closedByServer: false)
+            for _ in 0..<100 {
+                refused = await Self.exchange(port: port, sending: Array(head(1_000_000).utf8), limit: .seconds(30))
+                if refused.text.hasPrefix("HTTP/1.1 503") { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(refused.text.hasPrefix("HTTP/1.1 503"), "\(refused.text)")
+            #expect(refused.text.contains("TRY_AGAIN_LATER") && refused.text.contains("Retry-After: 1"))
+            #expect(refused.closedByServer, "closed at once, its body left unread")
+            // A small body still fits.
+            let small = "{}"
+            let fits = await Self.exchange(port: port, sending: Array((head(small.utf8.count) + small).utf8))
+            #expect(fits.text.hasPrefix("HTTP/1.1 400") && fits.text.contains("operations"), "\(fits.text)")
+            // Once the holder goes, a large body is read again.
+            close(holder)
+            let large = String(repeating: " ", count: 999_000) + small
+            var served = Exchange(received: [], closedByServer: false)
+            for _ in 0..<100 {
+                served = await Self.exchange(port: port, sending: Array((head(large.utf8.count) + large).utf8))
+                if !served.text.hasPrefix("HTTP/1.1 503") { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(served.text.hasPrefix("HTTP/1.1 400") && served.text.contains("operations"), "\(served.text)")
         }
     }
 

@@ -22,7 +22,7 @@ struct UserDiscoveryEndpoints: Sendable {
         }
         router.on(Endpoints.usersDiscover) { request, context in
             let container = try access(request, context, endpoint: "users/discover").target.container
-            let body = try await request.decodeJSON(DiscoverUsersRequest.self, limit: limits.maxRequestBodyBytes)
+            let body = try await request.decodeJSON(DiscoverUsersRequest.self, limit: limits.maxSmallRequestBodyBytes)
             let found = try await discoverable(body.lookupInfos, field: "lookupInfos", container: container)
             return Response.json(
                 DiscoverUsersResponse(users: found.map { info, user in
@@ -73,7 +73,7 @@ struct UserDiscoveryEndpoints: Sendable {
         _ request: Request, _ context: StratusRequestContext, endpoint: String, by key: KeyPath<UserLookupInfo, String?>
     ) async throws -> Response {
         let container = try access(request, context, endpoint: endpoint).target.container
-        let body = try await request.decodeJSON(LookupUsersRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(LookupUsersRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let keyName = key == \UserLookupInfo.emailAddress ? "emailAddress" : "userRecordName"
         for (index, info) in body.users.enumerated() where info[keyPath: key] == nil {
             throw StratusError.badRequest("users[\(index)].\(keyName) is required by \(endpoint)")

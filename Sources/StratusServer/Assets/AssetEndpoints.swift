@@ -96,7 +96,7 @@ extension DatabaseEndpoints {
         let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/upload")
         let user = try access.requireUser()
         let assets = try requireAssets()
-        let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         _ = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         try checkCount(body.tokens.count, field: "tokens", limit: limits.maxOperationsPerRequest)
         let validator = RecordValidator(limits: limits)
@@ -149,7 +149,7 @@ extension DatabaseEndpoints {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/rereference")
         let assets = try requireAssets()
-        let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         try checkCount(body.assets.count, field: "assets", limit: limits.maxOperationsPerRequest)
         let found = try await storage.lookupRecords(

@@ -49,7 +49,7 @@ struct SubscriptionEndpoints: Sendable {
                 .ownData, for: try authenticator.authenticate(request, context: context, scope: scope),
                 endpoint: "subscriptions/lookup")
         }
-        let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.subscriptionIDs.count)
         var found: [String: SubscriptionDictionary] = [:]
         for access in accesses {
@@ -66,7 +66,7 @@ struct SubscriptionEndpoints: Sendable {
         let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/modify")
         let user = try access.requireUser()
         let locator = access.locator
-        let body = try await request.decodeJSON(ModifySubscriptionsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(ModifySubscriptionsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.operations.count)
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         var seen = Set<String>()

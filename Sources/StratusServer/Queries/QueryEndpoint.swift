@@ -8,7 +8,7 @@ extension DatabaseEndpoints {
     func queryRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/query")
-        let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let zones: [String]?
         let locator: DatabaseLocator
         // The wire ID of each zone a page holds records of.

@@ -101,7 +101,7 @@ struct DatabaseEndpoints: Sendable {
     func lookupZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/lookup")
-        let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
         for (index, zoneID) in body.zones.enumerated() {
             _ = try target.zoneName(zoneID, field: "zones[\(index)]", limits: limits)
@@ -129,7 +129,7 @@ struct DatabaseEndpoints: Sendable {
     func modifyZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let locator = try DatabaseAccess.authorize(.manageZones, for: target, endpoint: "zones/modify").locator
-        let body = try await request.decodeJSON(ModifyZonesRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(ModifyZonesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
         let names = try body.operations.enumerated().map { index, operation in
             try target.zoneName(operation.zoneID, field: "operations[\(index)].zone.zoneID", limits: limits)
@@ -257,7 +257,7 @@ struct DatabaseEndpoints: Sendable {
     func lookupRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/lookup")
-        let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         let zoneName = zone.name
         try checkCount(body.records.count, field: "records", limit: limits.maxRecordsPerResponse)
@@ -346,7 +346,7 @@ struct DatabaseEndpoints: Sendable {
     func recordChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/changes")
-        let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         var writer = JSONWriter(capacity: 64 << 10)
         let page = try await writeZoneChanges(body, field: "the request", access: access, to: &writer)
         var response = Response.json(writer)
@@ -359,7 +359,7 @@ struct DatabaseEndpoints: Sendable {
     func zoneChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "changes/zone")
-        let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
         return try await listResponse("zones", capacity: 64 << 10) { writer in
             for (index, var zone) in body.zones.enumerated() {
@@ -387,7 +387,7 @@ struct DatabaseEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(
             .readChanges, for: target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
-        let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         if target.scope == .shared { return try await sharedDatabaseChanges(body, access: access) }
         let page = try await storage.databaseChanges(
             in: access.locator, after: tokens.position(from: body.syncToken, kind: .database),

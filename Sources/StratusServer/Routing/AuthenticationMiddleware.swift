@@ -103,6 +103,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
                 .authenticationFailed,
                 "server-to-server key '\(signed.keyID)' is for the \(key.environment.rawValue) environment")
         }
+        try request.reserveBodyBytes(limit: maxBodyBytes)
         let body = try await request.collectBody(upTo: maxBodyBytes)
         try signed.verify(
             body: body.readableBytesView, subpath: request.head.path ?? request.uri.path, key: key, now: clock.milliseconds)

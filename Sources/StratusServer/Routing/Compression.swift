@@ -85,7 +85,7 @@ extension Request {
                 "Content-Encoding '\(encodings.joined(separator: ", "))' is not supported; send gzip or an uncompressed body")
         }
         let tooLarge = StratusError(
-            .limitExceeded, "the request body inflates to more than \(limit) bytes, the server's maxRequestBodyBytes")
+            .limitExceeded, "the request body inflates to more than \(limit) bytes, this endpoint's limit")
         let inflated: ByteBuffer
         do {
             // Inflating stops near `limit` (its buffers may round up past it, hence the check after).

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 import StratusModel
 
 /// Turns every error a handler throws into a CloudKit-shaped error response: the HTTP status of its
@@ -31,8 +32,9 @@ struct ErrorMiddleware: RouterMiddleware {
             if let retryAfter = failure.retryAfter {
                 response.headers[.retryAfter] = String(retryAfter)
             }
-            // A body over the limit is left unread: the connection closes rather than wait for the rest.
-            if failure.code == .limitExceeded {
+            // A body over the limit, or refused by the server's budget, is left unread: the connection
+            // closes rather than wait for the rest.
+            if failure.code == .limitExceeded || RequestBodyReservation.current?.refused == true {
                 response.headers[.connection] = "close"
                 response.body = context.closingConnection(after: response.body)
             }
@@ -60,6 +62,9 @@ struct ErrorMiddleware: RouterMiddleware {
             return .badRequest(error.description)
         case let error as JSONSyntaxError:
             return .badRequest("the request body is not valid JSON: \(error)")
+        case let error as HTTPParserError:
+            // The client sent broken HTTP, or went away in the middle of its body.
+            return .badRequest("the request is not valid HTTP: \(error)")
         case let error as HTTPError:
             switch error.status {
             case .contentTooLarge:
@@ -101,15 +106,26 @@ extension Response {
 extension Request {
     /// The whole body; `LIMIT_EXCEEDED` naming `limitName` when it is over `limit` bytes, refused before
     /// a byte of it is read when its `Content-Length` says so.
-    func collectBody(limit: Int, limitName: String = "the server's maxRequestBodyBytes") async throws -> ByteBuffer {
+    /// Its bytes are first reserved from the server's budget (``reserveBodyBytes(limit:)``).
+    func collectBody(limit: Int, limitName: String = "this endpoint's limit") async throws -> ByteBuffer {
         if let length = headers[.contentLength].flatMap(Int.init), length > limit {
             throw StratusError(.limitExceeded, "the request body is \(length) bytes, over \(limit), \(limitName)")
         }
+        try reserveBodyBytes(limit: limit)
         do {
             return try await body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {
             throw StratusError(.limitExceeded, "the request body is larger than \(limit) bytes, \(limitName)")
         }
+    }
+
+    /// Reserves the bytes this request's body will take in memory from the server's budget of
+    /// buffered request bytes: its `Content-Length`, or all of `limit` when the body is chunked or
+    /// compressed (it may inflate to that). `TRY_AGAIN_LATER` when the budget is spent.
+    func reserveBodyBytes(limit: Int) throws {
+        let length = headers[.contentLength].flatMap(Int.init)
+        let compressed = headers[.contentEncoding].map { $0.lowercased() != "identity" } ?? false
+        try RequestBodyReservation.current?.reserve(atLeast: compressed ? limit : min(length ?? limit, limit))
     }
 
     /// Decodes the JSON body, refusing bodies over `limit` bytes.

@@ -65,6 +65,10 @@ public struct ServerConfiguration: Sendable {
     /// The most connections one client address holds at once (500 by default; ``trustedProxies`` are
     /// not limited); more are answered `503` and closed at once.
     public var maxConnectionsPerClient: Int
+    /// The request bytes the server holds in memory at once, summed over every request being read or
+    /// handled (256 MiB by default, and never less than `limits.maxRequestBodyBytes`); a request
+    /// whose body does not fit is answered `503 TRY_AGAIN_LATER` with `Retry-After`.
+    public var maxBufferedRequestBytes: Int
 
     /// Creates a configuration.
     public init(
@@ -76,8 +80,10 @@ public struct ServerConfiguration: Sendable {
         clock: ServerClock = .system,
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600, requestHeadTimeout: Duration = .seconds(10),
-        idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000, maxConnectionsPerClient: Int = 500
+        idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000, maxConnectionsPerClient: Int = 500,
+        maxBufferedRequestBytes: Int = 256 << 20
     ) {
+        self.maxBufferedRequestBytes = maxBufferedRequestBytes
         self.maxConnections = maxConnections
         self.maxConnectionsPerClient = maxConnectionsPerClient
         self.requestHeadTimeout = requestHeadTimeout

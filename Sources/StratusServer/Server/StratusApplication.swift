@@ -89,6 +89,10 @@ public enum StratusApplication {
                 ],
                 maxAge: .seconds(600)))
         router.add(middleware: ResponseCompression())
+        router.add(
+            middleware: RequestBodyBudgetMiddleware(
+                budget: RequestBodyBudget(
+                    capacity: max(configuration.maxBufferedRequestBytes, configuration.limits.maxRequestBodyBytes))))
         router.add(middleware: ErrorMiddleware())
         let accounts = AccountService(storage: storage, configuration: configuration)
         router.add(

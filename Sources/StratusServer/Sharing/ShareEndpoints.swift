@@ -39,7 +39,7 @@ struct ShareEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let endpoint = accepting ? "records/accept" : "records/resolve"
         let user = try DatabaseAccess.authorize(.joinShares, for: target, endpoint: endpoint).requireUser()
-        let body = try await request.decodeJSON(ShortGUIDsRequest.self, limit: configuration.limits.maxRequestBodyBytes)
+        let body = try await request.decodeJSON(ShortGUIDsRequest.self, limit: configuration.limits.maxSmallRequestBodyBytes)
         guard !body.shortGUIDs.isEmpty, body.shortGUIDs.count <= configuration.limits.maxOperationsPerRequest else {
             throw StratusError.badRequest(
                 "shortGUIDs must hold 1 to \(configuration.limits.maxOperationsPerRequest) items, not \(body.shortGUIDs.count)")

@@ -1,0 +1,136 @@
+import Foundation
+import Hummingbird
+import StratusModel
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server-wide budget of request bytes held in memory at once. Each request that buffers a
+/// body reserves its size first (``RequestBodyReservation``); past the budget it is refused with
+/// `503 TRY_AGAIN_LATER` and `Retry-After`, so that many large bodies at once cannot take the
+/// server's memory, whatever each is under its own limit.
+final class RequestBodyBudget: Sendable {
+    /// Bytes that may be reserved at once.
+    let capacity: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        var reserved = 0
+        /// Bytes released since the allocator last returned free memory to the system.
+        var releasedSinceTrim = 0
+    }
+
+    /// After this many bytes released, and nothing reserved, free memory goes back to the system.
+    static let trimThreshold = 32 << 20
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// Bytes reserved now.
+    var reserved: Int { state.withLock { $0.reserved } }
+
+    /// Reserves `bytes` if they fit.
+    func reserve(_ bytes: Int) -> Bool {
+        state.withLock { state in
+            guard state.reserved + bytes <= capacity else { return false }
+            state.reserved += bytes
+            return true
+        }
+    }
+
+    /// Gives `bytes` back. When a burst is over (nothing reserved, much released), the allocator is
+    /// asked to return its free memory, so that the server's resident size falls back to its
+    /// baseline instead of staying at the burst's peak.
+    func release(_ bytes: Int) {
+        let trims = state.withLock { state in
+            state.reserved -= bytes
+            state.releasedSinceTrim += bytes
+            guard state.reserved == 0, state.releasedSinceTrim >= Self.trimThreshold else { return false }
+            state.releasedSinceTrim = 0
+            return true
+        }
+        if trims { Self.returnFreeMemory() }
+    }
+
+    #if canImport(Glibc)
+    /// glibc's `malloc_trim`, which Swift's Glibc module does not export.
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = dlsym(nil, "malloc_trim").map {
+        unsafeBitCast($0, to: (@convention(c) (Int) -> Int32).self)
+    }
+    #endif
+
+    /// Returns the allocator's free memory to the system, on a thread of its own (it takes a few
+    /// milliseconds after a large burst, which no request should wait for).
+    private static func returnFreeMemory() {
+        #if canImport(Glibc)
+        guard let mallocTrim else { return }
+        Thread.detachNewThread { _ = mallocTrim(0) }
+        #endif
+    }
+}
+
+/// The bytes of the budget one request holds, from when it first buffers its body until it is
+/// answered. Handlers reach it through ``current`` (``Request/collectBody(limit:limitName:)`` does).
+final class RequestBodyReservation: Sendable {
+    /// The reservation of the request being handled, when the server has a budget.
+    @TaskLocal static var current: RequestBodyReservation?
+
+    private let budget: RequestBodyBudget
+    private let held = Mutex(0)
+    private let refusal = Mutex(false)
+
+    init(budget: RequestBodyBudget) {
+        self.budget = budget
+    }
+
+    /// Makes sure this request holds at least `bytes`; `TRY_AGAIN_LATER` when the budget cannot
+    /// give them.
+    func reserve(atLeast bytes: Int) throws {
+        let missing = held.withLock { max(0, bytes - $0) }
+        guard missing > 0 else { return }
+        guard budget.reserve(missing) else {
+            refusal.withLock { $0 = true }
+            throw StratusError(
+                .tryAgainLater,
+                "the server is holding as many request bodies as it may (\(budget.capacity) bytes); retry later",
+                retryAfter: 1)
+        }
+        held.withLock { $0 += missing }
+    }
+
+    /// Whether the budget refused this request, which then leaves its body unread.
+    var refused: Bool { refusal.withLock { $0 } }
+
+    /// Gives everything back.
+    func release() {
+        let bytes = held.withLock { bytes in
+            defer { bytes = 0 }
+            return bytes
+        }
+        if bytes > 0 { budget.release(bytes) }
+    }
+}
+
+/// Gives each request with a body its ``RequestBodyReservation`` and releases it once the request
+/// is answered.
+struct RequestBodyBudgetMiddleware: RouterMiddleware {
+    typealias Context = StratusRequestContext
+
+    let budget: RequestBodyBudget
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard request.method != .get, request.method != .head, request.method != .options else {
+            return try await next(request, context)
+        }
+        let reservation = RequestBodyReservation(budget: budget)
+        defer { reservation.release() }
+        return try await RequestBodyReservation.$current.withValue(reservation) {
+            try await next(request, context)
+        }
+    }
+}
