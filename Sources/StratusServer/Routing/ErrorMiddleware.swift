@@ -32,9 +32,9 @@ struct ErrorMiddleware: RouterMiddleware {
             if let retryAfter = failure.retryAfter {
                 response.headers[.retryAfter] = String(retryAfter)
             }
-            // A body over the limit, or refused by the server's budget, is left unread: the connection
-            // closes rather than wait for the rest.
-            if failure.code == .limitExceeded || RequestBodyReservation.current?.refused == true {
+            // A body over the limit is left unread: the connection closes rather than wait for the rest.
+            // (A body the budget refused is read and dropped after the answer, so the client sees it.)
+            if failure.code == .limitExceeded {
                 response.headers[.connection] = "close"
                 response.body = context.closingConnection(after: response.body)
             }

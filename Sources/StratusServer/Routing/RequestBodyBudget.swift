@@ -10,7 +10,8 @@ import Glibc
 /// The server-wide budget of request bytes held in memory at once. Each request that buffers a
 /// body reserves its size first (``RequestBodyReservation``); past the budget it is refused with
 /// `503 TRY_AGAIN_LATER` and `Retry-After`, so that many large bodies at once cannot take the
-/// server's memory, whatever each is under its own limit.
+/// server's memory, whatever each is under its own limit. A refused body is read and dropped as it
+/// comes (the HTTP server discards what a handler left unread), never held.
 final class RequestBodyBudget: Sendable {
     /// Bytes that may be reserved at once.
     let capacity: Int
@@ -23,7 +24,7 @@ final class RequestBodyBudget: Sendable {
     }
 
     /// After this many bytes released, and nothing reserved, free memory goes back to the system.
-    static let trimThreshold = 32 << 20
+    static let trimThreshold = 8 << 20
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -63,11 +64,15 @@ final class RequestBodyBudget: Sendable {
     #endif
 
     /// Returns the allocator's free memory to the system, on a thread of its own (it takes a few
-    /// milliseconds after a large burst, which no request should wait for).
+    /// milliseconds after a large burst, which no request should wait for), a moment after the last
+    /// request's answer was written.
     private static func returnFreeMemory() {
         #if canImport(Glibc)
         guard let mallocTrim else { return }
-        Thread.detachNewThread { _ = mallocTrim(0) }
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.5)
+            _ = mallocTrim(0)
+        }
         #endif
     }
 }
@@ -80,7 +85,6 @@ final class RequestBodyReservation: Sendable {
 
     private let budget: RequestBodyBudget
     private let held = Mutex(0)
-    private let refusal = Mutex(false)
 
     init(budget: RequestBodyBudget) {
         self.budget = budget
@@ -92,7 +96,6 @@ final class RequestBodyReservation: Sendable {
         let missing = held.withLock { max(0, bytes - $0) }
         guard missing > 0 else { return }
         guard budget.reserve(missing) else {
-            refusal.withLock { $0 = true }
             throw StratusError(
                 .tryAgainLater,
                 "the server is holding as many request bodies as it may (\(budget.capacity) bytes); retry later",
@@ -100,9 +103,6 @@ final class RequestBodyReservation: Sendable {
         }
         held.withLock { $0 += missing }
     }
-
-    /// Whether the budget refused this request, which then leaves its body unread.
-    var refused: Bool { refusal.withLock { $0 } }
 
     /// Gives everything back.
     func release() {
