@@ -199,6 +199,12 @@ struct Serve: AsyncParsableCommand {
                 + "a body that does not fit is answered 503 with Retry-After."))
     var maxBufferedRequestBytes = 256 << 20
 
+    @Option(help: "A PEM file with the server's TLS certificate (and intermediates): the server then answers HTTPS only.")
+    var tlsCert: String?
+
+    @Option(help: "The PEM file of the private key of --tls-cert.")
+    var tlsKey: String?
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -225,6 +231,9 @@ struct Serve: AsyncParsableCommand {
         if let rateLimitBurst {
             guard rateLimit != nil else { throw ValidationError("--rate-limit-burst needs --rate-limit") }
             guard rateLimitBurst >= 1 else { throw ValidationError("--rate-limit-burst must be at least 1, not \(rateLimitBurst)") }
+        }
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together: give both, or neither")
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -259,14 +268,15 @@ struct Serve: AsyncParsableCommand {
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60,
             requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds),
             maxConnections: maxConnections, maxConnectionsPerClient: maxConnectionsPerClient,
-            maxBufferedRequestBytes: maxBufferedRequestBytes)
+            maxBufferedRequestBytes: maxBufferedRequestBytes,
+            tls: tlsCert.flatMap { cert in tlsKey.map { TLSIdentity(certificateChainPath: cert, privateKeyPath: $0) } })
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host
         let server = StratusServerService(
             storage: storage, configuration: configuration, credentialsFile: credentialsFile, logger: logger
         ) { started in
-            let url = "http://\(host):\(started.port)"
+            let url = "\(configuration.scheme)://\(host):\(started.port)"
             var lines = ["Stratus is running at \(url)", "  OpenAPI:     \(url)/openapi.json"]
             if var credentials = started.bootstrap?.credentials {
                 credentials.url = url

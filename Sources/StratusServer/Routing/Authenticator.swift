@@ -55,7 +55,7 @@ struct Authenticator: Sendable {
 
     /// The URL clients reach this server at: the configured public URL, or the request's host.
     func baseURL(_ request: Request) -> String {
-        configuration.publicURL ?? "http://\(request.head.authority ?? "\(configuration.host):\(configuration.port)")"
+        configuration.publicURL ?? "\(configuration.scheme)://\(request.head.authority ?? "\(configuration.host):\(configuration.port)")"
     }
 
     /// The sign-in page's URL for a container, carrying the request's API token and, when the request

@@ -51,7 +51,7 @@ public final class EmbeddedServer: Sendable {
             throw CancellationError()
         }
         return EmbeddedServer(
-            port: first.port, baseURL: "http://\(configuration.host):\(first.port)", bootstrap: first.bootstrap,
+            port: first.port, baseURL: "\(configuration.scheme)://\(configuration.host):\(first.port)", bootstrap: first.bootstrap,
             group: group, task: task)
     }
 

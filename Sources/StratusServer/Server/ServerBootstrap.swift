@@ -35,7 +35,7 @@ public enum ServerBootstrap {
                 }
                 let apiToken = try await accounts.createAPIToken(container: defaultContainer)
                 let credentials = ServerCredentials(
-                    url: "http://\(configuration.host):\(configuration.port)", container: defaultContainer,
+                    url: "\(configuration.scheme)://\(configuration.host):\(configuration.port)", container: defaultContainer,
                     apiToken: apiToken, adminToken: adminToken)
                 try write(credentials, to: credentialsFile)
                 return Outcome(credentials: credentials, created: true)

@@ -69,6 +69,12 @@ public struct ServerConfiguration: Sendable {
     /// handled (256 MiB by default, and never less than `limits.maxRequestBodyBytes`); a request
     /// whose body does not fit is answered `503 TRY_AGAIN_LATER` with `Retry-After`.
     public var maxBufferedRequestBytes: Int
+    /// When set, the server answers HTTPS (and WebSockets over TLS) with this certificate, and only
+    /// that; URLs it hands out start with `https://`.
+    public var tls: TLSIdentity?
+
+    /// `https` when the server answers TLS, `http` otherwise.
+    public var scheme: String { tls == nil ? "http" : "https" }
 
     /// Creates a configuration.
     public init(
@@ -81,8 +87,9 @@ public struct ServerConfiguration: Sendable {
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600, requestHeadTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000, maxConnectionsPerClient: Int = 500,
-        maxBufferedRequestBytes: Int = 256 << 20
+        maxBufferedRequestBytes: Int = 256 << 20, tls: TLSIdentity? = nil
     ) {
+        self.tls = tls
         self.maxBufferedRequestBytes = maxBufferedRequestBytes
         self.maxConnections = maxConnections
         self.maxConnectionsPerClient = maxConnectionsPerClient

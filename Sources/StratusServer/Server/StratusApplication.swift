@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 public import Logging
 import NIOCore
 import StratusModel
@@ -26,12 +27,16 @@ public enum StratusApplication {
             maxConnections: configuration.maxConnections, maxPerClient: configuration.maxConnectionsPerClient,
             unlimitedAddresses: configuration.trustedProxies)
         let push = routers.push
+        let tls = try configuration.tls?.serverConfiguration()
         return Application(
             router: routers.http,
             server: HTTPServerBuilder { responder in
-                PushServerChannel(
+                let channel = PushServerChannel(
                     responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout,
                     admission: admission, http: http)
+                // The handshake runs inside the request-head deadline: a client that never completes it
+                // is closed like one that never sends a head.
+                return if let tls { try TLSChannel(channel, tlsConfiguration: tls) } else { channel }
             },
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),

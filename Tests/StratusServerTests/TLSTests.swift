@@ -1,0 +1,110 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import StratusModel
+import StratusServer
+import StratusTestSupport
+import Testing
+
+/// `--tls-cert` and `--tls-key`: the server answers HTTPS only, to a real TLS client that trusts its
+/// certificate, and hands out `https://` URLs.
+@Suite("TLS")
+struct TLSTests {
+    /// A self-signed certificate for 127.0.0.1 and its key, made by `openssl` in `directory`.
+    static func makeCertificate(in directory: URL) async throws -> TLSIdentity {
+        let certificate = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        let made = try await runChildProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            ])
+        try #require(made.status == 0, "openssl: \(made.errors)")
+        return TLSIdentity(certificateChainPath: certificate, privateKeyPath: key)
+    }
+
+    @Test("a client trusting the certificate signs up, saves and reads over HTTPS; others are refused; plain HTTP gets nothing")
+    func https() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let identity = try await Self.makeCertificate(in: directory)
+        let configuration = ServerConfiguration(
+            port: 0, passwordHashCost: 4, requestHeadTimeout: .milliseconds(500), tls: identity)
+        let server = try await TestServer.start(configuration: configuration)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(identity.certificateChainPath))
+        let client = HTTPClient(configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+        do {
+            #expect(server.baseURL.hasPrefix("https://127.0.0.1:"))
+            func call(
+                _ path: String, _ body: [String: Any]? = nil, using client: HTTPClient, timeout: TimeAmount = .seconds(30)
+            ) async throws -> (Int, [String: Any]) {
+                var request = HTTPClientRequest(url: server.baseURL + path)
+                if let body {
+                    request.method = .POST
+                    request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
+                }
+                let response = try await client.execute(request, timeout: timeout)
+                let bytes = try await response.body.collect(upTo: 1 << 20)
+                return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:])
+            }
+            let app = "ckAPIToken=\(server.apiToken)"
+            let (signUpStatus, session) = try await call(
+                "/auth/1/\(server.container)/signup?\(app)", ["username": "ada", "password": "correct horse"], using: client)
+            #expect(signUpStatus == 200)
+            let token = try #require(session["ckWebAuthToken"] as? String).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let database = "/database/1/\(server.container)/development/private"
+            let (saved, _) = try await call(
+                "\(database)/records/modify?\(app)&ckWebAuthToken=\(token)",
+                ["operations": [["operationType": "create", "record": [
+                    "recordName": "n1", "recordType": "Note", "fields": ["title": ["value": "over TLS"]],
+                ]]]], using: client)
+            #expect(saved == 200)
+            let (_, found) = try await call(
+                "\(database)/records/lookup?\(app)&ckWebAuthToken=\(token)", ["records": [["recordName": "n1"]]], using: client)
+            let fields = (found["records"] as? [[String: Any]])?.first?["fields"] as? [String: [String: Any]]
+            #expect(fields?["title"]?["value"] as? String == "over TLS")
+            // URLs the server hands out are https.
+            let (_, push) = try await call(
+                "/database/1/\(server.container)/development/tokens/create?\(app)&ckWebAuthToken=\(token)",
+                ["apnsEnvironment": "development"], using: client)
+            #expect((push["webcourierURL"] as? String)?.hasPrefix(server.baseURL + "/push/1/") == true, "\(push)")
+
+            // A client that does not trust the certificate gets no answer (it retries the handshake until
+            // its deadline).
+            await #expect(throws: (any Error).self) {
+                _ = try await call("/health", using: HTTPClient.shared, timeout: .seconds(1))
+            }
+            // Plain HTTP on the TLS port is not answered as HTTP, and neither is silence, which the
+            // request-head deadline closes.
+            let port = try #require(URL(string: server.baseURL)?.port)
+            let plain = await ConnectionHygieneTests.exchange(
+                port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            #expect(!plain.text.contains("HTTP/1.1 200") && plain.closedByServer, "\(plain.text)")
+            let silent = await ConnectionHygieneTests.exchange(port: port, sending: [])
+            #expect(silent.closedByServer && silent.received.isEmpty)
+        } catch {
+            try? await client.shutdown()
+            try await server.stopAndRemove()
+            throw error
+        }
+        try await client.shutdown()
+        try await server.stopAndRemove()
+    }
+
+    @Test("a certificate or key that cannot be read stops the start with a message naming the flag and file")
+    func unreadableFiles() async throws {
+        let missing = TLSIdentity(certificateChainPath: "/nonexistent/cert.pem", privateKeyPath: "/nonexistent/key.pem")
+        let configuration = ServerConfiguration(port: 0, passwordHashCost: 4, tls: missing)
+        await #expect {
+            _ = try await TestServer.start(configuration: configuration)
+        } throws: { error in
+            "\(error)".contains("--tls-cert /nonexistent/cert.pem")
+        }
+    }
+}
