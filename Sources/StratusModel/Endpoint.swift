@@ -32,17 +32,6 @@ public struct AnyEndpoint: Sendable, Hashable {
 
     /// The whole path as OpenAPI writes it: `/database/1/{container}/{environment}/{database}/records/modify`.
     public var template: String { base.template + "/" + path }
-
-    /// Whether `path` (a request's path) is this endpoint's, a `{name}` segment matching any one
-    /// segment.
-    public func matches(path: String) -> Bool {
-        let expected = template.split(separator: "/", omittingEmptySubsequences: false)
-        let actual = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard expected.count == actual.count else { return false }
-        return zip(expected, actual).allSatisfy { pattern, segment in
-            pattern.hasPrefix("{") ? !segment.isEmpty : pattern == segment
-        }
-    }
 }
 
 /// The HTTP method of an endpoint.

@@ -27,6 +27,14 @@ struct PathTests {
             #expect(postToList.status == 405 && postToList.headers["Allow"].first == "GET", "\(postToList.text)")
             let deleteDiscover = try await server.database("public", "users/discover", method: .DELETE)
             #expect(deleteDiscover.status == 405 && deleteDiscover.headers["Allow"].first == "GET, POST", "\(deleteDiscover.text)")
+            // Paths outside CloudKit's table too: the admin API, health, uploads.
+            for (method, path, allowed) in [
+                (HTTPMethod.PUT, "/admin/1/containers", "GET, POST"), (.DELETE, "/health", "GET"),
+                (.RAW(value: "TRACE"), "/assets/1/upload", "POST"),
+            ] {
+                let reply = try await server.request(method, path)
+                #expect(reply.status == 405 && reply.headers["Allow"].first == allowed, "\(method) \(path): \(reply.text)")
+            }
         }
     }
 

@@ -11,13 +11,16 @@ import StratusModel
 struct ErrorMiddleware: RouterMiddleware {
     typealias Context = StratusRequestContext
 
+    /// The router's routes, for the `Allow` of a `405`.
+    let routes: RouteTable
+
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch {
-            let failure = Self.stratusError(for: error, request: request)
+            let failure = stratusError(for: error, request: request)
             let uuid = UUID().uuidString
             if failure.code == .internalError {
                 context.logger.error(
@@ -38,7 +41,7 @@ struct ErrorMiddleware: RouterMiddleware {
                 response.headers[.connection] = "close"
                 response.body = context.closingConnection(after: response.body)
             }
-            if let allowed = Self.allowedMethods(for: error, request: request) {
+            if let allowed = allowedMethods(for: error, request: request) {
                 response.status = .methodNotAllowed
                 response.headers[.allow] = allowed.joined(separator: ", ")
             }
@@ -46,15 +49,15 @@ struct ErrorMiddleware: RouterMiddleware {
         }
     }
 
-    /// When the router found no route because the path is an endpoint of the table with another
-    /// method, those methods: the answer is then `405` with `Allow`.
-    static func allowedMethods(for error: any Error, request: Request) -> [String]? {
+    /// When the router found no route because the path is routed with other methods, those
+    /// methods: the answer is then `405` with `Allow`.
+    func allowedMethods(for error: any Error, request: Request) -> [String]? {
         guard let error = error as? HTTPError, error.status == .notFound else { return nil }
-        let methods = Endpoints.all.filter { $0.matches(path: request.uri.path) }.map(\.method.rawValue)
-        return methods.isEmpty ? nil : Array(Set(methods)).sorted()
+        let methods = routes.methods(matching: request.uri.path)
+        return methods.isEmpty ? nil : methods
     }
 
-    static func stratusError(for error: any Error, request: Request) -> StratusError {
+    func stratusError(for error: any Error, request: Request) -> StratusError {
         switch error {
         case let error as StratusError:
             return error

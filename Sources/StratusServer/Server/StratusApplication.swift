@@ -98,7 +98,8 @@ public enum StratusApplication {
             middleware: RequestBodyBudgetMiddleware(
                 budget: RequestBodyBudget(
                     capacity: max(configuration.maxBufferedRequestBytes, configuration.limits.maxRequestBodyBytes))))
-        router.add(middleware: ErrorMiddleware())
+        let routes = RouteTable()
+        router.add(middleware: ErrorMiddleware(routes: routes))
         let accounts = AccountService(storage: storage, configuration: configuration)
         router.add(
             middleware: AuthenticationMiddleware(
@@ -124,6 +125,7 @@ public enum StratusApplication {
             .addRoutes(to: router)
         AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
+        routes.record(router.routes)
         return (router, push, assets)
     }
 }
