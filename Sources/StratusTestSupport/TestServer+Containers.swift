@@ -5,11 +5,12 @@ package import StratusServer
 
 extension TestServer {
     /// A container on this server as one device of an app makes it: its own device ID and asset
-    /// cache, and quick retries (waited on `clock` when one is given).
+    /// cache, and quick retries (waited on `clock` when one is given). `serverURL` reaches the
+    /// server another way (through a ``FaultRelay``).
     package func makeContainer(
         device: String = UUID().uuidString, session: Container.Session? = nil,
         retryPolicy: RetryPolicy = RetryPolicy(initialBackoff: .milliseconds(20)), logger: Logger? = nil,
-        clock: (any Clock<Duration>)? = nil
+        clock: (any Clock<Duration>)? = nil, serverURL: URL? = nil
     ) -> Container {
         var configuration = Container.Configuration(
             retryPolicy: retryPolicy, deviceID: device,
@@ -17,7 +18,7 @@ extension TestServer {
         if let logger { configuration.logger = logger }
         if let clock { configuration.clock = clock }
         return Container(
-            identifier: container, serverURL: URL(string: baseURL)!, apiToken: apiToken, session: session,
+            identifier: container, serverURL: serverURL ?? URL(string: baseURL)!, apiToken: apiToken, session: session,
             configuration: configuration)
     }
 
