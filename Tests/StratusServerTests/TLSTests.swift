@@ -27,7 +27,7 @@ struct TLSTests {
         return TLSIdentity(certificateChainPath: certificate, privateKeyPath: key)
     }
 
-    @Test("a client trusting the certificate signs up, saves and reads over HTTPS; others are refused; plain HTTP gets nothing")
+    @Test("a client trusting the certificate signs up, saves and reads over HTTPS, in HTTP/2 or HTTP/1.1; others are refused; plain HTTP gets nothing")
     func https() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -74,6 +74,24 @@ struct TLSTests {
                 "/database/1/\(server.container)/development/tokens/create?\(app)&ckWebAuthToken=\(token)",
                 ["apnsEnvironment": "development"], using: client)
             #expect((push["webcourierURL"] as? String)?.hasPrefix(server.baseURL + "/push/1/") == true, "\(push)")
+
+            // A client that offers HTTP/2 (AsyncHTTPClient does, over TLS) speaks it; one that does not
+            // speaks HTTP/1.1, and so does the WebSocket-capable channel behind it.
+            let overHTTP2 = try await client.execute(HTTPClientRequest(url: server.baseURL + "/health"), timeout: .seconds(10))
+            #expect(overHTTP2.version == .http2 && overHTTP2.status == .ok)
+            var http1Only = HTTPClient.Configuration(tlsConfiguration: tls)
+            http1Only.httpVersion = .http1Only
+            let http1Client = HTTPClient(configuration: http1Only)
+            let overHTTP1 = try await http1Client.execute(HTTPClientRequest(url: server.baseURL + "/health"), timeout: .seconds(10))
+            try await http1Client.shutdown()
+            #expect(overHTTP1.version == .http1_1 && overHTTP1.status == .ok)
+            // An answer that closes an HTTP/1.1 connection (a body over its limit) reaches an HTTP/2
+            // client whole, without the Connection header HTTP/2 forbids.
+            var oversized = HTTPClientRequest(url: server.baseURL + "\(database)/records/query?\(app)&ckWebAuthToken=\(token)")
+            oversized.method = .POST
+            oversized.body = .bytes(ByteBuffer(repeating: UInt8(ascii: " "), count: 3 << 20))
+            let refused = try await client.execute(oversized, timeout: .seconds(10))
+            #expect(refused.version == .http2 && refused.status.code == 413 && refused.headers["Connection"].isEmpty)
 
             // A client that does not trust the certificate gets no answer (it retries the handshake until
             // its deadline).

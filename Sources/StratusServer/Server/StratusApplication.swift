@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 public import Hummingbird
 import HummingbirdCore
-import HummingbirdTLS
 public import Logging
 import NIOCore
 import StratusModel
@@ -34,9 +33,11 @@ public enum StratusApplication {
                 let channel = PushServerChannel(
                     responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout,
                     admission: admission, http: http)
-                // The handshake runs inside the request-head deadline: a client that never completes it
-                // is closed like one that never sends a head.
-                return if let tls { try TLSChannel(channel, tlsConfiguration: tls) } else { channel }
+                return if let tls {
+                    try NegotiatingTLSChannel(http1: channel, idleTimeout: configuration.idleTimeout, tls: tls)
+                } else {
+                    channel
+                }
             },
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),

@@ -1,5 +1,4 @@
 public import Foundation
-import HummingbirdTLS
 import NIOSSL
 import StratusModel
 
