@@ -8,8 +8,9 @@ import Glibc
 /// A loopback TCP relay between clients and a server that misbehaves the way mobile networks and
 /// overloaded proxies do: it loses requests, cuts answers off after the server has acted on them,
 /// truncates them, delays them, and answers `429` or `503` itself. Faults are drawn per chunk
-/// from a seeded generator, so a run replays from its seed. Each connection is served by two
-/// threads of its own (blocking sockets), never by Swift's cooperative pool.
+/// from a seeded generator (the threads draw in the order their chunks come, so runs from one seed
+/// are alike rather than identical). Each connection is served by two threads of its own (blocking
+/// sockets), never by Swift's cooperative pool; connections end when either side closes.
 package final class FaultRelay: Sendable {
     /// How often each fault happens, as a probability per chunk relayed (per request for the
     /// injected answers).
@@ -54,6 +55,7 @@ package final class FaultRelay: Sendable {
         var faults: Faults
         var random: UInt64
         var counts = Counts()
+        var stopped = false
     }
 
     /// What the two threads of one connection share.
@@ -92,7 +94,13 @@ package final class FaultRelay: Sendable {
         Thread.detachNewThread { [self] in
             while true {
                 let client = accept(listener, nil, nil)
-                guard client >= 0 else { return }
+                if client < 0, errno == EINTR { continue }
+                guard client >= 0 else {
+                    // Stopped: the descriptor is closed here, after the last accept, so that no other
+                    // socket can take its number while this thread still uses it.
+                    close(listener)
+                    return
+                }
                 self.serve(client)
             }
         }
@@ -110,10 +118,13 @@ package final class FaultRelay: Sendable {
     /// What the relay has done so far.
     package var counts: Counts { state.withLock { $0.counts } }
 
-    /// Stops accepting connections.
+    /// Stops accepting connections (once; later calls do nothing).
     package func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
+        let first = state.withLock { state in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+        if first { shutdown(listener, Int32(SHUT_RDWR)) }
     }
 
     private static func loopback(port: Int) -> sockaddr_in {
@@ -127,15 +138,19 @@ package final class FaultRelay: Sendable {
     /// A fault drawn for one chunk: whether `probability` came up.
     private func draw(_ probability: KeyPath<Faults, Double>, count: WritableKeyPath<Counts, Int>) -> Bool {
         state.withLock { state in
-            state.random &+= 0x9E37_79B9_7F4A_7C15
-            var z = state.random
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            let roll = Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
-            guard roll < state.faults[keyPath: probability] else { return false }
+            guard Self.roll(&state.random) < state.faults[keyPath: probability] else { return false }
             state.counts[keyPath: count] += 1
             return true
         }
+    }
+
+    /// The next number in [0, 1) from the seeded generator (SplitMix64).
+    private static func roll(_ random: inout UInt64) -> Double {
+        random &+= 0x9E37_79B9_7F4A_7C15
+        var z = random
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
     }
 
     private func serve(_ client: Int32) {
@@ -200,9 +215,8 @@ package final class FaultRelay: Sendable {
                     return closeBoth()
                 }
                 if draw(\.delay, count: \.delayed) {
-                    let limit = state.withLock { $0.faults.maxDelay }.components
-                    let seconds = Double(limit.seconds) + Double(limit.attoseconds) / 1e18
-                    Thread.sleep(forTimeInterval: seconds * Double.random(in: 0...1))
+                    let (limit, fraction) = state.withLock { ($0.faults.maxDelay.components, Self.roll(&$0.random)) }
+                    Thread.sleep(forTimeInterval: (Double(limit.seconds) + Double(limit.attoseconds) / 1e18) * fraction)
                 }
                 guard Self.sendAll(client, chunk) else { return closeBoth() }
             }

@@ -24,17 +24,20 @@ struct PathTests {
             #expect(put.headers["Allow"].first == "POST")
             #expect(put.code == "BAD_REQUEST" && put.reason.contains("POST"), "\(put.text)")
             let postToList = try await server.database("private", "zones/list", ["x": 1], method: .POST)
-            #expect(postToList.status == 405 && postToList.headers["Allow"].first == "GET", "\(postToList.text)")
+            #expect(postToList.status == 405 && postToList.headers["Allow"].first == "GET, HEAD", "\(postToList.text)")
             let deleteDiscover = try await server.database("public", "users/discover", method: .DELETE)
-            #expect(deleteDiscover.status == 405 && deleteDiscover.headers["Allow"].first == "GET, POST", "\(deleteDiscover.text)")
+            #expect(deleteDiscover.status == 405 && deleteDiscover.headers["Allow"].first == "GET, HEAD, POST", "\(deleteDiscover.text)")
             // Paths outside CloudKit's table too: the admin API, health, uploads.
             for (method, path, allowed) in [
-                (HTTPMethod.PUT, "/admin/1/containers", "GET, POST"), (.DELETE, "/health", "GET"),
+                (HTTPMethod.PUT, "/admin/1/containers", "GET, HEAD, POST"), (.DELETE, "/health", "GET, HEAD"),
                 (.RAW(value: "TRACE"), "/assets/1/upload", "POST"),
             ] {
                 let reply = try await server.request(method, path)
                 #expect(reply.status == 405 && reply.headers["Allow"].first == allowed, "\(method) \(path): \(reply.text)")
             }
+            // Every GET route answers HEAD.
+            let head = try await server.request(.HEAD, "/health")
+            #expect(head.status == 200 && head.text.isEmpty)
         }
     }
 

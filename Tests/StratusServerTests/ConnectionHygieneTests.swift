@@ -123,7 +123,7 @@ struct ConnectionHygieneTests {
         }
     }
 
-    @Test("bodies being read share one budget: past it a request gets 503 with Retry-After at once, and is served once room is back")
+    @Test("bodies being read share one budget, charged as they arrive: past it a request gets 503 with Retry-After, and is served once room is back")
     func bufferedBodiesShareABudget() async throws {
         let limits = Limits(maxRequestBodyBytes: 1 << 20)
         try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), limits: limits, bufferedBytes: 3 << 19) {
@@ -135,14 +135,17 @@ struct ConnectionHygieneTests {
                 "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n"
                     + "Connection: close\r\n\r\n"
             }
-            // One client announces a body of 1,000,000 bytes, sends ten, and holds on.
+            // One client sends 900,000 bytes of a 1,000,000-byte body, and holds on: the server holds
+            // what has arrived.
             let holder = Self.openIdle(port: port)
-            let held = Array((head(1_000_000) + "          ").utf8)
+            let held = Array((head(1_000_000) + String(repeating: " ", count: 900_000)).utf8)
             _ = held.withUnsafeBytes { send(holder, $0.baseAddress, $0.count, 0) }
-            // Another one's 1,000,000 bytes do not fit beside them (the budget is 1.5 MiB).
+            // Another one's 1,000,000 bytes do not fit beside them (the budget is 1.5 MiB): refused
+            // once its bytes pass the budget, while it is still sending.
+            let whole = Array((head(1_000_000) + String(repeating: " ", count: 1_000_000)).utf8)
             var refused = Exchange(received: [], closedByServer: false)
             for _ in 0..<100 {
-                refused = await Self.exchange(port: port, sending: Array(head(1_000_000).utf8), limit: .seconds(30))
+                refused = await Self.exchange(port: port, sending: whole, limit: .seconds(30))
                 if refused.text.hasPrefix("HTTP/1.1 503") { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
@@ -152,7 +155,7 @@ struct ConnectionHygieneTests {
             let small = "{}"
             let fits = await Self.exchange(port: port, sending: Array((head(small.utf8.count) + small).utf8))
             #expect(fits.text.hasPrefix("HTTP/1.1 400") && fits.text.contains("operations"), "\(fits.text)")
-            // Once the holder goes, a large body is read again.
+            // Once the holder goes, a large body is read whole again.
             close(holder)
             let large = String(repeating: " ", count: 999_000) + small
             var served = Exchange(received: [], closedByServer: false)

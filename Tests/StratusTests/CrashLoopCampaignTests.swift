@@ -41,7 +41,6 @@ struct CrashLoop {
     static let writersPerZone = 2
 
     let storage: [String]
-    let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-crash-\(UUID().uuidString)")
 
     /// The server of the current cycle, or `nil` between a kill and the next start.
     final class Current: Sendable {
@@ -70,28 +69,13 @@ struct CrashLoop {
         var failures: [String] = []
     }
 
-    func serve() throws -> ServerProcess {
-        try ServerProcess(
-            executable: productsDirectory.appendingPathComponent("stratus"),
-            arguments: ["serve", "--data", root.appendingPathComponent("data").path, "--port", "0", "--log-level", "error"]
-                + storage)
-    }
-
     func run(cycles: Int) async throws {
-        defer { try? FileManager.default.removeItem(at: root) }
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         // The first start makes the container and the tokens; a user signs up and makes the zones.
-        var server = try serve()
-        let credentials = try JSONDecoder().decode(
-            ServerCredentials.self, from: Data(contentsOf: root.appendingPathComponent("data/credentials.json")))
-        let signedUp = try await Self.call(
-            "\(server.url)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
-            ["username": "crash", "password": "correct horse battery"])
-        let webToken = try #require(signedUp["ckWebAuthToken"] as? String, "\(signedUp)")
-        let query = "ckAPIToken=\(credentials.apiToken)&ckWebAuthToken="
-            + webToken.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let database = "/database/1/\(credentials.container)/development/private"
-        _ = try await Self.call(
+        let server = try CampaignServer(storage)
+        defer { server.stopAndRemove() }
+        let query = try await server.session("crash")
+        let database = "/database/1/\(server.credentials.container)/development/private"
+        _ = try await CampaignServer.call(
             "\(server.url)\(database)/zones/modify?\(query)",
             ["operations": Self.zones.keys.map { ["operationType": "create", "zone": ["zoneID": ["zoneName": $0]]] }])
 
@@ -119,14 +103,12 @@ struct CrashLoop {
         for _ in 0..<cycles {
             try await Task.sleep(for: .milliseconds(Int.random(in: 150...900, using: &generator)))
             current.url.withLock { $0 = nil }
-            server.kill()
-            server = try serve()
+            try server.crashAndRestart()
             current.url.withLock { $0 = server.url }
         }
         try await Task.sleep(for: .milliseconds(300))
         current.stopping.withLock { $0 = true }
         let logs = try await writers.value
-        defer { server.stop() }
 
         // Every writer made progress, and no answer was an error other than a lost connection.
         for log in logs {
@@ -218,7 +200,7 @@ struct CrashLoop {
             }
             let body: [String: Any] = ["operations": operations, "zoneID": ["zoneName": zone], "atomic": atomic]
             do {
-                let answer = try await Self.call(url + path, body)
+                let answer = try await CampaignServer.call(url + path, body)
                 let records = answer["records"] as? [[String: Any]] ?? []
                 let errors = records.compactMap { $0["serverErrorCode"] as? String }
                 guard records.count == operations.count, errors.isEmpty else {
@@ -230,7 +212,7 @@ struct CrashLoop {
                     log.records[name, default: Possibilities()].acknowledged = value
                     if value == nil { live.removeAll { $0 == name } } else if !live.contains(name) { live.append(name) }
                 }
-            } catch let error as CallError {
+            } catch let error as CampaignServer.CallError {
                 log.failures.append(error.description)
             } catch {
                 // The connection was lost: the batch may or may not be there. Its records are retired.
@@ -291,8 +273,8 @@ struct CrashLoop {
         while true {
             var body: [String: Any] = ["zoneID": ["zoneName": zone], "resultsLimit": 200]
             if let token { body["syncToken"] = token }
-            let page = try await call(url, body)
-            guard let next = page["syncToken"] as? String else { throw CallError(description: "no syncToken: \(page)") }
+            let page = try await CampaignServer.call(url, body)
+            guard let next = page["syncToken"] as? String else { throw CampaignServer.CallError(description: "no syncToken: \(page)") }
             token = next
             for record in page["records"] as? [[String: Any]] ?? [] {
                 let name = record["recordName"] as? String ?? ""
@@ -305,27 +287,5 @@ struct CrashLoop {
             }
             if page["moreComing"] as? Bool != true { return (records, token) }
         }
-    }
-
-    /// An answer that came back, but not with 200.
-    struct CallError: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    /// Sends `body` as JSON; the answer's JSON object. A transport error is thrown as it is;
-    /// an answer other than 200 as ``CallError``.
-    static func call(_ url: String, _ body: [String: Any]) async throws -> [String: Any] {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        // Plain answers: the shared client refuses to inflate past 25 times, which repetitive records pass.
-        request.headers.add(name: "Accept-Encoding", value: "identity")
-        request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 16 << 20)
-        guard response.status == .ok else {
-            throw CallError(description: "\(response.status.code): \(String(buffer: bytes))")
-        }
-        return (try JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:]
     }
 }

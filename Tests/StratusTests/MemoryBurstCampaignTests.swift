@@ -24,32 +24,18 @@ struct MemoryBurstCampaignTests {
         let full = environment["STRATUS_CAMPAIGN_BODIES"] != nil
         let recordBytes = full ? 300_000 : 80_000
         let budget = full ? 256 << 20 : 64 << 20
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-burst-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let server = try ServerProcess(
-            executable: productsDirectory.appendingPathComponent("stratus"),
-            arguments: [
-                "serve", "--data", root.appendingPathComponent("data").path, "--port", "0", "--log-level", "error",
-                "--max-buffered-request-bytes", String(budget),
-            ])
-        defer { server.stop() }
-        let credentials = try JSONDecoder().decode(
-            ServerCredentials.self, from: Data(contentsOf: root.appendingPathComponent("data/credentials.json")))
-        let signedUp = try await CrashLoop.call(
-            "\(server.url)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
-            ["username": "burst", "password": "correct horse battery"])
-        let webToken = try #require(signedUp["ckWebAuthToken"] as? String, "\(signedUp)")
-        let url = "\(server.url)/database/1/\(credentials.container)/development/private/records/modify?ckAPIToken="
-            + "\(credentials.apiToken)&ckWebAuthToken=\(webToken.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+        let server = try CampaignServer(["--max-buffered-request-bytes", String(budget)])
+        defer { server.stopAndRemove() }
+        let url = "\(server.database())/records/modify?\(try await server.session("burst"))"
         // A warm-up write, so the baseline includes what any first write allocates.
         _ = try await Self.send(url, body: Self.body(batch: -1, records: 2, recordBytes: 1000))
         try await Task.sleep(for: .seconds(1))
-        let baseline = server.residentBytes
+        let baseline = server.process.residentBytes
 
         let peak = Atomic<Int>(0)
         let sampler = Task {
             while !Task.isCancelled {
-                let resident = server.residentBytes
+                let resident = server.process.residentBytes
                 peak.max(resident)
                 try? await Task.sleep(for: .milliseconds(20))
             }
@@ -78,10 +64,10 @@ struct MemoryBurstCampaignTests {
         let refusals = outcomes.map(\.refusals).reduce(0, +)
         #expect(refusals > 0, "more bodies than the budget holds were refused at first")
         // Memory falls back once the burst is over (the allocator returns what it freed).
-        var after = server.residentBytes
+        var after = server.process.residentBytes
         for _ in 0..<50 where after > baseline + 48 << 20 {
             try await Task.sleep(for: .milliseconds(100))
-            after = server.residentBytes
+            after = server.process.residentBytes
         }
         let megabytes = { (bytes: Int) in bytes >> 20 }
         print(

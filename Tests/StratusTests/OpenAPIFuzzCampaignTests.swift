@@ -17,18 +17,13 @@ struct OpenAPIFuzzCampaignTests {
         // The bounded run takes a fixed seed, so that CI explores the same ground each time; the
         // campaign explores anew.
         let size = campaign.map { [$0] } ?? ["30", "20261124"]
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-fuzz-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let data = root.appendingPathComponent("data")
-        let server = try ServerProcess(
-            executable: productsDirectory.appendingPathComponent("stratus"),
-            arguments: ["serve", "--data", data.path, "--port", "0", "--log-level", "error"])
-        defer { server.stop() }
+        let server = try CampaignServer()
+        defer { server.stopAndRemove() }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("scripts/fuzz/run")
         let run = try await runChildProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
-            ["python3", script.path, server.url, data.appendingPathComponent("credentials.json").path] + size)
+            ["python3", script.path, server.url, server.data.appendingPathComponent("credentials.json").path] + size)
         print(run.output.split(separator: "\n").filter { $0.hasPrefix("fuzz ") }.joined(separator: "\n"))
         #expect(run.status == 0, "\(run.output.suffix(20_000))\n\(run.errors.suffix(5_000))")
     }

@@ -32,29 +32,17 @@ struct SoakCampaignTests {
     @Test("a steady mixed load: memory, open files and threads stay level, no 5xx")
     func soak() async throws {
         let duration = ProcessInfo.processInfo.environment["STRATUS_CAMPAIGN_SOAK_SECONDS"].flatMap(Int.init) ?? 20
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-soak-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let server = try ServerProcess(
-            executable: productsDirectory.appendingPathComponent("stratus"),
-            arguments: ["serve", "--data", root.appendingPathComponent("data").path, "--port", "0", "--log-level", "error"])
-        defer { server.stop() }
-        let credentials = try JSONDecoder().decode(
-            ServerCredentials.self, from: Data(contentsOf: root.appendingPathComponent("data/credentials.json")))
-        let app = "ckAPIToken=\(credentials.apiToken)"
-        let database = "\(server.url)/database/1/\(credentials.container)/development/private"
+        let server = try CampaignServer()
+        defer { server.stopAndRemove() }
+        let database = server.database()
 
         let state = LoadState()
         let clients = 4
         let load = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for client in 0..<clients {
-                    let session = try await CrashLoop.call(
-                        "\(server.url)/auth/1/\(credentials.container)/signup?\(app)",
-                        ["username": "soak\(client)", "password": "correct horse battery"])
-                    let token = try #require(session["ckWebAuthToken"] as? String)
-                        .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                    let user = "\(app)&ckWebAuthToken=\(token)"
-                    _ = try await CrashLoop.call(
+                    let user = try await server.session("soak\(client)")
+                    _ = try await CampaignServer.call(
                         "\(database)/zones/modify?\(user)",
                         ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": "Soak"]]]]])
                     group.addTask {
@@ -65,11 +53,11 @@ struct SoakCampaignTests {
                             let (path, body) = Self.operation(
                                 Int.random(in: 0..<10, using: &generator), next: &next, feedToken: feedToken)
                             do {
-                                let answer = try await CrashLoop.call("\(database)/\(path)?\(user)", body)
+                                let answer = try await CampaignServer.call("\(database)/\(path)?\(user)", body)
                                 if path == "records/changes" { feedToken = answer["syncToken"] as? String }
-                            } catch let error as CrashLoop.CallError where error.description.hasPrefix("5") {
+                            } catch let error as CampaignServer.CallError where error.description.hasPrefix("5") {
                                 state.serverErrors.withLock { $0.append("\(path): \(error)") }
-                            } catch let error as CrashLoop.CallError {
+                            } catch let error as CampaignServer.CallError {
                                 // A 4xx (a record deleted meanwhile) is an answer, not a fault; counted.
                                 state.refusals.withLock { $0["\(path) \(error.description.prefix(3))", default: 0] += 1 }
                             }
@@ -80,16 +68,11 @@ struct SoakCampaignTests {
                 // A push poller: a token made, registered and polled with a short timeout, over and over.
                 group.addTask {
                     while !state.stop.load(ordering: .relaxed) {
-                        let session = try await CrashLoop.call(
-                            "\(server.url)/auth/1/\(credentials.container)/signin?\(app)",
-                            ["username": "soak0", "password": "correct horse battery"])
-                        let token = try #require(session["ckWebAuthToken"] as? String)
-                            .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                        let created = try await CrashLoop.call(
-                            "\(server.url)/database/1/\(credentials.container)/development/tokens/create?\(app)&ckWebAuthToken=\(token)",
-                            [:])
+                        let user = try await server.session("soak0", signIn: true)
+                        let created = try await CampaignServer.call(
+                            "\(server.url)/database/1/\(server.credentials.container)/development/tokens/create?\(user)", [:])
                         let pushURL = try #require(created["webcourierURL"] as? String)
-                        _ = try? await CrashLoop.call("\(pushURL)?\(app)&ckWebAuthToken=\(token)&timeout=1", [:])
+                        _ = try? await CampaignServer.call("\(pushURL)?\(user)&timeout=1", [:])
                         state.requests.add(3, ordering: .relaxed)
                     }
                 }
@@ -100,7 +83,7 @@ struct SoakCampaignTests {
         var samples: [Sample] = []
         for second in 0...duration {
             samples.append(
-                Sample(seconds: second, resident: server.residentBytes, files: Self.openFiles(of: server), threads: Self.threads(of: server)))
+                Sample(seconds: second, resident: server.process.residentBytes, files: Self.openFiles(of: server.process), threads: Self.threads(of: server.process)))
             try await Task.sleep(for: .seconds(1))
         }
         state.stop.store(true, ordering: .relaxed)

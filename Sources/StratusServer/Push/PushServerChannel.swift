@@ -39,12 +39,13 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
     let push: PushEndpoints
     let heartbeat: TimeAmount
     let requestHeadTimeout: TimeAmount
-    let admission: ConnectionAdmission
+    /// The connection caps; `nil` when a channel in front (TLS) admitted the connection already.
+    let admission: ConnectionAdmission?
     let http: HTTP1Channel.Configuration
 
     init(
         responder: @escaping Responder, push: PushEndpoints, heartbeat: TimeAmount, requestHeadTimeout: TimeAmount,
-        admission: ConnectionAdmission, http: HTTP1Channel.Configuration
+        admission: ConnectionAdmission?, http: HTTP1Channel.Configuration
     ) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.push = push
@@ -56,7 +57,7 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            guard self.admission.admit(channel) else {
+            guard self.admission?.admit(channel) ?? true else {
                 try channel.pipeline.syncOperations.addHandler(RefusingHandler())
                 return Value(connection: channel.eventLoop.makeSucceededFuture(.refused), channel: channel)
             }

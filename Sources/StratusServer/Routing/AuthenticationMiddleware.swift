@@ -103,8 +103,9 @@ struct AuthenticationMiddleware: RouterMiddleware {
                 .authenticationFailed,
                 "server-to-server key '\(signed.keyID)' is for the \(key.environment.rawValue) environment")
         }
-        try request.reserveBodyBytes(limit: maxBodyBytes)
-        let body = try await request.collectBody(upTo: maxBodyBytes)
+        // Read here to check the signature, then handed on to the endpoint as the request's body.
+        let body = try await request.collectBody(limit: maxBodyBytes)
+        request.body = RequestBody(buffer: body)
         try signed.verify(
             body: body.readableBytesView, subpath: request.head.path ?? request.uri.path, key: key, now: clock.milliseconds)
         caller.container = container

@@ -86,6 +86,8 @@ extension Request {
         }
         let tooLarge = StratusError(
             .limitExceeded, "the request body inflates to more than \(limit) bytes, this endpoint's limit")
+        // The inflated copy may take the whole limit beside the compressed one.
+        try RequestBodyReservation.required.reserve(atLeast: buffer.readableBytes + limit)
         let inflated: ByteBuffer
         do {
             // Inflating stops near `limit` (its buffers may round up past it, hence the check after).

@@ -109,26 +109,24 @@ extension Response {
 extension Request {
     /// The whole body; `LIMIT_EXCEEDED` naming `limitName` when it is over `limit` bytes, refused before
     /// a byte of it is read when its `Content-Length` says so.
-    /// Its bytes are first reserved from the server's budget (``reserveBodyBytes(limit:)``).
+    ///
+    /// Its bytes are charged to the server's budget of buffered request bytes as they arrive (through
+    /// the request's ``RequestBodyReservation``), so a client sending slowly holds only what it has
+    /// sent; `TRY_AGAIN_LATER` when the budget is spent.
     func collectBody(limit: Int, limitName: String = "this endpoint's limit") async throws -> ByteBuffer {
         if let length = headers[.contentLength].flatMap(Int.init), length > limit {
             throw StratusError(.limitExceeded, "the request body is \(length) bytes, over \(limit), \(limitName)")
         }
-        try reserveBodyBytes(limit: limit)
-        do {
-            return try await body.collect(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            throw StratusError(.limitExceeded, "the request body is larger than \(limit) bytes, \(limitName)")
+        let reservation = try RequestBodyReservation.required
+        var collected = ByteBuffer()
+        for try await var chunk in body {
+            guard collected.readableBytes + chunk.readableBytes <= limit else {
+                throw StratusError(.limitExceeded, "the request body is larger than \(limit) bytes, \(limitName)")
+            }
+            try reservation.reserve(atLeast: collected.readableBytes + chunk.readableBytes)
+            collected.writeBuffer(&chunk)
         }
-    }
-
-    /// Reserves the bytes this request's body will take in memory from the server's budget of
-    /// buffered request bytes: its `Content-Length`, or all of `limit` when the body is chunked or
-    /// compressed (it may inflate to that). `TRY_AGAIN_LATER` when the budget is spent.
-    func reserveBodyBytes(limit: Int) throws {
-        let length = headers[.contentLength].flatMap(Int.init)
-        let compressed = headers[.contentEncoding].map { $0.lowercased() != "identity" } ?? false
-        try RequestBodyReservation.current?.reserve(atLeast: compressed ? limit : min(length ?? limit, limit))
+        return collected
     }
 
     /// Decodes the JSON body, refusing bodies over `limit` bytes.

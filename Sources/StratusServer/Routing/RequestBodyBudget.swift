@@ -8,10 +8,10 @@ import Glibc
 #endif
 
 /// The server-wide budget of request bytes held in memory at once. Each request that buffers a
-/// body reserves its size first (``RequestBodyReservation``); past the budget it is refused with
-/// `503 TRY_AGAIN_LATER` and `Retry-After`, so that many large bodies at once cannot take the
-/// server's memory, whatever each is under its own limit. A refused body is read and dropped as it
-/// comes (the HTTP server discards what a handler left unread), never held.
+/// body charges its bytes as they arrive (``RequestBodyReservation``); past the budget it is refused
+/// with `503 TRY_AGAIN_LATER` and `Retry-After`, so that many large bodies at once cannot take the
+/// server's memory, whatever each is under its own limit. The rest of a refused body is read and
+/// dropped as it comes (the HTTP server discards what a handler left unread), never held.
 final class RequestBodyBudget: Sendable {
     /// Bytes that may be reserved at once.
     let capacity: Int
@@ -21,6 +21,8 @@ final class RequestBodyBudget: Sendable {
         var reserved = 0
         /// Bytes released since the allocator last returned free memory to the system.
         var releasedSinceTrim = 0
+        /// Whether a return of free memory is already waiting to run.
+        var trimPending = false
     }
 
     /// After this many bytes released, and nothing reserved, free memory goes back to the system.
@@ -29,9 +31,6 @@ final class RequestBodyBudget: Sendable {
     init(capacity: Int) {
         self.capacity = capacity
     }
-
-    /// Bytes reserved now.
-    var reserved: Int { state.withLock { $0.reserved } }
 
     /// Reserves `bytes` if they fit.
     func reserve(_ bytes: Int) -> Bool {
@@ -49,11 +48,11 @@ final class RequestBodyBudget: Sendable {
         let trims = state.withLock { state in
             state.reserved -= bytes
             state.releasedSinceTrim += bytes
-            guard state.reserved == 0, state.releasedSinceTrim >= Self.trimThreshold else { return false }
-            state.releasedSinceTrim = 0
+            guard state.reserved == 0, state.releasedSinceTrim >= Self.trimThreshold, !state.trimPending else { return false }
+            state.trimPending = true
             return true
         }
-        if trims { Self.returnFreeMemory() }
+        if trims { returnFreeMemory() }
     }
 
     #if canImport(Glibc)
@@ -63,25 +62,39 @@ final class RequestBodyBudget: Sendable {
     }
     #endif
 
-    /// Returns the allocator's free memory to the system, on a thread of its own (it takes a few
-    /// milliseconds after a large burst, which no request should wait for), a moment after the last
-    /// request's answer was written.
-    private static func returnFreeMemory() {
+    /// Returns the allocator's free memory to the system half a second later, once the burst's last
+    /// answers are written, if nothing is reserved by then; on a thread of its own, since a trim after
+    /// a large burst takes milliseconds no request should wait for. One trim waits at a time.
+    private func returnFreeMemory() {
         #if canImport(Glibc)
-        guard let mallocTrim else { return }
-        Thread.detachNewThread {
+        Thread.detachNewThread { [self] in
             Thread.sleep(forTimeInterval: 0.5)
-            _ = mallocTrim(0)
+            let idle = state.withLock { state in
+                state.trimPending = false
+                guard state.reserved == 0 else { return false }
+                state.releasedSinceTrim = 0
+                return true
+            }
+            if idle, let mallocTrim = Self.mallocTrim { _ = mallocTrim(0) }
         }
         #endif
     }
 }
 
 /// The bytes of the budget one request holds, from when it first buffers its body until it is
-/// answered. Handlers reach it through ``current`` (``Request/collectBody(limit:limitName:)`` does).
+/// answered. ``Request/collectBody(limit:limitName:)``, the one place bodies are buffered, charges it.
 final class RequestBodyReservation: Sendable {
-    /// The reservation of the request being handled, when the server has a budget.
+    /// The reservation of the request being handled.
     @TaskLocal static var current: RequestBodyReservation?
+
+    /// The reservation of the request being handled; reading a body outside a request (where no
+    /// budget could be charged) is a programming error, answered `INTERNAL_ERROR`.
+    static var required: RequestBodyReservation {
+        get throws {
+            guard let current else { throw StratusError(.internalError, "a request body was read outside the body budget") }
+            return current
+        }
+    }
 
     private let budget: RequestBodyBudget
     private let held = Mutex(0)
@@ -114,8 +127,7 @@ final class RequestBodyReservation: Sendable {
     }
 }
 
-/// Gives each request with a body its ``RequestBodyReservation`` and releases it once the request
-/// is answered.
+/// Gives each request its ``RequestBodyReservation`` and releases it once the request is answered.
 struct RequestBodyBudgetMiddleware: RouterMiddleware {
     typealias Context = StratusRequestContext
 
@@ -124,9 +136,6 @@ struct RequestBodyBudgetMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard request.method != .get, request.method != .head, request.method != .options else {
-            return try await next(request, context)
-        }
         let reservation = RequestBodyReservation(budget: budget)
         defer { reservation.release() }
         return try await RequestBodyReservation.$current.withValue(reservation) {

@@ -25,6 +25,7 @@ final class RouteTable: Sendable {
                     }
             }.map(\.method)
         }
-        return Array(Set(methods)).sorted()
+        // Every GET route answers HEAD too (the router generates those).
+        return Array(Set(methods + (methods.contains("GET") ? ["HEAD"] : []))).sorted()
     }
 }

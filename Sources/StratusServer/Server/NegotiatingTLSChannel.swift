@@ -10,10 +10,11 @@ import NIOTLS
 
 /// A TLS connection that speaks HTTP/2 when the client offers it (ALPN `h2`) and HTTP/1.1 otherwise.
 ///
-/// HTTP/1.1 goes to the server's own channel (``PushServerChannel``: connection caps, head deadline,
-/// the push WebSocket upgrade); HTTP/2 to Hummingbird's, under the same connection caps and closed
-/// after the idle timeout without open streams. Until the handshake has chosen, the connection has
-/// the request-head deadline to complete it.
+/// A connection is counted against the caps before its handshake (past a cap it is closed at once:
+/// no HTTP answer is possible before the handshake) and must complete the handshake within the
+/// request-head deadline. Then HTTP/1.1 goes to the server's own channel (``PushServerChannel``:
+/// head deadline, idle timeout, the push WebSocket upgrade); HTTP/2 to Hummingbird's, closed after
+/// the idle timeout without an open stream, its streams after the idle timeout without a byte.
 struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
     typealias Negotiated = NIONegotiatedHTTPVersion<PushServerChannel.Value, HTTP2Channel.Value?>
 
@@ -25,39 +26,43 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
     let http1: PushServerChannel
     let http2: HTTP2Channel
     let context: NIOSSLContext
+    let admission: ConnectionAdmission
 
     var responder: Responder { http1.responder }
 
-    init(http1: PushServerChannel, idleTimeout: Duration, tls: TLSConfiguration) throws {
+    /// `http1` must not admit connections itself (its `admission` is `nil`): this channel does, with
+    /// `admission`, before the handshake.
+    init(http1: PushServerChannel, admission: ConnectionAdmission, idleTimeout: Duration, tls: TLSConfiguration) throws {
         var tls = tls
         tls.applicationProtocols = NIOHTTP2SupportedALPNProtocols
         context = try NIOSSLContext(configuration: tls)
         self.http1 = http1
+        self.admission = admission
         http2 = HTTP2Channel(
             responder: http1.responder,
             configuration: HTTP2ChannelConfiguration(
                 idleTimeout: idleTimeout,
-                streamConfiguration: HTTP1Channel.Configuration(additionalChannelHandlers: [DroppingConnectionHeader()])))
+                streamConfiguration: HTTP1Channel.Configuration(
+                    additionalChannelHandlers: [DroppingConnectionHeader()], idleTimeout: TimeAmount(idleTimeout))))
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            guard admission.admit(channel) else {
+                channel.close(promise: nil)
+                return Value(negotiated: channel.eventLoop.makeSucceededFuture(.http2(nil)), channel: channel)
+            }
             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
             // The handshake must finish within the head deadline.
             let handshakeDeadline = channel.eventLoop.scheduleTask(in: http1.requestHeadTimeout) {
                 channel.close(promise: nil)
             }
+            channel.closeFuture.whenComplete { _ in handshakeDeadline.cancel() }
             let negotiation = NIOTypedApplicationProtocolNegotiationHandler<Negotiated> { result in
                 handshakeDeadline.cancel()
                 switch result {
-                case .negotiated("h2"):
-                    guard http1.admission.admit(channel) else {
-                        // Past a connection cap: an HTTP/2 client gets no HTTP/1 503, only the close.
-                        return channel.close().map { .http2(nil) }
-                    }
-                    return http2.setup(channel: channel, logger: logger).map { .http2($0) }
-                default:
-                    return http1.setup(channel: channel, logger: logger).map { .http1_1($0) }
+                case .negotiated("h2"): return http2.setup(channel: channel, logger: logger).map { .http2($0) }
+                default: return http1.setup(channel: channel, logger: logger).map { .http1_1($0) }
                 }
             }
             try channel.pipeline.syncOperations.addHandler(negotiation)
@@ -70,7 +75,7 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
             switch try await value.negotiated.get() {
             case .http1_1(let connection): await http1.handle(value: connection, logger: logger)
             case .http2(let connection?): await http2.handle(value: connection, logger: logger)
-            case .http2(nil): return
+            case .http2(nil): return  // refused past a cap, already closed
             }
         } catch {
             logger.debug("TLS negotiation failed", metadata: ["error": "\(error)"])

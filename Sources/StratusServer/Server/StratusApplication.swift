@@ -32,9 +32,10 @@ public enum StratusApplication {
             server: HTTPServerBuilder { responder in
                 let channel = PushServerChannel(
                     responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout,
-                    admission: admission, http: http)
+                    admission: tls == nil ? admission : nil, http: http)
                 return if let tls {
-                    try NegotiatingTLSChannel(http1: channel, idleTimeout: configuration.idleTimeout, tls: tls)
+                    try NegotiatingTLSChannel(
+                        http1: channel, admission: admission, idleTimeout: configuration.idleTimeout, tls: tls)
                 } else {
                     channel
                 }
@@ -78,7 +79,8 @@ public enum StratusApplication {
                 blobs: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds,
                 clock: configuration.clock)
         }
-        let router = Router(context: StratusRequestContext.self)
+        // HEAD answers as GET without the body (RFC 9110 §9.3.2) on every GET route.
+        let router = Router(context: StratusRequestContext.self, options: .autoGenerateHeadEndpoints)
         // Web apps on other origins call the API from the browser, as CloudKit JS does. Credentials
         // travel in the query or in signed headers, never in cookies, so any origin may read answers.
         router.add(
