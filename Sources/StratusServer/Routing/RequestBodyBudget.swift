@@ -63,19 +63,21 @@ final class RequestBodyBudget: Sendable {
     #endif
 
     /// Returns the allocator's free memory to the system half a second later, once the burst's last
-    /// answers are written, if nothing is reserved by then; on a thread of its own, since a trim after
-    /// a large burst takes milliseconds no request should wait for. One trim waits at a time.
+    /// answers are being written, and again two seconds after that, for what those answers held; each
+    /// time only if nothing is reserved by then. On a thread of its own, since a trim after a large
+    /// burst takes milliseconds no request should wait for. One such thread waits at a time.
     private func returnFreeMemory() {
         #if canImport(Glibc)
         Thread.detachNewThread { [self] in
-            Thread.sleep(forTimeInterval: 0.5)
-            let idle = state.withLock { state in
-                state.trimPending = false
-                guard state.reserved == 0 else { return false }
-                state.releasedSinceTrim = 0
-                return true
+            for wait in [0.5, 2.0] {
+                Thread.sleep(forTimeInterval: wait)
+                guard state.withLock({ $0.reserved == 0 }) else { break }
+                if let mallocTrim = Self.mallocTrim { _ = mallocTrim(0) }
             }
-            if idle, let mallocTrim = Self.mallocTrim { _ = mallocTrim(0) }
+            state.withLock { state in
+                state.trimPending = false
+                if state.reserved == 0 { state.releasedSinceTrim = 0 }
+            }
         }
         #endif
     }
