@@ -23,6 +23,9 @@ public final class PostgresStorage: StratusStorage {
     let schemas = Mutex<[String: (version: Int64, schema: Schema)]>([:])
     private let bus: PostgresMessageBus
     private let ready = ReadinessGate()
+    /// Connections leased by ``read(_:)`` and ``transaction(_:)`` now.
+    private let leased = Atomic<Int>(0)
+    private let maximumConnections: Int
     private let endpoint: Endpoint
     /// The database URL without its password, for errors.
     private let redactedURL: String
@@ -37,6 +40,7 @@ public final class PostgresStorage: StratusStorage {
     ///   - maximumConnections: The size of the connection pool.
     public init(url: String, maximumConnections: Int = 20, logger: Logger = Logger(label: "stratus.postgres")) throws {
         endpoint = try Endpoint(url: url)
+        self.maximumConnections = maximumConnections
         client = PostgresClient(
             configuration: endpoint.poolConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
         self.logger = logger
@@ -191,7 +195,15 @@ public final class PostgresStorage: StratusStorage {
     /// Runs `body` on a pooled connection, outside a transaction, once the storage is ready.
     func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await ready.wait()
-        return try await client.withConnection { connection in try await body(connection) }
+        return try await client.withConnection { connection in
+            leased.add(1, ordering: .relaxed)
+            defer { leased.subtract(1, ordering: .relaxed) }
+            return try await body(connection)
+        }
+    }
+
+    public var connectionPoolUsage: ConnectionPoolUsage? {
+        ConnectionPoolUsage(inUse: leased.load(ordering: .relaxed), capacity: maximumConnections)
     }
 
     /// Runs `body` in a transaction on a pooled connection; an error rolls it back. A transaction
@@ -202,7 +214,11 @@ public final class PostgresStorage: StratusStorage {
         var attempt = 1
         while true {
             do {
-                return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+                return try await client.withTransaction(logger: logger) { connection in
+                    leased.add(1, ordering: .relaxed)
+                    defer { leased.subtract(1, ordering: .relaxed) }
+                    return try await body(connection)
+                }
             } catch let failure as PostgresTransactionError {
                 let error = failure.closureError ?? failure.beginError ?? failure.commitError ?? failure
                 let state = (error as? PSQLError)?.serverInfo?[.sqlState]

@@ -28,6 +28,28 @@ public protocol StratusStorage: SettingsStorage, AccountStorage, RecordStorage, 
 {
     /// How server instances sharing this storage tell each other about changes, when several can.
     var messageBus: (any InstanceMessageBus)? { get }
+    /// How much of its pool of database connections a pooled backend uses now; `nil` for a backend
+    /// without one.
+    var connectionPoolUsage: ConnectionPoolUsage? { get }
+}
+
+/// Connections a pooled backend has leased now, out of how many it may open.
+public struct ConnectionPoolUsage: Sendable, Equatable {
+    /// Connections running a statement or a transaction for a caller now.
+    public var inUse: Int
+    /// The size of the pool.
+    public var capacity: Int
+
+    /// Creates a usage figure.
+    public init(inUse: Int, capacity: Int) {
+        self.inUse = inUse
+        self.capacity = capacity
+    }
+}
+
+extension StratusStorage {
+    /// A backend without a pool of connections reports none.
+    public var connectionPoolUsage: ConnectionPoolUsage? { nil }
 }
 
 /// Server-wide settings: the admin token's hash, the secret that signs sync tokens.

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import CoreMetrics
 import Foundation
 import Hummingbird
 import Logging
@@ -205,6 +206,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The PEM file of the private key of --tls-cert.")
     var tlsKey: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "A token that may read GET /metrics besides the admin token (prefer STRATUS_METRICS_TOKEN, which keeps it "
+                + "out of the process list)."))
+    var metricsToken: String?
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -269,7 +276,10 @@ struct Serve: AsyncParsableCommand {
             requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds),
             maxConnections: maxConnections, maxConnectionsPerClient: maxConnectionsPerClient,
             maxBufferedRequestBytes: maxBufferedRequestBytes,
-            tls: tlsCert.flatMap { cert in tlsKey.map { TLSIdentity(certificateChainPath: cert, privateKeyPath: $0) } })
+            tls: tlsCert.flatMap { cert in tlsKey.map { TLSIdentity(certificateChainPath: cert, privateKeyPath: $0) } },
+            metricsToken: metricsToken ?? ProcessInfo.processInfo.environment["STRATUS_METRICS_TOKEN"])
+        // Libraries' own metrics go to the same registry as the server's.
+        MetricsSystem.bootstrap(configuration.metrics.factory)
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host
@@ -277,7 +287,10 @@ struct Serve: AsyncParsableCommand {
             storage: storage, configuration: configuration, credentialsFile: credentialsFile, logger: logger
         ) { started in
             let url = "\(configuration.scheme)://\(host):\(started.port)"
-            var lines = ["Stratus is running at \(url)", "  OpenAPI:     \(url)/openapi.json"]
+            var lines = [
+                "Stratus is running at \(url)", "  OpenAPI:     \(url)/openapi.json",
+                "  metrics:     \(url)/metrics (Authorization: Bearer <admin or metrics token>)",
+            ]
             if var credentials = started.bootstrap?.credentials {
                 credentials.url = url
                 try? ServerBootstrap.write(credentials, to: credentialsFile)

@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import StratusModel
 import StratusServer
 import StratusTestSupport
@@ -140,15 +141,19 @@ struct ConnectionHygieneTests {
             let holder = Self.openIdle(port: port)
             let held = Array((head(1_000_000) + String(repeating: " ", count: 900_000)).utf8)
             _ = held.withUnsafeBytes { send(holder, $0.baseAddress, $0.count, 0) }
+            // The server has charged them once its metrics say so.
+            let admin = server.credentials.adminToken
+            var buffered = 0.0
+            for _ in 0..<600 where buffered < 900_000 {
+                let reply = try await server.request(.GET, "/metrics", headers: ["Authorization": "Bearer \(admin)"])
+                buffered = try await MetricsScrape(parsing: reply.text).value("stratus_request_body_buffered_bytes")
+                if buffered < 900_000 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            try #require(buffered >= 900_000, "the held body was never charged: \(buffered) bytes buffered")
             // Another one's 1,000,000 bytes do not fit beside them (the budget is 1.5 MiB): refused
             // once its bytes pass the budget, while it is still sending.
             let whole = Array((head(1_000_000) + String(repeating: " ", count: 1_000_000)).utf8)
-            var refused = Exchange(received: [], closedByServer: false)
-            for _ in 0..<100 {
-                refused = await Self.exchange(port: port, sending: whole, limit: .seconds(30))
-                if refused.text.hasPrefix("HTTP/1.1 503") { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let refused = await Self.exchange(port: port, sending: whole, limit: .seconds(30))
             #expect(refused.text.hasPrefix("HTTP/1.1 503"), "\(refused.text)")
             #expect(refused.text.contains("TRY_AGAIN_LATER") && refused.text.contains("Retry-After: 1"))
             // A small body still fits.

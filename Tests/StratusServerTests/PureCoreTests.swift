@@ -397,7 +397,7 @@ private final class RecordingSink: PushSink {
 @Suite struct PushDeviceTests {
     static func device(limit: Int = 10, clock: ManualClock = ManualClock()) -> PushDevice {
         let owner = PushDevice.Owner(container: "iCloud.test", environment: .development, userRecordName: "_alice")
-        return PushDevice(tokenHash: "hash", owner: owner, deviceID: "phone", limit: limit, clock: clock.serverClock)
+        return PushDevice(tokenHash: "hash", owner: owner, deviceID: "phone", limit: limit, clock: clock.serverClock, metrics: ServerMetrics())
     }
 
     static func entry(_ subscription: String, zone: String = "Work", id: String) -> PushDevice.Entry {

@@ -1,4 +1,7 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import NIOHTTP1
 import Stratus
 import StratusProcess
 import StratusServer
@@ -99,6 +102,20 @@ struct MultiInstanceTests {
         again["title"] = "through A after the reconnect"
         _ = try await phone.privateCloudDatabase.save(again)
         #expect(await events.wait { $0.notifications.count > heard }, "changes cross instances again")
+
+        // B's metrics show the messages from A and how late they came, the devices connected to B,
+        // and its pool of PostgreSQL connections.
+        var request = HTTPClientRequest(url: second.url + "/metrics")
+        request.headers.add(name: "Authorization", value: "Bearer \(credentials.adminToken)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        #expect(response.status == .ok)
+        let metrics = try await MetricsScrape(parsing: String(buffer: try await response.body.collect(upTo: 4 << 20)))
+        #expect(metrics.value("stratus_instance_bus_lag_seconds_count") >= 2, "B measured the messages from A")
+        #expect(metrics.value("stratus_push_devices_connected") == 1)
+        #expect(metrics.value("stratus_notifications_queued_total") >= 2)
+        #expect(metrics.value("stratus_notifications_sent_total") >= Double(events.notifications.count))
+        #expect(metrics.value("stratus_storage_connections_max") == 20)
+        #expect(metrics.has("stratus_storage_connections_in_use"))
 
         // Killing A leaves B serving.
         first.kill()

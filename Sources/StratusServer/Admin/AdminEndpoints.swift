@@ -28,9 +28,6 @@ struct CreateTokenRequest: JSONDecodable {
 /// Management endpoints under `/admin/1/`, guarded by the admin token
 /// (`Authorization: Bearer <adminToken>`).
 struct AdminEndpoints: Sendable {
-    /// The settings key of the admin token's hash.
-    static let adminTokenHashSetting = "admin_token_hash"
-
     let storage: any SettingsStorage & AccountStorage & SchemaStorage
     let accounts: AccountService
 
@@ -221,14 +218,6 @@ struct AdminEndpoints: Sendable {
     }
 
     private func authenticate(_ request: Request) async throws {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw StratusError(.authenticationFailed, "the admin API needs 'Authorization: Bearer <adminToken>'")
-        }
-        let presented = Secrets.hash(String(header.dropFirst("Bearer ".count)))
-        guard let stored = try await storage.setting(Self.adminTokenHashSetting),
-            Secrets.constantTimeEquals(Array(presented.utf8), Array(stored.utf8))
-        else {
-            throw StratusError(.authenticationFailed, "the admin token is not valid")
-        }
+        try await AdminCredential(storage: storage).authenticate(request)
     }
 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -135,6 +136,7 @@ extension DatabaseEndpoints {
             } else {
                 try await assets.receive(request.body, limit: limit)
             }
+        metrics.assetBytesIn.increment(by: size)
         return .json(
             AssetUploadResponse(
                 singleFile: AssetValue(
@@ -251,10 +253,12 @@ extension DatabaseEndpoints {
         switch ByteRange(header: request.headers[.range], size: size) {
         case .whole:
             let body = try await assets.blobs.body(of: checksum, range: 0...(size - 1), context: context)
+            metrics.assetBytesOut.increment(by: size)
             return Response(status: .ok, headers: headers, body: body)
         case .part(let range):
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(size)"
             let body = try await assets.blobs.body(of: checksum, range: range, context: context)
+            metrics.assetBytesOut.increment(by: range.count)
             return Response(status: .partialContent, headers: headers, body: body)
         case .unsatisfiable:
             headers[.contentRange] = "bytes */\(size)"

@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import NIOWebSocket
 import StratusModel
@@ -101,6 +102,7 @@ final class PushConnection: ChannelInboundHandler, RemovableChannelHandler {
             if missed { context.write(wrapOutboundOut(Self.text(Self.missedMessage)), promise: nil) }
             for entry in entries { context.write(wrapOutboundOut(Self.text(entry.frame)), promise: nil) }
             context.flush()
+            hub.configuration.metrics.notificationsSent.increment(by: entries.count)
         }
     }
 

@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import StratusModel
 import Synchronization
@@ -62,11 +63,13 @@ final class PushDevice: Sendable {
     let deviceID: String?
     let limit: Int
     private let clock: ServerClock
+    private let metrics: ServerMetrics
     private let state: Mutex<State>
 
     /// A device new to this process: the server cannot vouch for what it missed before.
-    init(tokenHash: String, owner: Owner, deviceID: String?, limit: Int, clock: ServerClock) {
+    init(tokenHash: String, owner: Owner, deviceID: String?, limit: Int, clock: ServerClock, metrics: ServerMetrics) {
         self.clock = clock
+        self.metrics = metrics
         self.tokenHash = tokenHash
         self.owner = owner
         self.deviceID = deviceID
@@ -145,6 +148,11 @@ final class PushDevice: Sendable {
         }
     }
 
+    /// Whether a connection holds the device now.
+    var isConnected: Bool {
+        state.withLock { $0.connection != nil }
+    }
+
     /// Whether no connection has taken the queue since `instant`.
     func isAway(since milliseconds: Int64) -> Bool {
         state.withLock { $0.connection == nil && $0.lastSeen < milliseconds }
@@ -153,6 +161,7 @@ final class PushDevice: Sendable {
     /// Queues notifications, each replacing a waiting one with the same key, and hands the queue to
     /// a waiting connection. With `missed`, the device is also told it may have missed some.
     func enqueue(_ newEntries: [Entry], missed: Bool = false) {
+        var dropped = 0
         let handOver = state.withLock { state -> HandOver? in
             if missed { state.missed = true }
             for entry in newEntries {
@@ -163,11 +172,14 @@ final class PushDevice: Sendable {
                 if state.order.count > limit {
                     state.entries[state.order.removeFirst()] = nil
                     state.missed = true
+                    dropped += 1
                 }
             }
             if let waiter = state.waiter.take() { return .waiter(waiter.continuation, Self.takeAll(&state)) }
             return state.sink.map(HandOver.sink)
         }
+        metrics.notificationsQueued.increment(by: newEntries.count)
+        if dropped > 0 { metrics.notificationsDropped.increment(by: dropped) }
         switch handOver {
         case .waiter(let continuation, let delivery)?: continuation.resume(returning: delivery)
         case .sink(let sink)?: sink.notificationsWaiting()

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -194,6 +195,7 @@ struct PushEndpoints: Sendable {
         guard case .batch(let entries, let dropped) = delivery else {
             return bare ? Response(status: .ok) : .json(PushPollResponse(notifications: [], missedNotifications: missedAtConnect))
         }
+        configuration.metrics.notificationsSent.increment(by: bare ? min(entries.count, 1) : entries.count)
         guard bare else {
             return .json(
                 PushPollResponse(notifications: entries.map(\.payload), missedNotifications: missedAtConnect || dropped))

@@ -6,6 +6,27 @@ import StratusStorage
 extension PushHub.Event: JSONWritable, JSONDecodable {
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeFields(to: &writer)
+        writer.endObject()
+    }
+
+    /// The message to the other instances: the event, and when it was sent (milliseconds since 1970
+    /// on the sender's clock), from which the receiver measures the bus's lag.
+    func message(sentAt: Int64) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writeFields(to: &writer)
+        writer.field("sentAt", sentAt)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// When a message of ``message(sentAt:)`` was sent, if it says.
+    static func sentAt(_ json: JSONValue) -> Int64? {
+        try? json.object().decodeIfPresent("sentAt")
+    }
+
+    private func writeFields(to writer: inout JSONWriter) {
         switch self {
         case .records(let database, let zone, let changes, let deviceID):
             writer.field("kind", "records")
@@ -31,7 +52,6 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
             writer.field("kind", "subscriptions")
             writer.field("database", database)
         }
-        writer.endObject()
     }
 
     init(json: JSONValue) throws {

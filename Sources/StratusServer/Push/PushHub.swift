@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import NIOCore
@@ -38,7 +39,7 @@ final class PushHub: Service {
     private let storage: any SubscriptionStorage & SchemaStorage & ShareStorage
     /// How this instance hears of the others' changes, when several share the storage.
     private let bus: (any InstanceMessageBus)?
-    private let configuration: ServerConfiguration
+    let configuration: ServerConfiguration
     private let logger: Logger
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
@@ -111,7 +112,7 @@ final class PushHub: Service {
     private func send(to bus: any InstanceMessageBus) async {
         for await event in outgoing {
             do {
-                try await bus.broadcast(event.jsonBytes)
+                try await bus.broadcast(event.message(sentAt: configuration.clock.milliseconds))
             } catch {
                 // Shutting down cancels a send in flight; anything else is worth knowing.
                 if !Task.isCancelled {
@@ -127,7 +128,11 @@ final class PushHub: Service {
             switch message {
             case .message(let bytes):
                 do {
-                    continuation.yield(try Event(jsonBytes: bytes))
+                    let json = try JSONValue.parse(bytes)
+                    if let sentAt = Event.sentAt(json) {
+                        configuration.metrics.instanceBusLag.recordMilliseconds(max(0, configuration.clock.milliseconds - sentAt))
+                    }
+                    continuation.yield(try Event(json: json))
                 } catch {
                     logger.error("push: a message from another instance is not an event", metadata: ["error": "\(error)"])
                 }
@@ -269,7 +274,7 @@ final class PushHub: Service {
             if let previous = registry.devices[tokenHash] { registry.byOwner[previous.owner]?.remove(tokenHash) }
             let device = PushDevice(
                 tokenHash: tokenHash, owner: owner, deviceID: deviceID, limit: configuration.pushQueueLimit,
-                clock: configuration.clock)
+                clock: configuration.clock, metrics: configuration.metrics)
             registry.devices[tokenHash] = device
             registry.byOwner[owner, default: []].insert(tokenHash)
             return device
@@ -283,8 +288,12 @@ final class PushHub: Service {
         for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect(sessionHash: sessionHash) }
     }
 
-    /// How many devices the hub holds a queue for (connected or recently away).
-    var deviceCount: Int { registry.withLock { $0.devices.count } }
+    /// How many devices the hub holds a queue for (connected or recently away), and how many of
+    /// them are connected.
+    var deviceCounts: (queued: Int, connected: Int) {
+        let devices = registry.withLock { Array($0.devices.values) }
+        return (devices.count, devices.count(where: \.isConnected))
+    }
 
     /// Every minute, forgets devices away for longer than `pushRetentionSeconds`.
     private func pruneAwayDevices() async {

@@ -75,6 +75,7 @@ extension DatabaseEndpoints {
                 assetURL: assetURLs[item.zone], shareKeys: shareKeys)
         }
         writer.endArray()
+        metrics.recordsRead(page.items.count, via: "query")
         if let cursor = page.cursor {
             writer.field("continuationMarker", QueryMarker.encode(cursor, recordType: query.recordType, tokens: tokens))
         }

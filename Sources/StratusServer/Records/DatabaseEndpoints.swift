@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Hummingbird
 import StratusModel
@@ -13,6 +14,7 @@ struct DatabaseEndpoints: Sendable {
     let hub: PushHub
 
     var limits: Limits { configuration.limits }
+    var metrics: ServerMetrics { configuration.metrics }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         router.on(Endpoints.zonesList) { request, context in try await listZones(request, context) }
@@ -191,9 +193,11 @@ struct DatabaseEndpoints: Sendable {
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
             enforcesGrants: access.enforcesGrants, limits: limits, participantShares: zone.participantShares)
-        let outcome = try await storage.modifyRecords(
-            writes, zone: zoneName, in: zone.locator,
-            atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
+        let outcome = try await metrics.timingStorageWrite {
+            try await storage.modifyRecords(
+                writes, zone: zoneName, in: zone.locator,
+                atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
+        }
         let results = outcome.results
         if !outcome.changes.isEmpty {
             hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
@@ -208,11 +212,13 @@ struct DatabaseEndpoints: Sendable {
             for (index, result) in results.enumerated() {
                 switch result {
                 case .success(let record):
+                    metrics.recordsWritten.increment()
                     let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
                         assetURL: assetURL, shareKeys: shareKeys)
                 case .failure(let failure):
+                    metrics.itemFailed(failure.code.rawValue)
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
                         uuid: UUID().uuidString,
@@ -273,6 +279,7 @@ struct DatabaseEndpoints: Sendable {
         let shareKeys = target.shareKeys
         let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
+        metrics.recordsRead(found.count { $0 != nil }, via: "lookup")
         return await listResponse("records", capacity: 512 * found.count) { writer in
             for (item, found) in zip(body.records, found) {
                 let record = found.flatMap { zone.reveals($0) ? $0 : nil }
@@ -336,6 +343,8 @@ struct DatabaseEndpoints: Sendable {
                 numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)
         }
         writer.endArray()
+        metrics.recordsRead(page.records.count, via: "changes")
+        metrics.feedPageServed("zone")
         let syncToken = tokens.token(for: page.position, kind: .zone)
         writer.field("syncToken", syncToken)
         writer.field("moreComing", page.moreComing)
@@ -372,6 +381,7 @@ struct DatabaseEndpoints: Sendable {
                     try await writeZoneChanges(zone, field: "zones[\(index)]", access: access, to: &zoneWriter)
                     writer.raw(zoneWriter.bytes)
                 } catch let error as StratusError {
+                    metrics.itemFailed(error.code.rawValue)
                     let zoneID = target.scope == .shared
                         ? zone.zoneID : zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
                     ErrorDictionary(
@@ -388,6 +398,7 @@ struct DatabaseEndpoints: Sendable {
         let access = try DatabaseAccess.authorize(
             .readChanges, for: target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
         let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
+        metrics.feedPageServed("database")
         if target.scope == .shared { return try await sharedDatabaseChanges(body, access: access) }
         let page = try await storage.databaseChanges(
             in: access.locator, after: tokens.position(from: body.syncToken, kind: .database),

@@ -44,9 +44,11 @@ struct AuthenticationMiddleware: RouterMiddleware {
         do {
             try await verify(&request, into: &context.caller, parameters: context.parameters)
         } catch {
+            context.trace.identify(context.caller)
             try charge("address:\(context.caller.address)")
             throw error
         }
+        context.trace.identify(context.caller)
         try charge(context.caller.rateLimitKey)
         return try await next(request, context)
     }

@@ -21,7 +21,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch {
             let failure = stratusError(for: error, request: request)
-            let uuid = UUID().uuidString
+            let uuid = context.trace.id
+            context.trace.fail(failure)
             if failure.code == .internalError {
                 context.logger.error(
                     "request failed", metadata: ["error": "\(String(reflecting: error))", "uuid": "\(uuid)"])

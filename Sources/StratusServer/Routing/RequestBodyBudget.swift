@@ -1,4 +1,5 @@
 import Foundation
+import CoreMetrics
 import Hummingbird
 import StratusModel
 import Synchronization
@@ -15,6 +16,8 @@ import Glibc
 final class RequestBodyBudget: Sendable {
     /// Bytes that may be reserved at once.
     let capacity: Int
+    /// Where the bytes reserved now are reported (`stratus_request_body_buffered_bytes`).
+    private let level: CoreMetrics.Meter
     private let state = Mutex(State())
 
     private struct State {
@@ -28,8 +31,9 @@ final class RequestBodyBudget: Sendable {
     /// After this many bytes released, and nothing reserved, free memory goes back to the system.
     static let trimThreshold = 8 << 20
 
-    init(capacity: Int) {
+    init(capacity: Int, level: CoreMetrics.Meter) {
         self.capacity = capacity
+        self.level = level
     }
 
     /// Reserves `bytes` if they fit.
@@ -37,6 +41,7 @@ final class RequestBodyBudget: Sendable {
         state.withLock { state in
             guard state.reserved + bytes <= capacity else { return false }
             state.reserved += bytes
+            level.set(state.reserved)
             return true
         }
     }
@@ -47,6 +52,7 @@ final class RequestBodyBudget: Sendable {
     func release(_ bytes: Int) {
         let trims = state.withLock { state in
             state.reserved -= bytes
+            level.set(state.reserved)
             state.releasedSinceTrim += bytes
             guard state.reserved == 0, state.releasedSinceTrim >= Self.trimThreshold, !state.trimPending else { return false }
             state.trimPending = true

@@ -14,6 +14,8 @@ public struct StratusRequestContext: RequestContext, RemoteAddressRequestContext
     var caller = VerifiedCaller()
     /// The connection the request came on.
     let channel: any Channel
+    /// The request's ID, and what the request log and the metrics learn of it while it is handled.
+    let trace = RequestTrace()
 
     /// Creates the context of a request arriving on `source`'s channel.
     public init(source: ApplicationRequestContextSource) {

@@ -22,11 +22,11 @@ public enum ServerBootstrap {
     public static func prepare(
         storage: any SettingsStorage & AccountStorage, configuration: ServerConfiguration, credentialsFile: URL
     ) async throws -> Outcome {
-        if try await storage.setting(AdminEndpoints.adminTokenHashSetting) == nil {
+        if try await storage.setting(AdminCredential.tokenHashSetting) == nil {
             let adminToken = Secrets.makeToken()
             let adminTokenHash = Secrets.hash(adminToken)
             // Instances starting together on one database: the first to set the admin token sets up.
-            if try await storage.initializeSetting(AdminEndpoints.adminTokenHashSetting, to: adminTokenHash)
+            if try await storage.initializeSetting(AdminCredential.tokenHashSetting, to: adminTokenHash)
                 == adminTokenHash
             {
                 let accounts = AccountService(storage: storage, configuration: configuration)

@@ -73,6 +73,13 @@ public struct ServerConfiguration: Sendable {
     /// that; URLs it hands out start with `https://`.
     public var tls: TLSIdentity?
 
+    /// What the server counts and measures, exposed at `GET /metrics` (a registry of its own by
+    /// default; pass one shared with the storage to see its figures beside the server's).
+    public var metrics: ServerMetrics
+    /// A token that may read `GET /metrics` besides the admin token, so that a monitoring system
+    /// needs no admin rights; `nil` (the default) leaves the admin token alone.
+    public var metricsToken: String?
+
     /// `https` when the server answers TLS, `http` otherwise.
     public var scheme: String { tls == nil ? "http" : "https" }
 
@@ -87,8 +94,11 @@ public struct ServerConfiguration: Sendable {
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600, requestHeadTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000, maxConnectionsPerClient: Int = 500,
-        maxBufferedRequestBytes: Int = 256 << 20, tls: TLSIdentity? = nil
+        maxBufferedRequestBytes: Int = 256 << 20, tls: TLSIdentity? = nil, metrics: ServerMetrics = ServerMetrics(),
+        metricsToken: String? = nil
     ) {
+        self.metrics = metrics
+        self.metricsToken = metricsToken
         self.tls = tls
         self.maxBufferedRequestBytes = maxBufferedRequestBytes
         self.maxConnections = maxConnections

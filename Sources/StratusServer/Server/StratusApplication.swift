@@ -64,6 +64,7 @@ public enum StratusApplication {
     static func makeRouters(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub
     ) -> (http: Router<StratusRequestContext>, push: PushEndpoints, assets: AssetStore?) {
+        let requestLog = RequestLog()
         let directory = configuration.assetsDirectory.map(DirectoryAssetBlobStore.init)
         let blobs: (any AssetBlobStore)? =
             if let bucket = configuration.assetsBucket {
@@ -94,13 +95,17 @@ public enum StratusApplication {
                 exposedHeaders: [
                     HTTPField.Name.stratusSyncToken.canonicalName, HTTPField.Name.stratusMoreComing.canonicalName,
                     HTTPField.Name.retryAfter.canonicalName, HTTPField.Name.allow.canonicalName,
+                    HTTPField.Name.stratusRequestID.canonicalName,
                 ],
                 maxAge: .seconds(600)))
+        router.add(
+            middleware: ObservabilityMiddleware(metrics: configuration.metrics, log: requestLog, clock: configuration.clock))
         router.add(middleware: ResponseCompression())
         router.add(
             middleware: RequestBodyBudgetMiddleware(
                 budget: RequestBodyBudget(
-                    capacity: max(configuration.maxBufferedRequestBytes, configuration.limits.maxRequestBodyBytes))))
+                    capacity: max(configuration.maxBufferedRequestBytes, configuration.limits.maxRequestBodyBytes),
+                    level: configuration.metrics.bufferedRequestBytes)))
         let routes = RouteTable()
         router.add(middleware: ErrorMiddleware(routes: routes))
         let accounts = AccountService(storage: storage, configuration: configuration)
@@ -128,6 +133,7 @@ public enum StratusApplication {
             .addRoutes(to: router)
         AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
+        MetricsEndpoint(storage: storage, configuration: configuration, hub: hub).addRoutes(to: router)
         routes.record(router.routes)
         return (router, push, assets)
     }

@@ -1,0 +1,68 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import StratusModel
+
+/// Gives every request its ID and, once it is answered, counts it in the metrics, appends it to
+/// the request log and logs it: the answer carries the ID in `X-Stratus-Request-ID` (and, when it
+/// is an error, as its `uuid`), and every log line written while handling it carries it as
+/// `request`.
+struct ObservabilityMiddleware: RouterMiddleware {
+    typealias Context = StratusRequestContext
+
+    let metrics: ServerMetrics
+    let log: RequestLog
+    let clock: ServerClock
+
+    /// Path parameters that are secrets (a push token, a share link's GUID): the log shows the
+    /// pattern's name instead of the value.
+    static let secretParameters: Set<Substring> = ["{token}", "{shortGUID}"]
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var context = context
+        let trace = context.trace
+        context.logger[metadataKey: "request"] = "\(trace.id)"
+        let start = ContinuousClock.now
+        var response = try await next(request, context)
+        let duration = ContinuousClock.now - start
+        response.headers[.stratusRequestID] = trace.id
+        let endpoint = context.endpointPath ?? "NotFound"
+        let traced = trace.current
+        metrics.requestAnswered(
+            endpoint: endpoint, method: request.method.rawValue, status: response.status.code,
+            errorCode: traced.errorCode?.rawValue, duration: duration)
+        let entry = RequestLogEntry(
+            id: trace.id, time: clock.milliseconds, method: request.method.rawValue,
+            path: Self.loggedPath(request.uri.path, endpoint: endpoint), endpoint: endpoint,
+            status: response.status.code, errorCode: traced.errorCode?.rawValue, reason: traced.reason,
+            milliseconds: duration.milliseconds,
+            address: traced.caller.address, container: traced.caller.container,
+            userRecordName: traced.caller.userRecordName, deviceID: request.headers[.stratusDeviceID])
+        log.append(entry)
+        context.logger.debug(
+            "answered",
+            metadata: [
+                "method": "\(entry.method)", "path": "\(entry.path)", "status": "\(entry.status)",
+                "ms": "\(entry.milliseconds)",
+            ])
+        return response
+    }
+
+    /// `path` with the values of secret parameters replaced by their names.
+    static func loggedPath(_ path: String, endpoint: String) -> String {
+        let pattern = endpoint.split(separator: "/")
+        guard pattern.contains(where: secretParameters.contains) else { return path }
+        let segments = path.split(separator: "/")
+        guard segments.count == pattern.count else { return endpoint }
+        return "/" + zip(pattern, segments).map { secretParameters.contains($0) ? $0 : $1 }.joined(separator: "/")
+    }
+}
+
+extension HTTPField.Name {
+    /// The ID of the request an answer is for: the `uuid` of its error, and its key in the console's
+    /// request log.
+    static let stratusRequestID = Self("X-Stratus-Request-ID")!
+}

@@ -1,0 +1,107 @@
+import Foundation
+import StratusModel
+import Synchronization
+
+/// One answered request, as the request log and the console show it. Credentials never appear:
+/// the path is kept without its query string, and the caller as what the server verified.
+struct RequestLogEntry: Sendable, Equatable {
+    /// The request's ID: the `X-Stratus-Request-ID` header of its answer, and the `uuid` of its error.
+    var id: String
+    /// When it was answered, in milliseconds since 1970 (the server's clock).
+    var time: Int64
+    var method: String
+    /// The path without its query string.
+    var path: String
+    /// The route pattern it matched (`/database/1/{container}/…`), or `NotFound`.
+    var endpoint: String
+    var status: Int
+    /// The `serverErrorCode` and reason of a refused request.
+    var errorCode: String?
+    var reason: String?
+    var milliseconds: Double
+    var address: String
+    var container: String?
+    var userRecordName: String?
+    var deviceID: String?
+}
+
+/// The last answered requests of this instance, newest last, in a ring of fixed size: the console's
+/// live log and its lookup by request ID read it. Each instance keeps its own.
+final class RequestLog: Sendable {
+    /// How many requests are kept.
+    let capacity: Int
+    private let state: Mutex<State>
+
+    private struct State {
+        var entries: [RequestLogEntry] = []
+        /// Where the next entry goes once the ring is full.
+        var next = 0
+        /// How many entries were ever appended; an entry's sequence number is its position in that count.
+        var appended = 0
+    }
+
+    init(capacity: Int = 2_000) {
+        self.capacity = capacity
+        state = Mutex(State())
+    }
+
+    func append(_ entry: RequestLogEntry) {
+        state.withLock { state in
+            if state.entries.count < capacity {
+                state.entries.append(entry)
+            } else {
+                state.entries[state.next] = entry
+                state.next = (state.next + 1) % capacity
+            }
+            state.appended += 1
+        }
+    }
+
+    /// The kept entries that `matches` accepts, newest first, at most `limit`.
+    func entries(limit: Int, where matches: (RequestLogEntry) -> Bool = { _ in true }) -> [RequestLogEntry] {
+        state.withLock { state in
+            let ordered = state.entries[state.next...] + state.entries[..<state.next]
+            var found: [RequestLogEntry] = []
+            for entry in ordered.reversed() where matches(entry) {
+                found.append(entry)
+                if found.count == limit { break }
+            }
+            return found
+        }
+    }
+
+    /// The kept request with this ID.
+    func entry(id: String) -> RequestLogEntry? {
+        entries(limit: 1) { $0.id == id }.first
+    }
+}
+
+/// What the server learns of one request while it handles it, for the request log, the metrics and
+/// the logs: its ID, who it turned out to be from, and why it was refused. Inner middleware fill
+/// it in; ``ObservabilityMiddleware`` reads it once the request is answered.
+final class RequestTrace: Sendable {
+    /// The request's ID, a UUID.
+    let id = UUID().uuidString
+    private let state = Mutex(State())
+
+    struct State {
+        var caller = VerifiedCaller()
+        var errorCode: ServerErrorCode?
+        var reason: String?
+    }
+
+    /// Records who the request turned out to be from.
+    func identify(_ caller: VerifiedCaller) {
+        state.withLock { $0.caller = caller }
+    }
+
+    /// Records why the request was refused.
+    func fail(_ error: StratusError) {
+        state.withLock { state in
+            state.errorCode = error.code
+            state.reason = error.reason
+        }
+    }
+
+    var current: State { state.withLock { $0 } }
+}
