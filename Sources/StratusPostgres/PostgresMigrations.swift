@@ -171,6 +171,17 @@ enum PostgresMigrations {
                 """,
                 "CREATE INDEX share_participants_user ON share_participants (user_record_name, status)",
             ]),
+        Migration(
+            version: 6, name: "disabled users, the audit log",
+            statements: [
+                "ALTER TABLE users ADD COLUMN disabled_ms bigint",
+                "CREATE INDEX sessions_user ON sessions (container_id, user_record_name)",
+                """
+                CREATE TABLE audit_log (
+                    id bigserial PRIMARY KEY, time_ms bigint NOT NULL, actor text NOT NULL, action text NOT NULL,
+                    status integer NOT NULL)
+                """,
+            ]),
     ]
 
     /// The latest version this build knows.

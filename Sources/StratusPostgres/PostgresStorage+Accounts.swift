@@ -102,14 +102,15 @@ extension PostgresStorage {
 
     /// The columns ``users(container:from:)`` reads, in its order.
     static let userColumns =
-        "record_name, username, password_hash, created_ms, email_address, discoverable, given_name, family_name"
+        "record_name, username, password_hash, created_ms, email_address, discoverable, given_name, family_name, "
+        + "disabled_ms"
 
     /// The users of rows selecting ``userColumns``.
     static func users(container: String, from rows: PostgresRowSequence) async throws -> [UserInfo] {
-        try await rows.decode((String, String, String, Int64, String?, Bool, String?, String?).self).collect().map {
+        try await rows.decode((String, String, String, Int64, String?, Bool, String?, String?, Int64?).self).collect().map {
             UserInfo(
                 container: container, recordName: $0.0, username: $0.1, passwordHash: $0.2, createdAt: $0.3,
-                emailAddress: $0.4, discoverable: $0.5, givenName: $0.6, familyName: $0.7)
+                emailAddress: $0.4, discoverable: $0.5, givenName: $0.6, familyName: $0.7, disabledAt: $0.8)
         }
     }
 
@@ -208,5 +209,70 @@ extension PostgresStorage {
 
     public func deleteSession(hash: String) async throws {
         try await execute("DELETE FROM sessions WHERE token_hash = \(hash)")
+    }
+
+    public func setUserDisabled(_ disabled: Bool, container: String, recordName: String, at timestamp: Int64) async throws
+        -> [String]
+    {
+        let disabledAt: Int64? = disabled ? timestamp : nil
+        return try await transaction { connection in
+            let updated = try await connection.run(
+                """
+                UPDATE users SET disabled_ms = \(disabledAt)
+                WHERE container_id = \(container) AND record_name = \(recordName) RETURNING 1
+                """, logger: logger
+            ).decode(Int32.self).collect()
+            guard updated.count == 1 else { throw Self.noSuchUser(container, recordName) }
+            return disabled ? try await endSessions(connection, container: container, recordName: recordName) : []
+        }
+    }
+
+    public func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String] {
+        try await transaction { connection in
+            let updated = try await connection.run(
+                """
+                UPDATE users SET password_hash = \(hash)
+                WHERE container_id = \(container) AND record_name = \(recordName) RETURNING 1
+                """, logger: logger
+            ).decode(Int32.self).collect()
+            guard updated.count == 1 else { throw Self.noSuchUser(container, recordName) }
+            return try await endSessions(connection, container: container, recordName: recordName)
+        }
+    }
+
+    /// Deletes a user's sessions and returns their hashes.
+    private func endSessions(_ connection: PostgresConnection, container: String, recordName: String) async throws
+        -> [String]
+    {
+        try await connection.run(
+            """
+            DELETE FROM sessions WHERE container_id = \(container) AND user_record_name = \(recordName)
+            RETURNING token_hash
+            """, logger: logger
+        ).decode(String.self).collect()
+    }
+
+    static func noSuchUser(_ container: String, _ recordName: String) -> StratusError {
+        StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
+    }
+
+    // MARK: Audit log
+
+    public func appendAuditEntry(_ entry: AuditEntry) async throws {
+        try await execute(
+            """
+            INSERT INTO audit_log (time_ms, actor, action, status)
+            VALUES (\(entry.time), \(entry.actor), \(entry.action), \(entry.status))
+            """)
+    }
+
+    public func auditEntries(limit: Int) async throws -> [AuditEntry] {
+        try await read { connection in
+            try await connection.run(
+                "SELECT time_ms, actor, action, status FROM audit_log ORDER BY id DESC LIMIT \(limit)", logger: logger
+            ).decode((Int64, String, String, Int).self).collect().map {
+                AuditEntry(time: $0.0, actor: $0.1, action: $0.2, status: $0.3)
+            }
+        }
     }
 }

@@ -129,6 +129,16 @@ enum SQLiteMigrations {
                     CREATE INDEX share_participants_user ON share_participants (user_record_name, status);
                     """)
         }
+        migrator.registerMigration("v8: disabled users, the audit log") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN disabled_ms INTEGER;
+                    CREATE INDEX sessions_user ON sessions (container_id, user_record_name);
+                    CREATE TABLE audit_log (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT, time_ms INTEGER NOT NULL, actor TEXT NOT NULL,
+                        action TEXT NOT NULL, status INTEGER NOT NULL);
+                    """)
+        }
         return migrator
     }
 }

@@ -188,7 +188,8 @@ extension SQLiteStorage {
         UserInfo(
             container: row["container_id"], recordName: row["record_name"], username: row["username"],
             passwordHash: row["password_hash"], createdAt: row["created_ms"], emailAddress: row["email_address"],
-            discoverable: row["discoverable"], givenName: row["given_name"], familyName: row["family_name"])
+            discoverable: row["discoverable"], givenName: row["given_name"], familyName: row["family_name"],
+            disabledAt: row["disabled_ms"])
     }
 
     static func requireContainer(_ db: Database, _ container: String) throws {
@@ -218,6 +219,59 @@ extension SQLiteStorage {
     public func deleteSession(hash: String) async throws {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM sessions WHERE token_hash = ?", arguments: [hash])
+        }
+    }
+
+    public func setUserDisabled(_ disabled: Bool, container: String, recordName: String, at timestamp: Int64) async throws
+        -> [String]
+    {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE users SET disabled_ms = ? WHERE container_id = ? AND record_name = ?",
+                arguments: [disabled ? timestamp : nil, container, recordName])
+            guard db.changesCount == 1 else { throw Self.noSuchUser(container, recordName) }
+            return disabled ? try Self.endSessions(db, container: container, recordName: recordName) : []
+        }
+    }
+
+    public func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String] {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE users SET password_hash = ? WHERE container_id = ? AND record_name = ?",
+                arguments: [hash, container, recordName])
+            guard db.changesCount == 1 else { throw Self.noSuchUser(container, recordName) }
+            return try Self.endSessions(db, container: container, recordName: recordName)
+        }
+    }
+
+    /// Deletes a user's sessions and returns their hashes.
+    private static func endSessions(_ db: Database, container: String, recordName: String) throws -> [String] {
+        let arguments: StatementArguments = [container, recordName]
+        let hashes = try String.fetchAll(
+            db, sql: "SELECT token_hash FROM sessions WHERE container_id = ? AND user_record_name = ?", arguments: arguments)
+        try db.execute(sql: "DELETE FROM sessions WHERE container_id = ? AND user_record_name = ?", arguments: arguments)
+        return hashes
+    }
+
+    static func noSuchUser(_ container: String, _ recordName: String) -> StratusError {
+        StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
+    }
+
+    // MARK: Audit log
+
+    public func appendAuditEntry(_ entry: AuditEntry) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO audit_log (time_ms, actor, action, status) VALUES (?, ?, ?, ?)",
+                arguments: [entry.time, entry.actor, entry.action, entry.status])
+        }
+    }
+
+    public func auditEntries(limit: Int) async throws -> [AuditEntry] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM audit_log ORDER BY id DESC LIMIT ?", arguments: [limit]).map { row in
+                AuditEntry(time: row["time_ms"], actor: row["actor"], action: row["action"], status: row["status"])
+            }
         }
     }
 }

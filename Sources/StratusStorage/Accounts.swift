@@ -38,12 +38,17 @@ public struct UserInfo: Hashable, Sendable {
     public var givenName: String?
     /// The family name the user shows when found.
     public var familyName: String?
+    /// When an administrator disabled the account (milliseconds since 1970): a disabled user cannot
+    /// sign in. `nil` for an account in use.
+    public var disabledAt: Int64?
 
     /// Creates user information.
     public init(
         container: String, recordName: String, username: String, passwordHash: String, createdAt: Int64,
-        emailAddress: String? = nil, discoverable: Bool = false, givenName: String? = nil, familyName: String? = nil
+        emailAddress: String? = nil, discoverable: Bool = false, givenName: String? = nil, familyName: String? = nil,
+        disabledAt: Int64? = nil
     ) {
+        self.disabledAt = disabledAt
         self.container = container
         self.recordName = recordName
         self.username = username
@@ -124,5 +129,25 @@ public struct ServerKeyInfo: Hashable, Sendable {
         self.userRecordName = userRecordName
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+    }
+}
+
+/// One administrative action, as the audit log keeps it: who did what to what, when, and how it ended.
+public struct AuditEntry: Hashable, Sendable {
+    /// When, in milliseconds since 1970.
+    public var time: Int64
+    /// Who: the console session or admin token, and the client's address.
+    public var actor: String
+    /// What: the method and path of the request (never its credentials).
+    public var action: String
+    /// The HTTP status it was answered with.
+    public var status: Int
+
+    /// Creates an entry.
+    public init(time: Int64, actor: String, action: String, status: Int) {
+        self.time = time
+        self.actor = actor
+        self.action = action
+        self.status = status
     }
 }

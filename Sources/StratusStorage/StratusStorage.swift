@@ -22,8 +22,8 @@ public import StratusModel
 /// Calls made before it is ready wait for it. A server runs its storage in its service group
 /// (``StratusServer``'s `StratusServerService` beside it); a tool or a test that uses a storage
 /// alone runs it with ``whileRunning(_:)``.
-public protocol StratusStorage: SettingsStorage, AccountStorage, RecordStorage, ShareStorage, SchemaStorage,
-    SubscriptionStorage,
+public protocol StratusStorage: SettingsStorage, AccountStorage, AuditStorage, RecordStorage, ShareStorage,
+    SchemaStorage, SubscriptionStorage,
     AssetStorage, TransferStorage, MaintenanceStorage, Service
 {
     /// How server instances sharing this storage tell each other about changes, when several can.
@@ -105,6 +105,21 @@ public protocol AccountStorage: Sendable {
     func session(hash: String) async throws -> SessionInfo?
     /// Ends a session.
     func deleteSession(hash: String) async throws
+    /// Disables (or enables again) a user: a disabled user cannot sign in, and disabling ends their
+    /// sessions. Returns the hashes of the sessions it ended; `NOT_FOUND` when there is no such user.
+    func setUserDisabled(_ disabled: Bool, container: String, recordName: String, at timestamp: Int64) async throws
+        -> [String]
+    /// Replaces a user's password hash and ends their sessions; returns the hashes of the sessions it
+    /// ended. `NOT_FOUND` when there is no such user.
+    func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String]
+}
+
+/// The audit log of administrative actions.
+public protocol AuditStorage: Sendable {
+    /// Appends an entry.
+    func appendAuditEntry(_ entry: AuditEntry) async throws
+    /// The latest entries, newest first, at most `limit`.
+    func auditEntries(limit: Int) async throws -> [AuditEntry]
 }
 
 /// Zones, records, their change feeds and queries.

@@ -26,6 +26,7 @@ public enum StorageConformance {
     public static let checks: [Check] = [
         Check(name: "settings keep their first value unless set", run: settings),
         Check(name: "containers, API tokens, users and sessions", run: accounts),
+        Check(name: "disabling a user or replacing a password ends their sessions; the audit log keeps order", run: administration),
         Check(name: "zones: default zone, create, delete, re-create", run: zones),
         Check(name: "the seven operation types", run: operationTypes),
         Check(name: "change tags change on every write", run: changeTags),
@@ -49,6 +50,32 @@ public enum StorageConformance {
         Check(name: "subscriptions: saved, replaced, listed per subscriber, deleted, gone with their environment", run: subscriptions),
         Check(name: "push tokens: created unregistered, registered to a user, marked used, purged when unused", run: pushTokens),
     ]
+
+    static func administration(_ storage: any StratusStorage) async throws {
+        try await storage.createContainer(ContainerInfo(identifier: "c", allowsSignUp: true, createdAt: 1))
+        for (name, username) in [("_u1", "ann"), ("_u2", "bob")] {
+            try await storage.createUser(
+                UserInfo(container: "c", recordName: name, username: username, passwordHash: "x", createdAt: 1))
+        }
+        for (hash, user) in [("s1", "_u1"), ("s2", "_u1"), ("s3", "_u2")] {
+            try await storage.createSession(hash: hash, session: SessionInfo(container: "c", userRecordName: user, expiresAt: 9))
+        }
+        #expect(try await storage.setUserDisabled(true, container: "c", recordName: "_u1", at: 5).sorted() == ["s1", "s2"])
+        #expect(try await storage.user(container: "c", recordName: "_u1")?.disabledAt == 5)
+        #expect(try await storage.session(hash: "s1") == nil)
+        #expect(try await storage.session(hash: "s3") != nil)
+        #expect(try await storage.setUserDisabled(false, container: "c", recordName: "_u1", at: 6) == [])
+        #expect(try await storage.user(container: "c", recordName: "_u1")?.disabledAt == nil)
+        #expect(try await storage.setPasswordHash("y", container: "c", recordName: "_u2") == ["s3"])
+        #expect(try await storage.user(container: "c", recordName: "_u2")?.passwordHash == "y")
+        await expectError(.notFound) { _ = try await storage.setUserDisabled(true, container: "c", recordName: "_x", at: 1) }
+        await expectError(.notFound) { _ = try await storage.setPasswordHash("z", container: "other", recordName: "_u1") }
+
+        for index in 0..<3 {
+            try await storage.appendAuditEntry(AuditEntry(time: Int64(index), actor: "admin", action: "POST /\(index)", status: 200))
+        }
+        #expect(try await storage.auditEntries(limit: 2).map(\.action) == ["POST /2", "POST /1"])
+    }
 
     static let alice = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_alice")
     static let bob = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_bob")

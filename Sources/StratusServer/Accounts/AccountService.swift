@@ -117,6 +117,27 @@ public struct AccountService: Sendable {
         return user
     }
 
+    /// Disables a user (or enables them again): a disabled user cannot sign in, and their sessions
+    /// end at once. Returns the hashes of the sessions that ended, whose push connections the caller
+    /// closes.
+    public func setDisabled(_ disabled: Bool, container: String, recordName: String) async throws -> [String] {
+        let ended = try await storage.setUserDisabled(
+            disabled, container: container, recordName: recordName, at: configuration.clock.milliseconds)
+        for hash in ended { sessions.remove(hash) }
+        return ended
+    }
+
+    /// Replaces a user's password (the same policy as at sign-up) and ends their sessions; returns the
+    /// hashes of the sessions that ended.
+    public func resetPassword(_ password: String, container: String, recordName: String) async throws -> [String] {
+        if let violation = PasswordPolicy.violation(of: password) { throw StratusError.badRequest(violation) }
+        let cost = configuration.passwordHashCost
+        let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+        let ended = try await storage.setPasswordHash(hash, container: container, recordName: recordName)
+        for hash in ended { sessions.remove(hash) }
+        return ended
+    }
+
     private static func validate(username: String, password: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@+-")
         guard (1...64).contains(username.count), username.allSatisfy(allowed.contains) else {
@@ -150,6 +171,10 @@ public struct AccountService: Sendable {
         let valid = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
         guard let user, valid else {
             throw StratusError(.authenticationFailed, "wrong username or password")
+        }
+        // Said only to the one who knows the password.
+        guard user.disabledAt == nil else {
+            throw StratusError(.accessDenied, "this account is disabled; ask the app's administrator")
         }
         return try await issueSession(container: container, userRecordName: user.recordName)
     }

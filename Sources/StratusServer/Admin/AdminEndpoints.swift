@@ -28,8 +28,10 @@ struct CreateTokenRequest: JSONDecodable {
 /// Management endpoints under `/admin/1/`, guarded by the admin token
 /// (`Authorization: Bearer <adminToken>`).
 struct AdminEndpoints: Sendable {
-    let storage: any SettingsStorage & AccountStorage & SchemaStorage
+    let storage: any SettingsStorage & AccountStorage & SchemaStorage & TransferStorage & AuditStorage
     let accounts: AccountService
+    /// Closes the push connections of sessions a user's disabling or new password ended.
+    let hub: PushHub
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         let admin = router.group("admin/1")
@@ -131,21 +133,95 @@ struct AdminEndpoints: Sendable {
             Self.write(key, to: &writer)
             return Response.json(writer)
         }
+        admin.get("containers/:container/users") { request, context in
+            try await authenticate(request)
+            let container = try context.parameters.require("container")
+            guard try await storage.container(container) != nil else {
+                throw StratusError(.notFound, "container '\(container)' does not exist")
+            }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("users")
+            writer.beginArray()
+            for user in try await storage.users(container: container) { Self.write(user, to: &writer) }
+            writer.endArray()
+            writer.endObject()
+            return Response.json(writer)
+        }
         admin.patch("containers/:container/users/:user") { request, context in
             try await authenticate(request)
             let container = try context.parameters.require("container")
             let recordName = try context.parameters.require("user")
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
-            let emailAddress: String? = try body.decodeIfPresent("emailAddress")
-            if let emailAddress { try Self.checkEmailAddress(emailAddress) }
-            try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
+            // Each member changes what it names, and only when present.
+            let disabled: Bool? = try body.decodeIfPresent("disabled")
+            let password: String? = try body.decodeIfPresent("password")
+            if body["emailAddress"] != nil {
+                let emailAddress: String? = try body.decodeIfPresent("emailAddress")
+                if let emailAddress { try Self.checkEmailAddress(emailAddress) }
+                try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
+            }
+            var ended: [String] = []
+            if let password { ended += try await accounts.resetPassword(password, container: container, recordName: recordName) }
+            if let disabled { ended += try await accounts.setDisabled(disabled, container: container, recordName: recordName) }
+            for hash in ended { hub.closeConnections(sessionHash: hash) }
+            guard let user = try await storage.user(container: container, recordName: recordName) else {
+                throw StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
+            }
+            var writer = JSONWriter()
+            Self.write(user, to: &writer)
+            return Response.json(writer)
+        }
+        admin.get("containers/:container/tokens") { request, context in
+            try await authenticate(request)
+            let container = try context.parameters.require("container")
+            guard try await storage.container(container) != nil else {
+                throw StratusError(.notFound, "container '\(container)' does not exist")
+            }
             var writer = JSONWriter()
             writer.beginObject()
-            writer.field("userRecordName", recordName)
-            writer.field("emailAddress", emailAddress?.lowercased())
+            writer.key("tokens")
+            writer.beginArray()
+            for token in try await storage.apiTokens(container: container) {
+                writer.beginObject()
+                writer.field("name", token.name)
+                writer.field("created", token.createdAt)
+                writer.endObject()
+            }
+            writer.endArray()
             writer.endObject()
             return Response.json(writer)
         }
+        admin.get("audit") { request, _ in
+            try await authenticate(request)
+            let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("entries")
+            writer.beginArray()
+            for entry in try await storage.auditEntries(limit: limit) {
+                writer.beginObject()
+                writer.field("time", entry.time)
+                writer.field("actor", entry.actor)
+                writer.field("action", entry.action)
+                writer.field("status", Int64(entry.status))
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+            return Response.json(writer)
+        }
+    }
+
+    /// A user as the admin API shows it: never the password's hash.
+    static func write(_ user: UserInfo, to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("userRecordName", user.recordName)
+        writer.field("username", user.username)
+        writer.field("created", user.createdAt)
+        writer.field("emailAddress", user.emailAddress)
+        writer.field("disabled", user.disabledAt)
+        writer.endObject()
     }
 
     /// A server-to-server key as the admin API shows it: never the key itself.

@@ -131,7 +131,7 @@ public enum StratusApplication {
             .addRoutes(to: router)
         UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
             .addRoutes(to: router)
-        AdminEndpoints(storage: storage, accounts: accounts).addRoutes(to: router)
+        AdminEndpoints(storage: storage, accounts: accounts, hub: hub).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
         MetricsEndpoint(storage: storage, configuration: configuration, hub: hub).addRoutes(to: router)
         routes.record(router.routes)
