@@ -27,7 +27,7 @@ public struct FieldIndexes: OptionSet, Hashable, Sendable {
     }
 
     /// The keywords of the options in this set, in printing order.
-    var keywordList: [String] { Self.keywords.filter { contains($0.option) }.map(\.keyword) }
+    public var keywordList: [String] { Self.keywords.filter { contains($0.option) }.map(\.keyword) }
 
     /// The indexes CloudKit's development environment gives a new field of this type automatically
     /// (just-in-time schema): every index the type supports. Strings get QUERYABLE, SORTABLE and

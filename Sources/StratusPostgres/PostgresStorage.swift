@@ -202,6 +202,26 @@ public final class PostgresStorage: StratusStorage {
         }
     }
 
+    public func health() async throws -> StorageHealth {
+        let (size, version, listeners) = try await read { connection in
+            try await connection.run(
+                """
+                SELECT pg_database_size(current_database()), current_setting('server_version'),
+                    (SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND query LIKE \("LISTEN%" + PostgresMessageBus.channel + "%"))
+                """, logger: logger
+            ).decode((Int64, String, Int64).self).collect()[0]
+        }
+        let pool = connectionPoolUsage
+        return StorageHealth(
+            backend: "PostgreSQL", sizeBytes: size,
+            details: [
+                .init("database", redactedURL), .init("server version", version),
+                .init("instances on the bus", "\(listeners) (each listens on one connection)"),
+                .init("pool", "\(pool?.inUse ?? 0) of \(pool?.capacity ?? 0) connections in use"),
+            ])
+    }
+
     public var connectionPoolUsage: ConnectionPoolUsage? {
         ConnectionPoolUsage(inUse: leased.load(ordering: .relaxed), capacity: maximumConnections)
     }

@@ -62,6 +62,21 @@ public final class SQLiteStorage: StratusStorage {
         try? await gracefulShutdown()
     }
 
+    public func health() async throws -> StorageHealth {
+        let path = pool.path
+        let size = [path, path + "-wal"].reduce(Int64(0)) { total, file in
+            total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0)
+        }
+        let synchronous = try await pool.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? 0 }
+        return StorageHealth(
+            backend: "SQLite", sizeBytes: size,
+            details: [
+                .init("file", path), .init("journal", "WAL"),
+                .init("durability", synchronous >= 2 ? "full (every commit synced)" : "normal (survives process crashes)"),
+                .init("SQLite version", String(cString: sqlite3_libversion())),
+            ])
+    }
+
     // MARK: Settings
 
     public func setting(_ key: String) async throws -> String? {

@@ -31,6 +31,37 @@ public protocol StratusStorage: SettingsStorage, AccountStorage, AuditStorage, R
     /// How much of its pool of database connections a pooled backend uses now; `nil` for a backend
     /// without one.
     var connectionPoolUsage: ConnectionPoolUsage? { get }
+    /// What an operator wants to know of the backend: which, how large, and its own particulars.
+    func health() async throws -> StorageHealth
+}
+
+/// The state of a storage backend, for the console's health page.
+public struct StorageHealth: Sendable, Equatable {
+    /// One particular of the backend, named.
+    public struct Detail: Sendable, Equatable {
+        public var name: String
+        public var value: String
+
+        /// Creates a detail.
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// `SQLite` or `PostgreSQL`.
+    public var backend: String
+    /// The bytes the data takes on disk.
+    public var sizeBytes: Int64
+    /// The backend's own particulars: its file, its server's version, the instances sharing it.
+    public var details: [Detail]
+
+    /// Creates a health report.
+    public init(backend: String, sizeBytes: Int64, details: [Detail]) {
+        self.backend = backend
+        self.sizeBytes = sizeBytes
+        self.details = details
+    }
 }
 
 /// Connections a pooled backend has leased now, out of how many it may open.

@@ -127,9 +127,13 @@ package final class TestServer: Sendable {
         package var moreComing: Bool? { body["moreComing"] as? Bool }
     }
 
+    /// A client that hands back a redirect instead of following it (kept for the process's life).
+    private static let redirectRefusingClient = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+
     package func request(
         _ method: HTTPMethod, _ path: String, body: Any? = nil, rawBody: String? = nil,
-        query: [String: String] = [:], headers: [String: String] = [:]
+        query: [String: String] = [:], headers: [String: String] = [:], followingRedirects: Bool = true
     ) async throws -> Reply {
         var components = URLComponents(string: baseURL + path)!
         components.queryItems = query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
@@ -144,7 +148,8 @@ package final class TestServer: Sendable {
         } else if let body {
             request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        let client = followingRedirects ? HTTPClient.shared : Self.redirectRefusingClient
+        let response = try await client.execute(request, timeout: .seconds(60))
         let buffer = try await response.body.collect(upTo: 256 << 20)
         let text = String(buffer: buffer)
         let json = (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) as? [String: Any] ?? [:]

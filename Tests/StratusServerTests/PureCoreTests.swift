@@ -404,7 +404,7 @@ private final class RecordingSink: PushSink {
         let notification = PushNotificationDictionary(
             notificationID: id, notificationType: .recordZone, subscriptionID: subscription, containerIdentifier: "iCloud.test",
             databaseScope: .private, zoneID: ZoneID(zoneName: zone))
-        return PushDevice.Entry(key: subscription + "\u{0}" + zone, frame: ByteBuffer(string: id), payload: notification)
+        return PushDevice.Entry(key: subscription + "\u{0}" + zone, frame: ByteBuffer(string: id), payload: notification, queuedAt: 0)
     }
 
     /// The notification IDs and missed flag of a batch; `nil` when the connection is closed.

@@ -117,6 +117,22 @@ public struct AccountService: Sendable {
         return user
     }
 
+    /// `container` when it exists; `NOT_FOUND` otherwise.
+    func existingContainer(_ container: String) async throws -> String {
+        guard try await storage.container(container) != nil else {
+            throw StratusError(.notFound, "container '\(container)' does not exist")
+        }
+        return container
+    }
+
+    /// A user of the container who is not disabled, whom the console may act as; `NOT_FOUND` otherwise.
+    func activeUser(container: String, recordName: String) async throws -> String {
+        guard let user = try await storage.user(container: container, recordName: recordName), user.disabledAt == nil else {
+            throw StratusError(.notFound, "container '\(container)' has no active user '\(recordName)'")
+        }
+        return user.recordName
+    }
+
     /// Disables a user (or enables them again): a disabled user cannot sign in, and their sessions
     /// end at once. Returns the hashes of the sessions that ended, whose push connections the caller
     /// closes.

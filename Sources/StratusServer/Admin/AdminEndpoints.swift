@@ -30,13 +30,14 @@ struct CreateTokenRequest: JSONDecodable {
 struct AdminEndpoints: Sendable {
     let storage: any SettingsStorage & AccountStorage & SchemaStorage & TransferStorage & AuditStorage
     let accounts: AccountService
+    let credential: AdminCredential
     /// Closes the push connections of sessions a user's disabling or new password ended.
     let hub: PushHub
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         let admin = router.group("admin/1")
-        admin.get("containers") { request, _ in
-            try await authenticate(request)
+        admin.get("containers") { request, context in
+            try await credential.authenticate(request, context: context)
             let containers = try await storage.containers()
             var writer = JSONWriter()
             writer.beginObject()
@@ -53,8 +54,8 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer)
         }
-        admin.post("containers") { request, _ in
-            try await authenticate(request)
+        admin.post("containers") { request, context in
+            try await credential.authenticate(request, context: context)
             let body = try await request.decodeJSON(CreateContainerRequest.self, limit: 64 << 10)
             let container = try await accounts.createContainer(body.identifier, allowsSignUp: body.allowsSignUp ?? true)
             let token = try await accounts.createAPIToken(container: container.identifier)
@@ -67,7 +68,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.post("containers/:container/tokens") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let body = try await request.decodeJSON(CreateTokenRequest.self, limit: 64 << 10)
             let token = try await accounts.createAPIToken(container: container, name: body.name ?? "default")
@@ -79,7 +80,7 @@ struct AdminEndpoints: Sendable {
         }
         addSchemaRoutes(to: admin)
         admin.post("containers/:container/users") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
             let user = try await accounts.createUser(container: container, username: body.username, password: body.password)
@@ -91,7 +92,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.post("containers/:container/keys") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
             let environmentName: String = try body.decode("environment")
@@ -105,7 +106,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.get("containers/:container/keys") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             guard try await storage.container(container) != nil else {
                 throw StratusError(.notFound, "container '\(container)' does not exist")
@@ -121,7 +122,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.delete("containers/:container/keys/:key") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let keyID = try context.parameters.require("key")
             guard try await storage.revokeServerKey(id: keyID, container: container, at: accounts.now),
@@ -134,7 +135,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.get("containers/:container/users") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             guard try await storage.container(container) != nil else {
                 throw StratusError(.notFound, "container '\(container)' does not exist")
@@ -149,7 +150,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.patch("containers/:container/users/:user") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let recordName = try context.parameters.require("user")
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
@@ -173,7 +174,7 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.get("containers/:container/tokens") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             guard try await storage.container(container) != nil else {
                 throw StratusError(.notFound, "container '\(container)' does not exist")
@@ -192,8 +193,8 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer)
         }
-        admin.get("audit") { request, _ in
-            try await authenticate(request)
+        admin.get("audit") { request, context in
+            try await credential.authenticate(request, context: context)
             let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
             var writer = JSONWriter()
             writer.beginObject()
@@ -253,14 +254,14 @@ struct AdminEndpoints: Sendable {
         let schemas = SchemaAdministration(storage: storage)
         let respond = Self.respond
         admin.get("containers/:container/environments/:environment/schema") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
             return respond(
                 try await schemas.export(container: try context.parameters.require("container"), environment: environment),
                 request)
         }
         admin.put("containers/:container/environments/:environment/schema") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
             guard environment == .development else {
                 throw StratusError.badRequest(
@@ -275,11 +276,11 @@ struct AdminEndpoints: Sendable {
                 try await schemas.importSchema(schema, container: try context.parameters.require("container")), request)
         }
         admin.post("containers/:container/deploy-schema") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             return respond(try await schemas.deploy(container: try context.parameters.require("container")), request)
         }
         admin.post("containers/:container/reset-development") { request, context in
-            try await authenticate(request)
+            try await credential.authenticate(request, context: context)
             try await schemas.resetDevelopment(container: try context.parameters.require("container"))
             return Response(status: .noContent)
         }
@@ -293,7 +294,4 @@ struct AdminEndpoints: Sendable {
             body: ResponseBody(byteBuffer: ByteBuffer(string: schema.text)))
     }
 
-    private func authenticate(_ request: Request) async throws {
-        try await AdminCredential(storage: storage).authenticate(request)
-    }
 }

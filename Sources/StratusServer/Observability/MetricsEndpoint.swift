@@ -10,6 +10,7 @@ struct MetricsEndpoint: Sendable {
     let storage: any StratusStorage
     let configuration: ServerConfiguration
     let hub: PushHub
+    let credential: AdminCredential
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         router.get("metrics") { request, _ in
@@ -43,7 +44,7 @@ struct MetricsEndpoint: Sendable {
         {
             return
         }
-        guard try await AdminCredential(storage: storage).accepts(token) else {
+        guard try await credential.accepts(token) else {
             throw StratusError(.authenticationFailed, "the token is neither the metrics token nor the admin token")
         }
     }

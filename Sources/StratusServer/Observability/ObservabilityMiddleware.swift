@@ -3,16 +3,19 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import StratusModel
+import StratusStorage
 
 /// Gives every request its ID and, once it is answered, counts it in the metrics, appends it to
 /// the request log and logs it: the answer carries the ID in `X-Stratus-Request-ID` (and, when it
 /// is an error, as its `uuid`), and every log line written while handling it carries it as
-/// `request`.
+/// `request`. A change an administrator made (the admin token, a console session) is written to
+/// the audit log, with who and when, before it is answered.
 struct ObservabilityMiddleware: RouterMiddleware {
     typealias Context = StratusRequestContext
 
     let metrics: ServerMetrics
     let log: RequestLog
+    let audit: any AuditStorage
     let clock: ServerClock
 
     /// Path parameters that are secrets (a push token, a share link's GUID): the log shows the
@@ -42,6 +45,12 @@ struct ObservabilityMiddleware: RouterMiddleware {
             address: traced.caller.address, container: traced.caller.container,
             userRecordName: traced.caller.userRecordName, deviceID: request.headers[.stratusDeviceID])
         log.append(entry)
+        if let actor = traced.actor, ![.get, .head, .options].contains(request.method) {
+            var action = "\(entry.method) \(entry.path)"
+            if let user = traced.caller.userRecordName { action += " as \(user)" }
+            try await audit.appendAuditEntry(
+                AuditEntry(time: entry.time, actor: "\(actor) from \(traced.caller.address)", action: action, status: entry.status))
+        }
         context.logger.debug(
             "answered",
             metadata: [

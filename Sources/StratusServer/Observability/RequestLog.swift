@@ -88,6 +88,14 @@ final class RequestTrace: Sendable {
         var caller = VerifiedCaller()
         var errorCode: ServerErrorCode?
         var reason: String?
+        /// The administrator acting (the admin token, a console session): their changes go to the
+        /// audit log.
+        var actor: String?
+    }
+
+    /// Records that an administrator makes the request.
+    func act(as actor: String) {
+        state.withLock { $0.actor = actor }
     }
 
     /// Records who the request turned out to be from.

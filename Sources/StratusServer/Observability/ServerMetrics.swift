@@ -36,6 +36,10 @@ public final class ServerMetrics: Sendable {
     /// Devices with a live push connection, and devices the server keeps a queue for.
     let pushDevicesConnected: CoreMetrics.Meter
     let pushDevicesQueued: CoreMetrics.Meter
+    /// How long notifications wait in a device's queue before they are sent.
+    let notificationWait: CoreMetrics.Timer
+    /// The last hour in ten-second buckets, for the console's charts.
+    let timeline = ActivityTimeline()
     /// PostgreSQL connections leased from the pool now, and the pool's size.
     let storageConnectionsInUse: CoreMetrics.Meter
     let storageConnectionsMax: CoreMetrics.Meter
@@ -57,6 +61,7 @@ public final class ServerMetrics: Sendable {
                 .seconds(10), .seconds(60),
             ],
             "stratus_storage_write_seconds": fast, "stratus_instance_bus_lag_seconds": fast,
+            "stratus_notification_wait_seconds": fast,
         ]
         self.factory = factory
         recordsWritten = CoreMetrics.Counter(label: "stratus_records_written_total", factory: factory)
@@ -67,6 +72,7 @@ public final class ServerMetrics: Sendable {
         assetBytesOut = CoreMetrics.Counter(label: "stratus_asset_bytes_out_total", factory: factory)
         storageWriteTime = CoreMetrics.Timer(label: "stratus_storage_write_seconds", factory: factory)
         instanceBusLag = CoreMetrics.Timer(label: "stratus_instance_bus_lag_seconds", factory: factory)
+        notificationWait = CoreMetrics.Timer(label: "stratus_notification_wait_seconds", factory: factory)
         bufferedRequestBytes = CoreMetrics.Meter(label: "stratus_request_body_buffered_bytes", factory: factory)
         pushDevicesConnected = CoreMetrics.Meter(label: "stratus_push_devices_connected", factory: factory)
         pushDevicesQueued = CoreMetrics.Meter(label: "stratus_push_devices", factory: factory)
@@ -86,6 +92,35 @@ public final class ServerMetrics: Sendable {
         CoreMetrics.Timer(label: Self.requestDuration, dimensions: [("endpoint", endpoint)], factory: factory).recordInterval(duration)
         if let errorCode {
             CoreMetrics.Counter(label: "stratus_errors_total", dimensions: [("code", errorCode)], factory: factory).increment()
+        }
+        timeline.add { bucket in
+            bucket.requests += 1
+            if status >= 500 { bucket.failures += 1 }
+            bucket.latencyMilliseconds += duration.milliseconds
+        }
+    }
+
+    /// Counts records a `records/modify` saved or deleted.
+    func recordsWritten(_ count: Int) {
+        guard count > 0 else { return }
+        recordsWritten.increment(by: count)
+        timeline.add { $0.recordsWritten += count }
+    }
+
+    /// Counts notifications written to a device, and how long each waited in its queue (`now` and
+    /// their `queuedAt` by the server's clock, in milliseconds).
+    func notificationsSent(queuedAt: [Int64], now: Int64) {
+        guard !queuedAt.isEmpty else { return }
+        notificationsSent.increment(by: queuedAt.count)
+        var waited = 0.0
+        for queued in queuedAt {
+            let wait = max(0, now - queued)
+            notificationWait.recordMilliseconds(wait)
+            waited += Double(wait)
+        }
+        timeline.add { bucket in
+            bucket.notificationsSent += queuedAt.count
+            bucket.waitMilliseconds += waited
         }
     }
 

@@ -102,7 +102,8 @@ final class PushConnection: ChannelInboundHandler, RemovableChannelHandler {
             if missed { context.write(wrapOutboundOut(Self.text(Self.missedMessage)), promise: nil) }
             for entry in entries { context.write(wrapOutboundOut(Self.text(entry.frame)), promise: nil) }
             context.flush()
-            hub.configuration.metrics.notificationsSent.increment(by: entries.count)
+            hub.configuration.metrics.notificationsSent(
+                queuedAt: entries.map(\.queuedAt), now: hub.configuration.clock.milliseconds)
         }
     }
 

@@ -36,6 +36,8 @@ final class PushDevice: Sendable {
         var frame: ByteBuffer
         /// The notification alone, for long polls.
         var payload: PushNotificationDictionary
+        /// When it was queued, in milliseconds since 1970 by the server's clock.
+        var queuedAt: Int64
     }
 
     /// What a connection takes from the queue.
@@ -145,6 +147,27 @@ final class PushDevice: Sendable {
             let returned = entries.filter { state.entries[$0.key] == nil }
             for entry in returned { state.entries[entry.key] = entry }
             state.order.insert(contentsOf: returned.map(\.key), at: 0)
+        }
+    }
+
+    /// What the console shows of a device.
+    struct Snapshot: Sendable {
+        var owner: Owner
+        var deviceID: String?
+        var connected: Bool
+        /// Notifications waiting in its queue.
+        var waiting: Int
+        /// Whether it will be told it may have missed notifications.
+        var missed: Bool
+        /// When a connection last took or left its queue, in milliseconds since 1970.
+        var lastSeen: Int64
+    }
+
+    var snapshot: Snapshot {
+        state.withLock { state in
+            Snapshot(
+                owner: owner, deviceID: deviceID, connected: state.connection != nil, waiting: state.order.count,
+                missed: state.missed, lastSeen: state.lastSeen)
         }
     }
 

@@ -195,7 +195,8 @@ struct PushEndpoints: Sendable {
         guard case .batch(let entries, let dropped) = delivery else {
             return bare ? Response(status: .ok) : .json(PushPollResponse(notifications: [], missedNotifications: missedAtConnect))
         }
-        configuration.metrics.notificationsSent.increment(by: bare ? min(entries.count, 1) : entries.count)
+        configuration.metrics.notificationsSent(
+            queuedAt: (bare ? Array(entries.prefix(1)) : entries).map(\.queuedAt), now: configuration.clock.milliseconds)
         guard bare else {
             return .json(
                 PushPollResponse(notifications: entries.map(\.payload), missedNotifications: missedAtConnect || dropped))

@@ -250,7 +250,8 @@ final class PushHub: Service {
             let notification = firing.notification
             let entry = PushDevice.Entry(
                 key: notification.subscriptionID + "\u{0}" + (notification.zoneID?.zoneName ?? ""),
-                frame: ByteBuffer(bytes: PushMessage.notification(notification).jsonBytes), payload: notification)
+                frame: ByteBuffer(bytes: PushMessage.notification(notification).jsonBytes), payload: notification,
+                queuedAt: configuration.clock.milliseconds)
             for device in recipients { batches[device.tokenHash, default: (device, [])].entries.append(entry) }
         }
         for (device, entries) in batches.values { device.enqueue(entries) }
@@ -286,6 +287,11 @@ final class PushHub: Service {
     /// Ends the connections that signed in with a session that just ended.
     func closeConnections(sessionHash: String) {
         for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect(sessionHash: sessionHash) }
+    }
+
+    /// The devices of a container this instance holds a queue for, connected or recently away.
+    func devices(container: String) -> [PushDevice.Snapshot] {
+        registry.withLock { Array($0.devices.values) }.filter { $0.owner.container == container }.map(\.snapshot)
     }
 
     /// How many devices the hub holds a queue for (connected or recently away), and how many of

@@ -199,6 +199,7 @@ struct DatabaseEndpoints: Sendable {
                 atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
         }
         let results = outcome.results
+        metrics.recordsWritten(results.count { if case .success = $0 { true } else { false } })
         if !outcome.changes.isEmpty {
             hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
         }
@@ -212,7 +213,6 @@ struct DatabaseEndpoints: Sendable {
             for (index, result) in results.enumerated() {
                 switch result {
                 case .success(let record):
-                    metrics.recordsWritten.increment()
                     let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,

@@ -28,6 +28,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = StratusRequestContext
 
     let accounts: AccountService
+    /// Console sessions, which call the database endpoints as a user they choose.
+    let console: ConsoleSessions
     let limiter: RateLimiter?
     let trustedProxies: Set<String>
     /// The clock signed dates are compared with.
@@ -42,7 +44,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         var context = context
         context.caller.address = clientAddress(request, peer: context.remoteAddress)
         do {
-            try await verify(&request, into: &context.caller, parameters: context.parameters)
+            try await verify(&request, into: &context.caller, parameters: context.parameters, trace: context.trace)
         } catch {
             context.trace.identify(context.caller)
             try charge("address:\(context.caller.address)")
@@ -53,12 +55,31 @@ struct AuthenticationMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
-    private func verify(_ request: inout Request, into caller: inout VerifiedCaller, parameters: Parameters) async throws {
+    private func verify(
+        _ request: inout Request, into caller: inout VerifiedCaller, parameters: Parameters, trace: RequestTrace
+    ) async throws {
         // Other routes check their own credentials: the push URL, upload tickets, the admin token.
         let path = request.uri.path
         guard path.hasPrefix("/database/1/") || path.hasPrefix("/auth/1/") || path.hasPrefix("/device/1/"),
             let container = parameters.get("container")
         else { return }
+        // The console calls the database endpoints without an API token, as the user it names.
+        if path.hasPrefix("/database/1/"), request.query("ckAPIToken") == nil,
+            request.headers[.cloudKitSignature] == nil, let session = console.verifiedSession(of: request)
+        {
+            caller.container = try await accounts.existingContainer(container)
+            if let environment = parameters.get("environment") {
+                caller.environment = try Authenticator.parse(ContainerEnvironment.self, environment, parameter: "environment")
+            }
+            if let database = parameters.get("database") {
+                caller.scope = try Authenticator.parse(DatabaseScope.self, database, parameter: "database")
+            }
+            if let user = request.headers[.stratusConsoleUser], !user.isEmpty {
+                caller.userRecordName = try await accounts.activeUser(container: container, recordName: user)
+            }
+            trace.act(as: "console session \(session.label)")
+            return
+        }
         if let apiToken = request.query("ckAPIToken") {
             guard try await accounts.container(forAPIToken: apiToken) == container else {
                 throw StratusError(.authenticationFailed, "ckAPIToken does not belong to container '\(container)'")

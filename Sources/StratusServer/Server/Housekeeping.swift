@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import StratusStorage
+import Synchronization
 
 /// Periodic upkeep, at start and then every `purgeIntervalSeconds`: removes tombstones older than
 /// the horizon, deletes assets no record refers to, and push tokens unused for their lifetime.
@@ -12,6 +13,7 @@ struct Housekeeping: Service, CustomStringConvertible {
     let storage: any MaintenanceStorage & SubscriptionStorage
     let assets: AssetStore?
     let configuration: ServerConfiguration
+    let status: HousekeepingStatus
     let logger: Logger
 
     func run() async throws {
@@ -35,6 +37,7 @@ struct Housekeeping: Service, CustomStringConvertible {
                         unusedSince: now - configuration.pushTokenLifetimeSeconds * 1000)
                     if expired > 0 { logger.info("deleted unused push tokens", metadata: ["count": "\(expired)"]) }
                 }
+                status.finished(at: configuration.clock.milliseconds)
                 try? await Task.sleep(for: .seconds(configuration.purgeIntervalSeconds))
             }
         }
@@ -45,6 +48,29 @@ struct Housekeeping: Service, CustomStringConvertible {
             try await body()
         } catch {
             logger.error("housekeeping: \(name) failed", metadata: ["error": "\(error)"])
+            status.failed("\(name): \(error)")
         }
     }
+}
+
+/// When housekeeping last finished a round, and its last failure, for the console's health page.
+final class HousekeepingStatus: Sendable {
+    struct State: Sendable {
+        /// When the last round finished, in milliseconds since 1970.
+        var lastRun: Int64?
+        /// The last chore that failed, and why.
+        var lastFailure: String?
+    }
+
+    private let state = Mutex(State())
+
+    func finished(at time: Int64) {
+        state.withLock { $0.lastRun = time }
+    }
+
+    func failed(_ failure: String) {
+        state.withLock { $0.lastFailure = failure }
+    }
+
+    var current: State { state.withLock { $0 } }
 }

@@ -18,7 +18,9 @@ public enum StratusApplication {
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
         let tokens = SyncTokenCodec(secret: secret)
         let hub = PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: logger)
-        let routers = makeRouters(storage: storage, configuration: configuration, tokens: tokens, hub: hub)
+        let housekeeping = HousekeepingStatus()
+        let routers = makeRouters(
+            storage: storage, configuration: configuration, tokens: tokens, hub: hub, housekeeping: housekeeping)
         let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
         let headTimeout = TimeAmount(configuration.requestHeadTimeout)
         let http = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
@@ -43,7 +45,10 @@ public enum StratusApplication {
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "Stratus"),
             services: [
-                Housekeeping(storage: storage, assets: routers.assets, configuration: configuration, logger: logger), hub,
+                Housekeeping(
+                    storage: storage, assets: routers.assets, configuration: configuration, status: housekeeping,
+                    logger: logger),
+                hub,
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
@@ -55,14 +60,16 @@ public enum StratusApplication {
     ) -> Router<StratusRequestContext> {
         makeRouters(
             storage: storage, configuration: configuration, tokens: tokens,
-            hub: PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: Logger(label: "stratus"))
+            hub: PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: Logger(label: "stratus")),
+            housekeeping: HousekeepingStatus()
         ).http
     }
 
     /// The HTTP router, the push endpoints (which also authenticate WebSocket upgrades), and the
     /// asset store.
     static func makeRouters(
-        storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub
+        storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub,
+        housekeeping: HousekeepingStatus
     ) -> (http: Router<StratusRequestContext>, push: PushEndpoints, assets: AssetStore?) {
         let requestLog = RequestLog()
         let directory = configuration.assetsDirectory.map(DirectoryAssetBlobStore.init)
@@ -99,7 +106,8 @@ public enum StratusApplication {
                 ],
                 maxAge: .seconds(600)))
         router.add(
-            middleware: ObservabilityMiddleware(metrics: configuration.metrics, log: requestLog, clock: configuration.clock))
+            middleware: ObservabilityMiddleware(
+                metrics: configuration.metrics, log: requestLog, audit: storage, clock: configuration.clock))
         router.add(middleware: ResponseCompression())
         router.add(
             middleware: RequestBodyBudgetMiddleware(
@@ -109,9 +117,11 @@ public enum StratusApplication {
         let routes = RouteTable()
         router.add(middleware: ErrorMiddleware(routes: routes))
         let accounts = AccountService(storage: storage, configuration: configuration)
+        let console = ConsoleSessions(clock: configuration.clock)
+        let credential = AdminCredential(storage: storage, console: console)
         router.add(
             middleware: AuthenticationMiddleware(
-                accounts: accounts, limiter: configuration.rateLimit.map { RateLimiter(limit: $0, clock: configuration.clock) },
+                accounts: accounts, console: console, limiter: configuration.rateLimit.map { RateLimiter(limit: $0, clock: configuration.clock) },
                 trustedProxies: configuration.trustedProxies, clock: configuration.clock,
                 maxBodyBytes: configuration.limits.maxRequestBodyBytes))
         let authenticator = Authenticator(configuration: configuration)
@@ -131,9 +141,14 @@ public enum StratusApplication {
             .addRoutes(to: router)
         UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
             .addRoutes(to: router)
-        AdminEndpoints(storage: storage, accounts: accounts, hub: hub).addRoutes(to: router)
+        AdminEndpoints(storage: storage, accounts: accounts, credential: credential, hub: hub).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
-        MetricsEndpoint(storage: storage, configuration: configuration, hub: hub).addRoutes(to: router)
+        MetricsEndpoint(storage: storage, configuration: configuration, hub: hub, credential: credential)
+            .addRoutes(to: router)
+        ConsoleEndpoints(
+            storage: storage, configuration: configuration, credential: credential, log: requestLog, hub: hub,
+            housekeeping: housekeeping
+        ).addRoutes(to: router)
         routes.record(router.routes)
         return (router, push, assets)
     }

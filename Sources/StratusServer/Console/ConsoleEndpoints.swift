@@ -1,0 +1,412 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import StratusModel
+import StratusStorage
+
+/// The console at `/console`: pages rendered on the server from ``ConsoleTemplates``, signed in with
+/// the admin token. The pages only read; every change they make goes through the documented
+/// endpoints (the admin API, and the database endpoints as a user the page names) from the
+/// browser, with the session's CSRF token, so the same checks apply and the audit log records it.
+struct ConsoleEndpoints: Sendable {
+    let storage: any StratusStorage
+    let configuration: ServerConfiguration
+    let credential: AdminCredential
+    let log: RequestLog
+    let hub: PushHub
+    let housekeeping: HousekeepingStatus
+
+    var sessions: ConsoleSessions { credential.console }
+
+    func addRoutes(to router: Router<StratusRequestContext>) {
+        let console = router.group("console")
+        router.get("console") { request, _ in
+            Self.redirect(sessions.session(of: request) == nil ? "/console/signin" : "/console/containers")
+        }
+        console.get("console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
+        console.get("console.css") { _, _ in Self.asset(ConsoleAssets.styleSheet, type: "text/css; charset=utf-8") }
+        console.get("signin") { _, _ in Self.html(ConsoleTemplates.render("signin", [:])) }
+        console.post("signin") { request, context in try await signIn(request, context) }
+        console.post("signout") { request, context in
+            let form = try await Self.form(request)
+            guard let session = sessions.session(of: request),
+                Secrets.constantTimeEquals(Array((form["csrf"] ?? "").utf8), Array(session.csrfToken.utf8))
+            else { throw StratusError(.authenticationFailed, "sign out from a console page") }
+            context.trace.act(as: "console session \(session.label)")
+            sessions.end(request)
+            var response = Self.redirect("/console/signin")
+            response.headers[.setCookie] = cookie(value: "", maxAge: 0)
+            return response
+        }
+        page(console, "containers", title: "Containers") { _, _ in try await containersPage() }
+        page(console, "containers/:container", title: "Users and keys") { _, context in
+            try await containerPage(try context.parameters.require("container"))
+        }
+        page(console, "containers/:container/data", title: "Data") { _, context in
+            try await dataPage(try context.parameters.require("container"))
+        }
+        page(console, "containers/:container/schema", title: "Schema") { _, context in
+            try await schemaPage(try context.parameters.require("container"))
+        }
+        page(console, "containers/:container/people", title: "Devices and subscriptions") { request, context in
+            try await peoplePage(try context.parameters.require("container"), user: request.query("user"))
+        }
+        page(console, "requests", title: "Requests") { request, _ in requestsPage(request) }
+        page(console, "requests/:id", title: "Request") { _, context in try requestPage(try context.parameters.require("id")) }
+        page(console, "activity", title: "Activity") { _, _ in activityPage() }
+        page(console, "health", title: "Health") { _, _ in try await healthPage() }
+        page(console, "audit", title: "Audit log") { _, _ in
+            ("audit", ["entries": try await storage.auditEntries(limit: 500).map { entry in
+                ["time": Self.time(entry.time), "actor": entry.actor, "action": entry.action, "status": entry.status]
+            }], nil)
+        }
+    }
+
+    /// What a page handler answers: its template, the template's values, and the container it is
+    /// about (for the container menu).
+    typealias Page = (template: String, values: [String: Any], container: String?)
+
+    /// Routes a page that needs a signed-in session: without one, the browser goes to sign in. The
+    /// live request log asks for `?fragment=1` and gets the table alone.
+    private func page(
+        _ group: RouterGroup<StratusRequestContext>, _ path: String, title: String,
+        _ build: @escaping @Sendable (Request, StratusRequestContext) async throws -> Page
+    ) {
+        group.get(RouterPath(path)) { request, context in
+            guard let session = sessions.session(of: request) else { return Self.redirect("/console/signin") }
+            let built = try await build(request, context)
+            let body = ConsoleTemplates.render(built.template, built.values)
+            if request.query("fragment") == "1", let table = built.values["table"] as? String { return Self.html(table) }
+            var values: [String: Any] = [
+                "title": built.values["title"] as? String ?? title, "csrf": session.csrfToken, "page": built.template,
+                "body": body,
+            ]
+            if let container = built.container {
+                values["container"] = ["identifier": container, "path": Self.pathSegment(container)]
+            }
+            return Self.html(ConsoleTemplates.render("layout", values))
+        }
+    }
+
+    // MARK: Signing in
+
+    private func signIn(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let form = try await Self.form(request)
+        let address = context.trace.current.caller.address
+        guard let token = form["token"], try await credential.accepts(token) else {
+            context.trace.act(as: "console sign-in (refused)")
+            var response = Self.html(ConsoleTemplates.render("signin", ["error": "That is not the admin token."]))
+            response.status = .unauthorized
+            return response
+        }
+        let (cookieValue, session) = sessions.create(address: address)
+        context.trace.act(as: "console session \(session.label)")
+        var response = Self.redirect("/console/containers")
+        response.headers[.setCookie] = cookie(value: cookieValue, maxAge: Int(sessions.lifetime.components.seconds))
+        return response
+    }
+
+    /// The session cookie: script cannot read it, other sites' requests do not carry it, and over
+    /// TLS it travels only encrypted.
+    private func cookie(value: String, maxAge: Int) -> String {
+        "\(ConsoleSessions.cookieName)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
+            + (configuration.tls == nil ? "" : "; Secure")
+    }
+
+    // MARK: Pages
+
+    private func containersPage() async throws -> Page {
+        let containers = try await storage.containers().map { container -> [String: Any] in
+            [
+                "identifier": container.identifier, "path": Self.pathSegment(container.identifier),
+                "signUp": container.allowsSignUp ? "open" : "by an administrator only",
+                "created": Self.time(container.createdAt),
+            ]
+        }
+        return ("containers", ["containers": containers], nil)
+    }
+
+    private func requireContainer(_ container: String) async throws {
+        guard try await storage.container(container) != nil else {
+            throw StratusError(.notFound, "container '\(container)' does not exist")
+        }
+    }
+
+    private func containerPage(_ container: String) async throws -> Page {
+        try await requireContainer(container)
+        let api = "/admin/1/containers/" + Self.pathSegment(container)
+        let path = Self.pathSegment(container)
+        let users = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
+            .sorted { $0.username < $1.username }
+            .map { user -> [String: Any] in
+                [
+                    "username": user.username, "recordName": user.recordName, "email": user.emailAddress ?? "",
+                    "created": Self.time(user.createdAt), "disabled": user.disabledAt.map(Self.time) ?? false,
+                    "api": api, "path": path,
+                ]
+            }
+        let tokens = try await storage.apiTokens(container: container).map { token -> [String: Any] in
+            ["name": token.name, "created": Self.time(token.createdAt)]
+        }
+        let keys = try await storage.serverKeys(container: container).map { key -> [String: Any] in
+            [
+                "keyID": key.keyID, "environment": key.environment.rawValue, "created": Self.time(key.createdAt),
+                "revoked": key.revokedAt.map(Self.time) ?? false, "api": api,
+            ]
+        }
+        return ("container", ["users": users, "tokens": tokens, "keys": keys, "api": api], container)
+    }
+
+    private func dataPage(_ container: String) async throws -> Page {
+        try await requireContainer(container)
+        let users = try await storage.users(container: container)
+            .filter { $0.disabledAt == nil && !$0.username.hasPrefix("server-key:") }
+            .sorted { $0.username < $1.username }
+            .map { ["recordName": $0.recordName, "username": $0.username] }
+        return ("data", ["users": users], container)
+    }
+
+    private func schemaPage(_ container: String) async throws -> Page {
+        let schemas = SchemaAdministration(storage: storage)
+        let development = try await schemas.export(container: container, environment: .development)
+        let production = try await schemas.export(container: container, environment: .production)
+        let developmentLines = development.text.split(separator: "\n").map(String.init)
+        let productionLines = production.text.split(separator: "\n").map(String.init)
+        let diff = developmentLines.filter { !productionLines.contains($0) }.map { ["kind": "added", "line": "+ " + $0] }
+            + productionLines.filter { !developmentLines.contains($0) }.map { ["kind": "removed", "line": "- " + $0] }
+        let environments = [("development", development), ("production", production)].map { name, schema -> [String: Any] in
+            let fields = schema.recordTypes.keys.sorted().flatMap { typeName in
+                let type = schema.recordTypes[typeName]!
+                return type.fields.keys.sorted().map { fieldName -> [String: Any] in
+                    let field = type.fields[fieldName]!
+                    return [
+                        "recordType": typeName, "name": fieldName, "type": field.type.rawValue,
+                        "indexes": field.indexes.keywordList.joined(separator: ", "),
+                    ]
+                }
+            }
+            return ["name": name, "fields": fields, "text": schema.text]
+        }
+        return (
+            "schema",
+            [
+                "api": "/admin/1/containers/" + Self.pathSegment(container), "diff": diff, "hasDiff": !diff.isEmpty,
+                "environments": environments,
+            ], container
+        )
+    }
+
+    private func peoplePage(_ container: String, user selected: String?) async throws -> Page {
+        try await requireContainer(container)
+        let users = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
+            .sorted { $0.username < $1.username }
+        var values: [String: Any] = [
+            "users": users.map { ["recordName": $0.recordName, "username": $0.username, "selected": $0.recordName == selected] }
+        ]
+        guard let user = users.first(where: { $0.recordName == selected }) ?? (selected == nil ? users.first : nil) else {
+            return ("people", values, container)
+        }
+        if selected == nil {
+            values["users"] = users.map {
+                ["recordName": $0.recordName, "username": $0.username, "selected": $0.recordName == user.recordName]
+            }
+        }
+        let devices = hub.devices(container: container).filter { $0.owner.userRecordName == user.recordName }
+            .map { device -> [String: Any] in
+                [
+                    "deviceID": device.deviceID ?? "(unnamed)", "environment": device.owner.environment.rawValue,
+                    "connected": device.connected ? "yes" : "no", "waiting": device.waiting,
+                    "missed": device.missed ? "yes: it will be told to fetch everything" : "no",
+                    "lastSeen": Self.time(device.lastSeen),
+                ]
+            }
+        var subscriptions: [[String: Any]] = []
+        var shares: [[String: Any]] = []
+        for environment in ContainerEnvironment.allCases {
+            for scope in [DatabaseScope.private, .shared, .public] {
+                let database = DatabaseLocator(
+                    container: container, environment: environment, scope: scope,
+                    owner: scope == .public ? DatabaseLocator.publicOwner : user.recordName)
+                for subscription in try await storage.subscriptions(in: database, subscriber: user.recordName) {
+                    subscriptions.append([
+                        "environment": environment.rawValue, "database": scope.rawValue,
+                        "definition": String(decoding: subscription.definition.jsonBytes, as: UTF8.self),
+                    ])
+                }
+            }
+            let own = DatabaseLocator(container: container, environment: environment, scope: .private, owner: user.recordName)
+            for zone in try await storage.zones(in: own) {
+                let participants = try await storage.acceptedParticipants(zone: zone.name, in: own)
+                guard !participants.isEmpty else { continue }
+                shares.append([
+                    "environment": environment.rawValue, "zone": zone.name, "owner": "this user",
+                    "participants": participants.joined(separator: ", "),
+                ])
+            }
+            for shared in try await storage.sharedZones(user: user.recordName, container: container, environment: environment) {
+                shares.append([
+                    "environment": environment.rawValue, "zone": shared.zone.name, "owner": shared.owner,
+                    "participants": "this user",
+                ])
+            }
+        }
+        let recent = log.entries(limit: 50) { $0.container == container && $0.userRecordName == user.recordName }
+        values["user"] = [
+            "devices": devices, "subscriptions": subscriptions, "shares": shares,
+            "requests": ConsoleTemplates.render("requestTable", ["entries": recent.map(Self.row)]),
+        ]
+        values["title"] = "Devices and subscriptions of \(user.username)"
+        return ("people", values, container)
+    }
+
+    private func requestsPage(_ request: Request) -> Page {
+        let user = request.query("user")
+        let device = request.query("device")
+        let endpoint = request.query("endpoint")
+        let status = request.query("status")
+        let id = request.query("id")
+        let entries = log.entries(limit: 200) { entry in
+            (user == nil || entry.userRecordName == user) && (device == nil || entry.deviceID == device)
+                && (endpoint == nil || entry.endpoint.contains(endpoint!) || entry.path.contains(endpoint!))
+                && (id == nil || entry.id == id)
+                && (status == nil || (status == "5xx" ? entry.status >= 500 : entry.status >= 400))
+        }
+        let table = ConsoleTemplates.render("requestTable", ["entries": entries.map(Self.row)])
+        let filter: [String: Any] = [
+            "user": user ?? "", "device": device ?? "", "endpoint": endpoint ?? "", "id": id ?? "",
+            "errors": status == "error", "failures": status == "5xx", "live": request.query("live") == "1",
+        ]
+        return ("requests", ["filter": filter, "table": table], nil)
+    }
+
+    private func requestPage(_ id: String) throws -> Page {
+        guard let entry = log.entry(id: id) else {
+            throw StratusError(
+                .notFound, "request \(id) is not in this instance's log (it keeps the last \(log.capacity) requests)")
+        }
+        let facts: [(String, String)] = [
+            ("Request ID", entry.id), ("Time", Self.time(entry.time)), ("Method", entry.method), ("Path", entry.path),
+            ("Endpoint", entry.endpoint), ("Status", String(entry.status)), ("Error", entry.errorCode ?? ""),
+            ("Reason", entry.reason ?? ""), ("Duration", String(format: "%.1f ms", entry.milliseconds)),
+            ("Client address", entry.address), ("Container", entry.container ?? ""), ("User", entry.userRecordName ?? ""),
+            ("Device", entry.deviceID ?? ""),
+        ]
+        return (
+            "request", ["facts": facts.map { ["name": $0.0, "value": $0.1] }, "user": entry.userRecordName ?? "",
+                        "title": "Request \(entry.id)"], nil
+        )
+    }
+
+    private func activityPage() -> Page {
+        let buckets = configuration.metrics.timeline.lastHour()
+        let seconds = Double(ActivityTimeline.bucketMilliseconds) / 1_000
+        let series: [(String, String, (ActivityTimeline.Bucket) -> Double)] = [
+            ("Requests per second", "/s", { Double($0.requests) / seconds }),
+            ("Mean latency", " ms", { $0.requests == 0 ? 0 : $0.latencyMilliseconds / Double($0.requests) }),
+            ("5xx answers per second", "/s", { Double($0.failures) / seconds }),
+            ("Records written per second", "/s", { Double($0.recordsWritten) / seconds }),
+            ("Push fan-out: notifications sent per second", "/s", { Double($0.notificationsSent) / seconds }),
+            ("Sync lag: mean wait of a notification before it reaches its device", " ms", {
+                $0.notificationsSent == 0 ? 0 : $0.waitMilliseconds / Double($0.notificationsSent)
+            }),
+        ]
+        let charts = series.map { title, unit, value -> [String: Any] in
+            let values = buckets.map(value)
+            return [
+                "title": title, "svg": Self.chart(values),
+                "latest": String(format: "%.1f", values.last ?? 0) + unit,
+                "peak": String(format: "%.1f", values.max() ?? 0) + unit,
+            ]
+        }
+        return ("activity", ["charts": charts], nil)
+    }
+
+    /// A line chart of `values` as SVG, scaled to the largest.
+    static func chart(_ values: [Double]) -> String {
+        let width = 900.0, height = 140.0
+        let peak = max(values.max() ?? 0, 1e-9)
+        let step = width / Double(max(values.count - 1, 1))
+        let points = values.enumerated().map { index, value in
+            String(format: "%.1f,%.1f", Double(index) * step, height - 4 - (value / peak) * (height - 8))
+        }.joined(separator: " ")
+        return ##"<svg viewBox="0 0 900 140" preserveAspectRatio="none" role="img"><polyline fill="none" stroke="#2f6fde" stroke-width="1.5" points="\##(points)"/></svg>"##
+    }
+
+    private func healthPage() async throws -> Page {
+        let health = try await storage.health()
+        let state = housekeeping.current
+        var facts: [(String, String)] = [
+            ("Storage", health.backend), ("Storage size", ByteCountFormatter.string(fromByteCount: health.sizeBytes, countStyle: .file)),
+        ]
+        facts += health.details.map { ($0.name, $0.value) }
+        facts += [
+            ("Tombstone horizon", "\(configuration.tombstoneHorizonSeconds / 86_400) days (older sync tokens expire)"),
+            ("Tombstones purged every", "\(configuration.purgeIntervalSeconds) seconds"),
+            ("Last housekeeping", state.lastRun.map(Self.time) ?? "not yet"),
+            ("Last housekeeping failure", state.lastFailure ?? "none"),
+            ("Asset store", configuration.assetsBucket.map { "S3 bucket \($0.bucket) at \($0.endpoint)" }
+                ?? configuration.assetsDirectory.map { "directory \($0)" } ?? "none (assets refused)"),
+            ("Push devices (this instance)", "\(hub.deviceCounts.connected) connected, \(hub.deviceCounts.queued) with a queue"),
+            ("Request body bytes budget", ByteCountFormatter.string(fromByteCount: Int64(configuration.maxBufferedRequestBytes), countStyle: .memory)),
+            ("TLS", configuration.tls == nil ? "off (put a TLS proxy in front, or use --tls-cert)" : "on"),
+        ]
+        return ("health", ["facts": facts.map { ["name": $0.0, "value": $0.1] }], nil)
+    }
+
+    // MARK: Helpers
+
+    private static func row(_ entry: RequestLogEntry) -> [String: Any] {
+        [
+            "id": entry.id, "time": time(entry.time), "method": entry.method, "path": entry.path, "status": entry.status,
+            "errorCode": entry.errorCode ?? "", "milliseconds": String(format: "%.1f", entry.milliseconds),
+            "user": entry.userRecordName ?? "", "deviceID": entry.deviceID ?? "", "failed": entry.status >= 400,
+        ]
+    }
+
+    /// A time in milliseconds since 1970 as ISO 8601, UTC.
+    static func time(_ milliseconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1_000).formatted(.iso8601)
+    }
+
+    /// A container identifier as one path segment.
+    static func pathSegment(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? value
+    }
+
+    /// The fields of an `application/x-www-form-urlencoded` body.
+    static func form(_ request: Request) async throws -> [String: String] {
+        let body = try await request.collectBody(limit: 16 << 10, limitName: "the limit of a console form")
+        var components = URLComponents()
+        components.percentEncodedQuery = String(buffer: body).replacingOccurrences(of: "+", with: "%20")
+        return Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+    }
+
+    /// Headers every console answer carries: nothing cached, not framed, scripts and styles from this
+    /// server only.
+    static let securityHeaders: HTTPFields = [
+        .cacheControl: "no-store",
+        HTTPField.Name("Content-Security-Policy")!:
+            "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; frame-ancestors 'none'; form-action 'self'",
+        HTTPField.Name("X-Frame-Options")!: "DENY", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+        HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+    ]
+
+    static func html(_ text: String) -> Response {
+        var headers = securityHeaders
+        headers[.contentType] = "text/html; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func asset(_ text: String, type: String) -> Response {
+        var headers = securityHeaders
+        headers[.contentType] = type
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        var headers = securityHeaders
+        headers[.location] = location
+        return Response(status: .seeOther, headers: headers)
+    }
+}

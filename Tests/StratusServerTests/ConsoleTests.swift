@@ -1,0 +1,154 @@
+import Foundation
+import NIOHTTP1
+import StratusServer
+import StratusTestSupport
+import Testing
+
+/// The console at `/console`: only a signed-in session sees its pages, every change it makes carries
+/// the session's CSRF token and lands in the audit log, sessions time out, and a person can do the
+/// whole round in a real browser.
+@Suite("Console")
+struct ConsoleTests {
+    /// A signed-in console session: its cookie and its CSRF token.
+    struct Session {
+        var cookie: String
+        var csrf: String
+    }
+
+    static func signIn(_ server: TestServer) async throws -> Session {
+        let reply = try await server.request(
+            .POST, "/console/signin", rawBody: "token=" + server.credentials.adminToken,
+            headers: ["Content-Type": "application/x-www-form-urlencoded"], followingRedirects: false)
+        #expect(reply.status == 303, "\(reply.text)")
+        let setCookie = try #require(reply.headers.first(name: "Set-Cookie"))
+        #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict"))
+        let cookie = String(try #require(setCookie.split(separator: ";").first))
+        let page = try await server.request(.GET, "/console/containers", headers: ["Cookie": cookie])
+        let csrf = try #require(page.text.firstMatch(of: /<meta name="csrf" content="([^"]+)">/)?.output.1)
+        return Session(cookie: cookie, csrf: String(csrf))
+    }
+
+    static let pages = [
+        "/console/containers", "/console/containers/{c}", "/console/containers/{c}/data", "/console/containers/{c}/schema",
+        "/console/containers/{c}/people", "/console/requests", "/console/requests/x", "/console/activity", "/console/health",
+        "/console/audit",
+    ]
+
+    @Test("without a session every page sends the browser to sign in; with one each page renders")
+    func pagesNeedASession() async throws {
+        try await withServer { server in
+            let encoded = server.container
+            for page in Self.pages.map({ $0.replacingOccurrences(of: "{c}", with: encoded) }) {
+                let anonymous = try await server.request(.GET, page, followingRedirects: false)
+                #expect(anonymous.status == 303 && anonymous.headers.first(name: "Location") == "/console/signin", "\(page)")
+                let forged = try await server.request(
+                    .GET, page, headers: ["Cookie": "stratus_console=forged"], followingRedirects: false)
+                #expect(forged.status == 303, "\(page)")
+            }
+            let session = try await Self.signIn(server)
+            for page in Self.pages.map({ $0.replacingOccurrences(of: "{c}", with: encoded) }) where !page.hasSuffix("/x") {
+                let reply = try await server.request(.GET, page, headers: ["Cookie": session.cookie])
+                #expect(reply.status == 200, "\(page): \(reply.text)")
+                #expect(reply.headers.first(name: "Content-Security-Policy")?.contains("frame-ancestors 'none'") == true)
+                #expect(!reply.text.contains(server.credentials.adminToken), "the admin token never appears in a page")
+            }
+            let wrong = try await server.request(
+                .POST, "/console/signin", rawBody: "token=wrong", headers: ["Content-Type": "application/x-www-form-urlencoded"])
+            #expect(wrong.status == 401 && wrong.headers.first(name: "Set-Cookie") == nil)
+        }
+    }
+
+    @Test("the API takes a console session only with its CSRF token; sign-out needs it too; every change is audited")
+    func csrfAndAudit() async throws {
+        try await withServer { server in
+            let session = try await Self.signIn(server)
+            let create = ["identifier": "iCloud.com.example.csrf"]
+            for headers in [["Cookie": session.cookie], ["Cookie": session.cookie, "X-Stratus-Console-CSRF": "wrong"],
+                            ["X-Stratus-Console-CSRF": session.csrf]] {
+                let refused = try await server.request(.POST, "/admin/1/containers", body: create, headers: headers)
+                #expect(refused.status == 401, "\(headers.keys.sorted()): \(refused.text)")
+            }
+            let made = try await server.request(
+                .POST, "/admin/1/containers", body: create,
+                headers: ["Cookie": session.cookie, "X-Stratus-Console-CSRF": session.csrf])
+            #expect(made.status == 201, "\(made.text)")
+
+            // Acting as a user on the database endpoints: the same checks as for the user.
+            let (_, ada) = try await server.signUp("ada")
+            let console = ["Cookie": session.cookie, "X-Stratus-Console-CSRF": session.csrf, "X-Stratus-Console-User": ada]
+            let saved = try await server.request(
+                .POST, "/database/1/\(server.container)/development/private/records/modify",
+                body: ["operations": [["operationType": "create", "record": ["recordType": "Note", "recordName": "n1"]]]],
+                headers: console)
+            #expect(saved.status == 200 && saved.records.first?["serverErrorCode"] == nil, "\(saved.text)")
+            var withoutCSRF = console
+            withoutCSRF["X-Stratus-Console-CSRF"] = nil
+            let refused = try await server.request(
+                .POST, "/database/1/\(server.container)/development/private/records/lookup",
+                body: ["records": [["recordName": "n1"]]], headers: withoutCSRF)
+            #expect(refused.status == 401, "no API token and no verified console session: \(refused.text)")
+            var stranger = console
+            stranger["X-Stratus-Console-User"] = "_nobody"
+            let unknown = try await server.request(
+                .POST, "/database/1/\(server.container)/development/private/records/lookup",
+                body: ["records": [["recordName": "n1"]]], headers: stranger)
+            #expect(unknown.status == 404)
+
+            let audit = try await server.request(
+                .GET, "/admin/1/audit", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            let actions = (audit.body["entries"] as? [[String: Any]] ?? []).compactMap { $0["action"] as? String }
+            #expect(actions.contains("POST /admin/1/containers"), "\(actions)")
+            #expect(actions.contains { $0.hasSuffix("records/modify as \(ada)") }, "\(actions)")
+            #expect(actions.contains("POST /console/signin"))
+            let actors = (audit.body["entries"] as? [[String: Any]] ?? []).compactMap { $0["actor"] as? String }
+            #expect(actors.allSatisfy { $0.contains(" from ") })
+
+            let noToken = try await server.request(
+                .POST, "/console/signout", rawBody: "csrf=wrong",
+                headers: ["Cookie": session.cookie, "Content-Type": "application/x-www-form-urlencoded"])
+            #expect(noToken.status == 401)
+            let out = try await server.request(
+                .POST, "/console/signout", rawBody: "csrf=" + session.csrf,
+                headers: ["Cookie": session.cookie, "Content-Type": "application/x-www-form-urlencoded"], followingRedirects: false)
+            #expect(out.status == 303)
+            let after = try await server.request(
+                .GET, "/console/containers", headers: ["Cookie": session.cookie], followingRedirects: false)
+            #expect(after.status == 303, "the session ended")
+        }
+    }
+
+    @Test("a session ends after thirty idle minutes")
+    func idleTimeout() async throws {
+        let clock = ManualClock()
+        try await withServer(ServerConfiguration(port: 0, passwordHashCost: 4, clock: clock.serverClock)) { server in
+            let session = try await Self.signIn(server)
+            clock.advance(bySeconds: 29 * 60)
+            #expect(try await server.request(.GET, "/console/health", headers: ["Cookie": session.cookie]).status == 200)
+            clock.advance(bySeconds: 29 * 60)
+            #expect(try await server.request(.GET, "/console/health", headers: ["Cookie": session.cookie]).status == 200)
+            clock.advance(bySeconds: 31 * 60)
+            let expired = try await server.request(
+                .GET, "/console/health", headers: ["Cookie": session.cookie], followingRedirects: false)
+            #expect(expired.status == 303)
+        }
+    }
+
+    @Test("in headless Chromium: sign in, create a container and a user, create, edit and query a record, deploy the schema, read the live log and the audit log")
+    func browserWalkthrough() async throws {
+        try await withServer { server in
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
+            let screenshots = root.appendingPathComponent(".build/test-output/console")
+            try? FileManager.default.removeItem(at: screenshots)
+            let run = try await runChildProcess(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", root.appendingPathComponent("scripts/console-walkthrough.py").path, server.baseURL,
+                 server.credentials.adminToken, screenshots.path])
+            #expect(
+                run.status == 0,
+                "the walkthrough failed (scripts/test installs chromium, chromium-driver and selenium):\n\(run.output)\n\(run.errors)")
+            let shots = (try? FileManager.default.contentsOfDirectory(atPath: screenshots.path)) ?? []
+            #expect(shots.filter { $0.hasSuffix(".png") }.count >= 14, "\(shots)")
+        }
+    }
+}
