@@ -19,14 +19,17 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Starts `executable` with `arguments` and waits for a line containing `http://` on its
     /// standard output (the URL it listens at). Its standard error (the log) goes to `log` when
-    /// given, and is discarded otherwise.
-    public init(executable: URL, arguments: [String], log: URL? = nil) throws {
+    /// given, and is discarded otherwise. `environment` is added to this process's.
+    public init(executable: URL, arguments: [String], log: URL? = nil, environment: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw StartError(description: "\(executable.path) is missing: build it first (swift build)")
         }
         process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let output = Pipe()
         process.standardOutput = output
         if let log {

@@ -1,5 +1,6 @@
 public import ArgumentParser
 import CoreMetrics
+import OTel
 import Foundation
 import Hummingbird
 import Logging
@@ -212,6 +213,12 @@ struct Serve: AsyncParsableCommand {
                 + "out of the process list)."))
     var metricsToken: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Export a trace span of every request over OpenTelemetry (OTLP/HTTP), configured by the standard OTEL_* "
+                + "variables (OTEL_EXPORTER_OTLP_ENDPOINT, by default http://localhost:4318)."))
+    var otel = false
+
     @Option(help: "Log format.")
     var logFormat: LogFormat = .text
 
@@ -262,7 +269,7 @@ struct Serve: AsyncParsableCommand {
             maxOperationsPerRequest: maxOperationsPerRequest, maxRecordsPerResponse: maxRecordsPerResponse,
             maxRecordSizeBytes: maxRecordSizeBytes, maxNameLength: maxNameLength, maxFieldsPerRecord: maxFieldsPerRecord,
             maxAssetSizeBytes: maxAssetSizeBytes, maxRequestBodyBytes: maxRequestBodyBytes)
-        let configuration = ServerConfiguration(
+        var serverConfiguration = ServerConfiguration(
             host: host, port: port, limits: limits, tombstoneHorizonSeconds: Int64(tombstoneHorizonDays) * 86_400,
             sessionLifetimeSeconds: Int64(sessionLifetimeDays) * 86_400, publicURL: publicURL,
             assetsDirectory: assets.flatMap { $0.hasPrefix("s3://") ? nil : $0 }
@@ -279,7 +286,18 @@ struct Serve: AsyncParsableCommand {
             tls: tlsCert.flatMap { cert in tlsKey.map { TLSIdentity(certificateChainPath: cert, privateKeyPath: $0) } },
             metricsToken: metricsToken ?? ProcessInfo.processInfo.environment["STRATUS_METRICS_TOKEN"])
         // Libraries' own metrics go to the same registry as the server's.
-        MetricsSystem.bootstrap(configuration.metrics.factory)
+        MetricsSystem.bootstrap(serverConfiguration.metrics.factory)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if otel {
+            // Traces only: metrics stay with /metrics, logs with the log handler above.
+            var telemetry = OTel.Configuration.default
+            telemetry.serviceName = "stratus"
+            telemetry.metrics.enabled = false
+            telemetry.logs.enabled = false
+            services.append(.init(service: try OTel.bootstrap(configuration: telemetry)))
+            serverConfiguration.tracesRequests = true
+        }
+        let configuration = serverConfiguration
         let storage = try storageOptions.openStorage()
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host
@@ -313,7 +331,8 @@ struct Serve: AsyncParsableCommand {
         // The storage starts first and stops last: the group shuts services down in reverse order.
         try await ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: storage), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint],
+                services: services + [.init(service: storage), .init(service: server)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger)
         ).run()
     }

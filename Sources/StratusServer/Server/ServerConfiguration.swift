@@ -80,6 +80,10 @@ public struct ServerConfiguration: Sendable {
     /// needs no admin rights; `nil` (the default) leaves the admin token alone.
     public var metricsToken: String?
 
+    /// Whether each request is traced as a span through swift-distributed-tracing (off by default):
+    /// `stratus serve --otel` turns it on and exports the spans over OTLP.
+    public var tracesRequests: Bool = false
+
     /// `https` when the server answers TLS, `http` otherwise.
     public var scheme: String { tls == nil ? "http" : "https" }
 
