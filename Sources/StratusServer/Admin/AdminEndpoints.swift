@@ -157,7 +157,8 @@ struct AdminEndpoints: Sendable {
             // Each member changes what it names, and only when present.
             let disabled: Bool? = try body.decodeIfPresent("disabled")
             let password: String? = try body.decodeIfPresent("password")
-            if body["emailAddress"] != nil {
+            // A body naming nothing else clears the address, as before disabling and passwords were here.
+            if body["emailAddress"] != nil || (disabled == nil && password == nil) {
                 let emailAddress: String? = try body.decodeIfPresent("emailAddress")
                 if let emailAddress { try Self.checkEmailAddress(emailAddress) }
                 try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
