@@ -119,10 +119,7 @@ public struct AccountService: Sendable {
 
     /// `container` when it exists; `NOT_FOUND` otherwise.
     func existingContainer(_ container: String) async throws -> String {
-        guard try await storage.container(container) != nil else {
-            throw StratusError(.notFound, "container '\(container)' does not exist")
-        }
-        return container
+        try await storage.requireContainer(container).identifier
     }
 
     /// A user of the container who is not disabled, whom the console may act as; `NOT_FOUND` otherwise.
@@ -169,9 +166,7 @@ public struct AccountService: Sendable {
 
     /// Creates an account and signs it in, if the container allows self sign-up.
     public func signUp(container: String, username: String, password: String) async throws -> IssuedSession {
-        guard let info = try await storage.container(container) else {
-            throw StratusError(.notFound, "container '\(container)' does not exist")
-        }
+        let info = try await storage.requireContainer(container)
         guard info.allowsSignUp else {
             throw StratusError(.accessDenied, "container '\(container)' does not allow sign-up; ask an admin for an account")
         }

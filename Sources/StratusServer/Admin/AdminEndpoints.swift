@@ -39,20 +39,13 @@ struct AdminEndpoints: Sendable {
         admin.get("containers") { request, context in
             try await credential.authenticate(request, context: context)
             let containers = try await storage.containers()
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("containers")
-            writer.beginArray()
-            for container in containers {
+            return Response.jsonList("containers", containers) { container, writer in
                 writer.beginObject()
                 writer.field("identifier", container.identifier)
                 writer.field("allowsSignUp", container.allowsSignUp)
                 writer.field("created", container.createdAt)
                 writer.endObject()
             }
-            writer.endArray()
-            writer.endObject()
-            return Response.json(writer)
         }
         admin.post("containers") { request, context in
             try await credential.authenticate(request, context: context)
@@ -108,18 +101,9 @@ struct AdminEndpoints: Sendable {
         admin.get("containers/:container/keys") { request, context in
             try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
-            guard try await storage.container(container) != nil else {
-                throw StratusError(.notFound, "container '\(container)' does not exist")
-            }
+            try await storage.requireContainer(container)
             let keys = try await storage.serverKeys(container: container)
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("keys")
-            writer.beginArray()
-            for key in keys { Self.write(key, to: &writer) }
-            writer.endArray()
-            writer.endObject()
-            return Response.json(writer)
+            return Response.jsonList("keys", keys) { Self.write($0, to: &$1) }
         }
         admin.delete("containers/:container/keys/:key") { request, context in
             try await credential.authenticate(request, context: context)
@@ -137,17 +121,8 @@ struct AdminEndpoints: Sendable {
         admin.get("containers/:container/users") { request, context in
             try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
-            guard try await storage.container(container) != nil else {
-                throw StratusError(.notFound, "container '\(container)' does not exist")
-            }
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("users")
-            writer.beginArray()
-            for user in try await storage.users(container: container) { Self.write(user, to: &writer) }
-            writer.endArray()
-            writer.endObject()
-            return Response.json(writer)
+            try await storage.requireContainer(container)
+            return Response.jsonList("users", try await storage.users(container: container)) { Self.write($0, to: &$1) }
         }
         admin.patch("containers/:container/users/:user") { request, context in
             try await credential.authenticate(request, context: context)
@@ -177,31 +152,18 @@ struct AdminEndpoints: Sendable {
         admin.get("containers/:container/tokens") { request, context in
             try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
-            guard try await storage.container(container) != nil else {
-                throw StratusError(.notFound, "container '\(container)' does not exist")
-            }
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("tokens")
-            writer.beginArray()
-            for token in try await storage.apiTokens(container: container) {
+            try await storage.requireContainer(container)
+            return Response.jsonList("tokens", try await storage.apiTokens(container: container)) { token, writer in
                 writer.beginObject()
                 writer.field("name", token.name)
                 writer.field("created", token.createdAt)
                 writer.endObject()
             }
-            writer.endArray()
-            writer.endObject()
-            return Response.json(writer)
         }
         admin.get("audit") { request, context in
             try await credential.authenticate(request, context: context)
             let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("entries")
-            writer.beginArray()
-            for entry in try await storage.auditEntries(limit: limit) {
+            return Response.jsonList("entries", try await storage.auditEntries(limit: limit)) { entry, writer in
                 writer.beginObject()
                 writer.field("time", entry.time)
                 writer.field("actor", entry.actor)
@@ -209,9 +171,6 @@ struct AdminEndpoints: Sendable {
                 writer.field("status", Int64(entry.status))
                 writer.endObject()
             }
-            writer.endArray()
-            writer.endObject()
-            return Response.json(writer)
         }
     }
 

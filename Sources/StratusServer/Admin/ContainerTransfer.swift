@@ -28,9 +28,7 @@ public enum ContainerTransfer {
         container identifier: String, from storage: any StratusStorage, write: ([UInt8]) throws -> Void,
         progress: (Counts) -> Void = { _ in }
     ) async throws -> Counts {
-        guard let container = try await storage.container(identifier) else {
-            throw StratusError(.notFound, "container '\(identifier)' does not exist")
-        }
+        let container = try await storage.requireContainer(identifier)
         var counts = Counts()
         func line(_ body: (inout JSONWriter) -> Void) throws {
             var writer = JSONWriter()

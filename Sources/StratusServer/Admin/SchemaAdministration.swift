@@ -16,12 +16,6 @@ public struct SchemaAdministration: Sendable {
         self.storage = storage
     }
 
-    private func requireContainer(_ container: String) async throws {
-        guard try await storage.container(container) != nil else {
-            throw StratusError(.notFound, "container '\(container)' does not exist")
-        }
-    }
-
     private static func refusal(_ what: String, _ changes: [String]) -> StratusError {
         StratusError.badRequest(
             "\(what) would not be additive to production, whose record types and fields can only be added: "
@@ -30,7 +24,7 @@ public struct SchemaAdministration: Sendable {
 
     /// The schema of an environment.
     public func export(container: String, environment: ContainerEnvironment) async throws -> Schema {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         return try await storage.schema(container: container, environment: environment)
     }
 
@@ -46,7 +40,7 @@ public struct SchemaAdministration: Sendable {
     /// Replaces development's schema. Records of fields that gain an index get index entries.
     @discardableResult
     public func importSchema(_ schema: Schema, container: String) async throws -> Schema {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         let production = try await storage.schema(container: container, environment: .production)
         let changes = schema.nonAdditiveChanges(from: production)
         guard changes.isEmpty else { throw Self.refusal("importing this schema", changes) }
@@ -56,7 +50,7 @@ public struct SchemaAdministration: Sendable {
     /// Copies development's schema to production.
     @discardableResult
     public func deploy(container: String) async throws -> Schema {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         let development = try await storage.schema(container: container, environment: .development)
         return try await storage.updateSchema(container: container, environment: .production) { production in
             let changes = development.nonAdditiveChanges(from: production)
@@ -67,7 +61,7 @@ public struct SchemaAdministration: Sendable {
 
     /// Deletes development's records and zones and reverts its schema to production's.
     public func resetDevelopment(container: String) async throws {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         try await storage.deleteData(container: container, environment: .development)
         let production = try await storage.schema(container: container, environment: .production)
         _ = try await storage.updateSchema(container: container, environment: .development) { _ in production }

@@ -127,14 +127,8 @@ struct ConsoleEndpoints: Sendable {
         return ("containers", ["containers": containers], nil)
     }
 
-    private func requireContainer(_ container: String) async throws {
-        guard try await storage.container(container) != nil else {
-            throw StratusError(.notFound, "container '\(container)' does not exist")
-        }
-    }
-
     private func containerPage(_ container: String) async throws -> Page {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         let api = "/admin/1/containers/" + Self.pathSegment(container)
         let path = Self.pathSegment(container)
         let users = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
@@ -159,7 +153,7 @@ struct ConsoleEndpoints: Sendable {
     }
 
     private func dataPage(_ container: String) async throws -> Page {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         let users = try await storage.users(container: container)
             .filter { $0.disabledAt == nil && !$0.username.hasPrefix("server-key:") }
             .sorted { $0.username < $1.username }
@@ -198,7 +192,7 @@ struct ConsoleEndpoints: Sendable {
     }
 
     private func peoplePage(_ container: String, user selected: String?) async throws -> Page {
-        try await requireContainer(container)
+        try await storage.requireContainer(container)
         let users = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
             .sorted { $0.username < $1.username }
         var values: [String: Any] = [
@@ -393,9 +387,7 @@ struct ConsoleEndpoints: Sendable {
     ]
 
     static func html(_ text: String) -> Response {
-        var headers = securityHeaders
-        headers[.contentType] = "text/html; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+        asset(text, type: "text/html; charset=utf-8")
     }
 
     static func asset(_ text: String, type: String) -> Response {

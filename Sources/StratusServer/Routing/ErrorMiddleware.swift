@@ -99,6 +99,20 @@ extension Response {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: writer.bytes)))
     }
 
+    /// A JSON response `{"<key>": [ … ]}` with each item written by `write`.
+    static func jsonList<Item>(
+        _ key: String, _ items: some Sequence<Item>, _ write: (Item, inout JSONWriter) -> Void
+    ) -> Response {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key(key)
+        writer.beginArray()
+        for item in items { write(item, &writer) }
+        writer.endArray()
+        writer.endObject()
+        return json(writer)
+    }
+
     /// A JSON response with one writable value.
     static func json(_ value: some JSONWritable, status: HTTPResponse.Status = .ok) -> Response {
         var writer = JSONWriter()
