@@ -206,9 +206,8 @@ extension SQLiteStorage {
     public func modifyRecords(
         _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
     ) async throws -> ModifyRecordsOutcome {
-        try await pool.writeWithoutTransaction { db in
-            var outcome = ModifyRecordsOutcome(results: [], changes: [])
-            try db.inTransaction(.immediate) {
+        // Concurrent writes commit together, each in its own savepoint (``GroupCommit``).
+        try await groupCommit.write { db in
                 let databaseID = try Self.ensureDatabase(db, database)
                 let zoneState = try Self.requireZone(db, databaseID, zone)
                 let zoneID = zoneState.id
@@ -239,8 +238,7 @@ extension SQLiteStorage {
                         try Self.write(rows, zoneID: zoneID, db)
                         step = executor.resume(.written)
                     case .finish(let completion):
-                        outcome = completion.outcome
-                        guard completion.commits else { return .rollback }
+                        guard completion.commits else { return GroupCommit.Decision(outcome: completion.outcome, commits: false) }
                         if let schema = completion.grownSchema {
                             try Self.storeSchema(db, schema, container: database.container, environment: database.environment)
                         }
@@ -252,11 +250,9 @@ extension SQLiteStorage {
                                 sql: "UPDATE zones SET seq = ?, change_seq = coalesce(?, change_seq), changed_ms = ? WHERE id = ?"
                             ).execute(arguments: [sequence, changeSequence, context.timestamp, zoneID])
                         }
-                        return .commit
+                        return GroupCommit.Decision(outcome: completion.outcome, commits: true)
                     }
                 }
-            }
-            return outcome
         }
     }
 

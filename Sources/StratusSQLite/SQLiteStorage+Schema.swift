@@ -17,12 +17,12 @@ extension SQLiteStorage {
             arguments: [container, environment.rawValue])
         else { return Schema() }
         let version: Int64 = row["version"]
-        if let cached = schemas.withLock({ $0[key] }), cached.version == version { return cached.schema }
+        if let cached = schemas.schema(key, version: version) { return cached }
         let definition = try Data.fetchOne(
             db, sql: "SELECT definition FROM schemas WHERE container_id = ? AND environment = ?",
             arguments: [container, environment.rawValue]) ?? Data()
         let schema = try Schema(jsonBytes: [UInt8](definition))
-        schemas.withLock { $0[key] = (version, schema) }
+        schemas.store(schema, key: key, version: version)
         return schema
     }
 

@@ -32,7 +32,9 @@ public final class SQLiteStorage: StratusStorage {
 
     let pool: DatabasePool
     /// Decoded schemas by container and environment, with the version they were read at.
-    let schemas = Mutex<[String: (version: Int64, schema: Schema)]>([:])
+    let schemas = SchemaCache()
+    /// Where record writes go: concurrent ones commit together.
+    let groupCommit: GroupCommit
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
@@ -54,7 +56,13 @@ public final class SQLiteStorage: StratusStorage {
         grdb.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: grdb)
         try SQLiteMigrations.migrator.migrate(pool)
+        // A group that failed may have cached a schema version it wrote and never committed.
+        groupCommit = GroupCommit(pool: pool) { [schemas] in schemas.forgetAll() }
     }
+
+    /// How many commit groups record writes have formed since the storage opened, and how many
+    /// writes they held: more writes than groups means concurrent writes shared commits.
+    public var commitGroupCounts: (groups: Int, writes: Int) { groupCommit.counts }
 
     /// Runs until its service group shuts down: the pool needs nothing in the background, and the
     /// file was brought up to date when it was opened.
@@ -119,5 +127,23 @@ extension QueryScalar {
         case .string(let text): self = .text(text)
         case .blob, .null: return nil
         }
+    }
+}
+
+/// Decoded schemas by container and environment, with the version they were read at.
+final class SchemaCache: Sendable {
+    private let entries = Mutex<[String: (version: Int64, schema: Schema)]>([:])
+
+    /// The schema cached for `key` at `version`.
+    func schema(_ key: String, version: Int64) -> Schema? {
+        entries.withLock { entries in entries[key].flatMap { $0.version == version ? $0.schema : nil } }
+    }
+
+    func store(_ schema: Schema, key: String, version: Int64) {
+        entries.withLock { $0[key] = (version, schema) }
+    }
+
+    func forgetAll() {
+        entries.withLock { $0 = [:] }
     }
 }

@@ -33,4 +33,59 @@ struct SQLiteConformanceTests {
         let reopened = try SQLiteStorage(path: path)
         #expect(try await reopened.lookupRecords(names: ["r"], zone: "Z", in: locator)[0]?.recordType == "T")
     }
+
+    @Test("concurrent writes share commits, each keeping its outcome: a failing atomic batch rolls back alone, the others commit in sequence order")
+    func groupCommit() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = try SQLiteStorage(path: directory.appendingPathComponent("test.sqlite").path)
+        let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
+        _ = try await storage.createZone(named: "Z", in: locator, timestamp: 1)
+        let context = WriteContext(userRecordName: "_a", timestamp: 1)
+        _ = try await storage.modifyRecords(
+            [RecordWrite(operationType: .create, recordName: "taken", recordType: "T")], zone: "Z", in: locator,
+            atomic: true, context: context)
+        let before = storage.commitGroupCounts
+        // 64 writers at once: even ones save two new records; odd ones an atomic batch whose second
+        // record already exists, so it must leave nothing behind.
+        let outcomes = try await withThrowingTaskGroup(of: (Int, ModifyRecordsOutcome).self) { group in
+            for writer in 0..<64 {
+                group.addTask {
+                    let second = writer.isMultiple(of: 2) ? "w\(writer)-b" : "taken"
+                    let outcome = try await storage.modifyRecords(
+                        [RecordWrite(operationType: .create, recordName: "w\(writer)-a", recordType: "T"),
+                         RecordWrite(operationType: .create, recordName: second, recordType: "T")],
+                        zone: "Z", in: locator, atomic: true, context: context)
+                    return (writer, outcome)
+                }
+            }
+            return try await group.reduce(into: [Int: ModifyRecordsOutcome]()) { $0[$1.0] = $1.1 }
+        }
+        for (writer, outcome) in outcomes {
+            let saved = outcome.results.allSatisfy { if case .success = $0 { true } else { false } }
+            #expect(saved == writer.isMultiple(of: 2), "writer \(writer): \(outcome.results)")
+        }
+        let after = storage.commitGroupCounts
+        #expect(after.writes - before.writes == 64)
+        #expect(after.groups - before.groups < 64, "concurrent writes shared commits: \(before) → \(after)")
+        // The feed: "taken", then two records per even writer, in one unbroken sequence.
+        var names: [String] = []
+        var sequences: [Int64] = []
+        var position: ChangePosition?
+        while true {
+            let page = try await storage.recordChanges(zone: "Z", in: locator, after: position, limit: 50, recordTypes: nil)
+            names += page.records.map(\.name)
+            sequences += page.records.map(\.sequence)
+            position = page.position
+            if !page.moreComing { break }
+        }
+        #expect(names.count == 65 && Set(names).count == 65)
+        #expect(!names.contains { $0.hasPrefix("w") && Int($0.dropFirst().prefix { $0.isNumber })! % 2 == 1 })
+        #expect(sequences == Array(1...65), "no gaps: a rolled-back batch gives its sequence numbers back")
+        // Still there after reopening: each answer came after its group's commit.
+        let reopened = try SQLiteStorage(path: directory.appendingPathComponent("test.sqlite").path)
+        let found = try await reopened.lookupRecords(names: ["w0-a", "w0-b", "w1-a"], zone: "Z", in: locator)
+        #expect(found[0] != nil && found[1] != nil && found[2] == nil)
+    }
 }

@@ -38,7 +38,8 @@ struct CrashLoopCampaignTests {
 struct CrashLoop {
     /// The zones written: one takes atomic batches, the other non-atomic ones.
     static let zones = ["atomic": true, "loose": false]
-    static let writersPerZone = 2
+    /// Several per zone, so that SQLite commits concurrent batches in groups (a kill lands in a group commit).
+    static let writersPerZone = 6
 
     let storage: [String]
 

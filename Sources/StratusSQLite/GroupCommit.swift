@@ -1,0 +1,119 @@
+import GRDB
+import StratusStorage
+import Synchronization
+
+/// Commits concurrent record writes together: writes that arrive while a transaction is being
+/// committed wait, and are then applied one after another in a single transaction, each in a
+/// savepoint of its own, and committed with one fsync.
+///
+/// Each write keeps its own outcome: one that rolls back (a failed atomic batch) or fails rolls back
+/// its savepoint alone, and the others commit. Writes of a group take their sequence numbers in the
+/// order they are applied, which is the commit order. None is answered before the group's commit is
+/// durable; if the commit fails, every write of the group fails with its error (none of them was
+/// acknowledged, and none is in the database).
+///
+/// The extra latency a write may see is the duration of the group committing when it arrived: it
+/// waits for that commit, then commits with the next group. Under no contention a group holds one
+/// write and nothing waits.
+final class GroupCommit: Sendable {
+    /// What a write's body decides: its outcome, and whether its changes stay.
+    struct Decision: Sendable {
+        var outcome: ModifyRecordsOutcome
+        var commits: Bool
+    }
+
+    private struct Job: @unchecked Sendable {
+        // The body runs on GRDB's writer queue, inside the group's transaction; only the committer
+        // calls it, once.
+        let body: (Database) throws -> Decision
+        let continuation: CheckedContinuation<ModifyRecordsOutcome, any Error>
+    }
+
+    private struct State {
+        var waiting: [Job] = []
+        var committing = false
+        var groups = 0
+        var writes = 0
+    }
+
+    /// How many groups were committed (or failed), and how many writes they held.
+    var counts: (groups: Int, writes: Int) {
+        state.withLock { ($0.groups, $0.writes) }
+    }
+
+    private let pool: DatabasePool
+    /// Called when a group's transaction failed as a whole: caches filled from its uncommitted
+    /// state must be forgotten.
+    private let onFailedGroup: @Sendable () -> Void
+    private let state = Mutex(State())
+
+    init(pool: DatabasePool, onFailedGroup: @escaping @Sendable () -> Void) {
+        self.pool = pool
+        self.onFailedGroup = onFailedGroup
+    }
+
+    /// Applies `body` in the next group and answers once that group is committed.
+    func write(_ body: @escaping (Database) throws -> Decision) async throws -> ModifyRecordsOutcome {
+        try await withCheckedThrowingContinuation { continuation in
+            let leads = state.withLock { state in
+                state.waiting.append(Job(body: body, continuation: continuation))
+                guard !state.committing else { return false }
+                state.committing = true
+                return true
+            }
+            if leads { Task { await self.commitGroups() } }
+        }
+    }
+
+    /// Commits groups until nobody waits.
+    private func commitGroups() async {
+        while true {
+            let jobs = state.withLock { state in
+                defer { state.waiting = [] }
+                if state.waiting.isEmpty {
+                    state.committing = false
+                } else {
+                    state.groups += 1
+                    state.writes += state.waiting.count
+                }
+                return state.waiting
+            }
+            guard !jobs.isEmpty else { return }
+            await commit(jobs)
+        }
+    }
+
+    private func commit(_ jobs: [Job]) async {
+        let results: [Result<ModifyRecordsOutcome, any Error>]
+        do {
+            results = try await pool.writeWithoutTransaction { db in
+                var results: [Result<ModifyRecordsOutcome, any Error>] = []
+                try db.inTransaction(.immediate) {
+                    for job in jobs {
+                        do {
+                            var outcome: ModifyRecordsOutcome?
+                            try db.inSavepoint {
+                                let decision = try job.body(db)
+                                outcome = decision.outcome
+                                return decision.commits ? .commit : .rollback
+                            }
+                            results.append(.success(outcome!))
+                        } catch {
+                            // A write that fails alone rolled back its savepoint; if SQLite ended the
+                            // whole transaction, the group fails.
+                            guard db.isInsideTransaction else { throw error }
+                            results.append(.failure(error))
+                        }
+                    }
+                    return .commit
+                }
+                return results
+            }
+        } catch {
+            onFailedGroup()
+            for job in jobs { job.continuation.resume(throwing: error) }
+            return
+        }
+        for (job, result) in zip(jobs, results) { job.continuation.resume(with: result) }
+    }
+}
