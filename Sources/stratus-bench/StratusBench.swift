@@ -223,6 +223,7 @@ struct StratusBench: AsyncParsableCommand {
                 Workload.modifyBody($0..<min($0 + batch, records), zone: "Bench", prefix: "r")
             }
             let clients = clients
+            let groupsBefore = bench.storage.commitGroupCounts
             let writeSeconds = try await measure {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for client in 0..<clients {
@@ -238,6 +239,10 @@ struct StratusBench: AsyncParsableCommand {
                     try await group.waitForAll()
                 }
             }
+            let groupsAfter = bench.storage.commitGroupCounts
+            progress(
+                "round \(round): \(groupsAfter.writes - groupsBefore.writes) record writes committed in "
+                    + "\(groupsAfter.groups - groupsBefore.groups) commits")
             result.stratusBatchedWrites = Double(records) / writeSeconds
 
             progress("round \(round): Stratus single-record saves (\(saves))")
