@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "StratusServer", targets: ["StratusServer"]),
         .library(name: "Stratus", targets: ["Stratus"]),
         .library(name: "StratusSync", targets: ["StratusSync"]),
+        .library(name: "StratusStore", targets: ["StratusStore"]),
         .executable(name: "stratus", targets: ["stratus"]),
         .executable(name: "stratus-bench", targets: ["stratus-bench"]),
     ],
@@ -129,6 +130,11 @@ let package = Package(
         .target(
             name: "StratusSync",
             dependencies: ["Stratus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StratusStore",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -270,6 +276,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "StratusStoreTests", dependencies: ["StratusStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusTests",
             dependencies: [

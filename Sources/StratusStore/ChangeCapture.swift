@@ -1,0 +1,153 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// Captures every write to a synced table in the same SQLite transaction, by triggers, into the
+/// store's metadata tables (prefixed `stratusstore_`, out of the app's way): which transaction (with
+/// its author and time) changed which row of which table, and how. Changes to local-only tables, and
+/// updates of a synced table's local columns alone, are not captured.
+///
+/// The triggers call two functions the store registers on the pool's writer connection: the
+/// transaction's number and its author. A pool the store has not opened therefore cannot write to a
+/// synced table (SQLite answers "no such function"): no write escapes capture.
+final class ChangeCapture: Sendable {
+    private struct State {
+        /// The author of the transaction being written, set by ``StratusStore/write(author:_:)``.
+        var author: String?
+        /// The number of the transaction being written, once a trigger asked for it.
+        var transaction: Int64?
+        /// The last committed transaction's number.
+        var lastCommitted: Int64
+    }
+
+    private let state: Mutex<State>
+
+    private init(lastCommitted: Int64) {
+        state = Mutex(State(lastCommitted: lastCommitted))
+    }
+
+    /// Creates the metadata tables and the triggers of `model` (replacing earlier ones, so they follow
+    /// the model's columns), and registers the functions they call on `pool`'s writer.
+    static func install(_ model: StoreModel, on pool: DatabasePool) async throws -> ChangeCapture {
+        try await pool.writeWithoutTransaction { db in
+            try db.inTransaction {
+                try db.execute(
+                    sql: """
+                        CREATE TABLE IF NOT EXISTS stratusstore_transactions (
+                            id INTEGER PRIMARY KEY, author TEXT NOT NULL, time_ms INTEGER NOT NULL);
+                        CREATE TABLE IF NOT EXISTS stratusstore_changes (
+                            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                            transaction_id INTEGER NOT NULL REFERENCES stratusstore_transactions(id),
+                            table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL);
+                        CREATE INDEX IF NOT EXISTS stratusstore_changes_transaction
+                            ON stratusstore_changes (transaction_id);
+                        """)
+                for table in model.tables {
+                    for operation in ["insert", "update", "delete"] {
+                        try db.execute(sql: "DROP TRIGGER IF EXISTS \(triggerName(table.name, operation).quotedDatabaseIdentifier)")
+                    }
+                    guard table.isSynced else { continue }
+                    for trigger in try triggers(for: table, in: db) { try db.execute(sql: trigger) }
+                }
+                return .commit
+            }
+            let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM stratusstore_transactions") ?? 0
+            let capture = ChangeCapture(lastCommitted: last)
+            db.add(function: DatabaseFunction("stratusstore_transaction", argumentCount: 0, pure: false) { _ in
+                capture.currentTransaction()
+            })
+            db.add(function: DatabaseFunction("stratusstore_author", argumentCount: 0, pure: false) { _ in
+                capture.currentAuthor()
+            })
+            db.add(transactionObserver: TransactionEnd(capture: capture), extent: .databaseLifetime)
+            return capture
+        }
+    }
+
+    static func triggerName(_ table: String, _ operation: String) -> String {
+        "stratusstore_\(table)_\(operation)"
+    }
+
+    /// The three triggers of a synced table.
+    private static func triggers(for table: StoreTable, in db: Database) throws -> [String] {
+        let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(table.name.quotedDatabaseIdentifier))")
+        guard let key = columns.first(where: { ($0["pk"] as Int) > 0 }).map({ $0["name"] as String }) else { return [] }
+        let synced = columns.map { $0["name"] as String }.filter { !table.localColumns.contains($0) }
+        let name = table.name.quotedDatabaseIdentifier
+        let literal = "'" + table.name.replacingOccurrences(of: "'", with: "''") + "'"
+        let keyColumn = key.quotedDatabaseIdentifier
+        let transaction = """
+            INSERT OR IGNORE INTO stratusstore_transactions (id, author, time_ms)
+                VALUES (stratusstore_transaction(), stratusstore_author(),
+                        CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+            """
+        func change(_ row: String, _ operation: String, when condition: String? = nil) -> String {
+            "INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation) "
+                + "SELECT stratusstore_transaction(), \(literal), \(row).\(keyColumn), \(operation)"
+                + (condition.map { " WHERE \($0)" } ?? "") + ";"
+        }
+        return [
+            """
+            CREATE TRIGGER \(triggerName(table.name, "insert").quotedDatabaseIdentifier) AFTER INSERT ON \(name) BEGIN
+                \(transaction) \(change("NEW", "'insert'"))
+            END
+            """,
+            """
+            CREATE TRIGGER \(triggerName(table.name, "update").quotedDatabaseIdentifier)
+            AFTER UPDATE OF \(synced.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) ON \(name) BEGIN
+                \(transaction)
+                \(change("OLD", "'delete'", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
+                \(change("NEW", "CASE WHEN OLD.\(keyColumn) IS NEW.\(keyColumn) THEN 'update' ELSE 'insert' END"))
+            END
+            """,
+            """
+            CREATE TRIGGER \(triggerName(table.name, "delete").quotedDatabaseIdentifier) AFTER DELETE ON \(name) BEGIN
+                \(transaction) \(change("OLD", "'delete'"))
+            END
+            """,
+        ]
+    }
+
+    /// Runs `body` with `author` as the author of what it writes.
+    func writing<T>(as author: String, _ body: () throws -> T) rethrows -> T {
+        state.withLock { $0.author = author }
+        defer { state.withLock { $0.author = nil } }
+        return try body()
+    }
+
+    private func currentTransaction() -> Int64 {
+        state.withLock { state in
+            if let transaction = state.transaction { return transaction }
+            state.transaction = state.lastCommitted + 1
+            return state.lastCommitted + 1
+        }
+    }
+
+    private func currentAuthor() -> String {
+        state.withLock { $0.author ?? StratusStore.appAuthor }
+    }
+
+    /// The transaction ended: committed, its number is taken; rolled back, it is free again.
+    fileprivate func transactionEnded(committed: Bool) {
+        state.withLock { state in
+            if committed, let transaction = state.transaction { state.lastCommitted = transaction }
+            state.transaction = nil
+        }
+    }
+}
+
+/// Tells the capture when a transaction of the writer ends.
+private final class TransactionEnd: TransactionObserver, @unchecked Sendable {
+    // Only the writer connection calls it, serially.
+    let capture: ChangeCapture
+
+    init(capture: ChangeCapture) {
+        self.capture = capture
+    }
+
+    // Every transaction that captured a change inserted its row here: those are the ones to follow.
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { eventKind.tableName == "stratusstore_transactions" }
+    func databaseDidChange(with event: DatabaseEvent) {}
+    func databaseDidCommit(_ db: Database) { capture.transactionEnded(committed: true) }
+    func databaseDidRollback(_ db: Database) { capture.transactionEnded(committed: false) }
+}

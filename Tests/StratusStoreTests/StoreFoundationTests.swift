@@ -1,0 +1,173 @@
+import Foundation
+import GRDB
+import StratusStore
+import Testing
+
+/// The store's first half: the model it refuses, and the changes it captures with their authors in a
+/// persistent history (on a real SQLite file, reopened where it matters).
+@Suite("StratusStore: model rules and change capture")
+struct StoreFoundationTests {
+    /// A fresh database file with the to-do example's tables, plus what `extra` adds.
+    static func makePool(_ directory: URL, extra: String = "") throws -> DatabasePool {
+        let pool = try DatabasePool(path: directory.appendingPathComponent("app.sqlite").path)
+        try pool.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE IF NOT EXISTS lists (id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL DEFAULT '',
+                        collapsed INTEGER NOT NULL DEFAULT 0);
+                    CREATE TABLE IF NOT EXISTS items (id BLOB PRIMARY KEY NOT NULL, listID TEXT, title TEXT, done INTEGER DEFAULT 0,
+                        attachment BLOB);
+                    CREATE TABLE IF NOT EXISTS thumbnails (id TEXT PRIMARY KEY NOT NULL, itemID BLOB NOT NULL, bytes BLOB NOT NULL);
+                    \(extra)
+                    """)
+        }
+        return pool
+    }
+
+    static let model = StoreModel([
+        .synced("lists", recordType: "List", localColumns: ["collapsed"]),
+        .synced("items", recordType: "Item", relationships: [.reference("listID", to: "lists", inverse: "items")]),
+        .localOnly("thumbnails", relationships: [.reference("itemID", to: "items", inverse: "thumbnails")]),
+    ])
+
+    static func withDirectory(_ body: (URL) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await body(directory)
+    }
+
+    static func refusal(_ extra: String, _ model: StoreModel) async throws -> [String] {
+        var messages: [String] = []
+        try await withDirectory { directory in
+            let pool = try makePool(directory, extra: extra)
+            do {
+                _ = try await StratusStore.open(pool, model: model)
+            } catch let error as StoreModelError {
+                messages = error.violations.map(\.description)
+            }
+        }
+        return messages
+    }
+
+    @Test("the model checker refuses each shape mirroring cannot keep, naming the table, the column and the rule")
+    func refusals() async throws {
+        let cases: [(extra: String, table: StoreTable, expected: String)] = [
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, name TEXT UNIQUE);", .synced("tags"),
+             "table 'tags', column 'name': a synced table can have no unique constraint"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, name TEXT); CREATE UNIQUE INDEX tags_name ON tags (name);",
+             .synced("tags"), "table 'tags', column 'name': a synced table can have no unique constraint"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL);", .synced("tags"),
+             "table 'tags', column 'name': a synced column must be optional or have a default"),
+            ("CREATE TABLE tags (id INTEGER PRIMARY KEY, name TEXT);", .synced("tags"),
+             "table 'tags', column 'id': the primary key of a synced table holds a UUID"),
+            ("CREATE TABLE tags (a TEXT, b TEXT, PRIMARY KEY (a, b));", .synced("tags"),
+             "table 'tags': a synced table needs a primary key of one UUID column"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, itemID BLOB NOT NULL);",
+             .synced("tags", relationships: [.reference("itemID", to: "items", inverse: "tags")]),
+             "table 'tags', column 'itemID': a relationship must be optional"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, thumbnailID TEXT);",
+             .synced("tags", relationships: [.reference("thumbnailID", to: "thumbnails", inverse: "tags")]),
+             "table 'tags', column 'thumbnailID': a synced table cannot relate to the local-only table 'thumbnails'"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, itemID BLOB);",
+             .synced("tags", relationships: [.reference("itemID", to: "items", inverse: "tags", ordered: true)]),
+             "table 'tags', column 'itemID': a mirrored relationship cannot be ordered"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, itemID BLOB);",
+             .synced("tags", relationships: [.reference("itemID", to: "items", inverse: "")]),
+             "table 'tags', column 'itemID': the relationship needs its inverse on 'items'"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, noteID TEXT);",
+             .synced("tags", relationships: [.reference("noteID", to: "notes", inverse: "tags")]),
+             "table 'tags', column 'noteID': the relationship's destination 'notes' is not declared in the model"),
+            ("", .synced("tags"), "table 'tags': does not exist in the database"),
+        ]
+        for (extra, table, expected) in cases {
+            let messages = try await Self.refusal(extra, StoreModel(Self.model.tables + [table]))
+            #expect(messages.contains { $0.hasPrefix(expected) }, "\(expected) — got \(messages)")
+            #expect(messages.count == 1, "only the one broken rule: \(messages)")
+        }
+        // The example's own model passes.
+        #expect(try await Self.refusal("", Self.model).isEmpty)
+    }
+
+    @Test("writes to synced tables are captured in their transaction with their author; local-only tables and local columns are not; rollbacks leave nothing")
+    func capture() async throws {
+        try await Self.withDirectory { directory in
+            let pool = try Self.makePool(directory)
+            let store = try await StratusStore.open(pool, model: Self.model)
+            let list = UUID(), item = UUID()
+            try await store.write { db in
+                try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'Groceries')", arguments: [list.uuidString])
+                try db.execute(sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, 'Milk')", arguments: [item, list.uuidString])
+                try db.execute(sql: "INSERT INTO thumbnails (id, itemID, bytes) VALUES ('t', ?, x'00')", arguments: [item])
+            }
+            // The app's plain GRDB writes are captured too, as the app's.
+            try await pool.write { db in
+                try db.execute(sql: "UPDATE items SET done = 1 WHERE id = ?", arguments: [item])
+                try db.execute(sql: "UPDATE lists SET collapsed = 1 WHERE id = ?", arguments: [list.uuidString])
+            }
+            try await store.write(author: StratusStore.importAuthor) { db in
+                try db.execute(sql: "UPDATE lists SET title = 'Food' WHERE id = ?", arguments: [list.uuidString])
+            }
+            // Delete, then insert the same UUID again: both are in the history, in order.
+            try await store.write { db in
+                try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [item])
+                try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'Oat milk')", arguments: [item])
+            }
+            await #expect(throws: (any Error).self) {
+                try await store.write { db in
+                    try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [UUID().uuidString])
+                    throw CancellationError()
+                }
+            }
+
+            let all = try await store.history()
+            #expect(all.transactions.map(\.author) == ["app", "app", "import", "app"])
+            #expect(all.transactions[0].changes.map(\.operation) == [.insert, .insert], "thumbnails are local-only")
+            #expect(all.transactions[0].changes.map(\.rowID) == [list, item], "TEXT and BLOB UUID keys both read back")
+            #expect(all.transactions[1].changes.map(\.table) == ["items"], "collapsed is a local column of lists")
+            #expect(all.transactions[1].changes.map(\.operation) == [.update])
+            #expect(all.transactions[3].changes.map(\.operation) == [.delete, .insert])
+            #expect(all.transactions.map(\.token.transaction) == [1, 2, 3, 4], "the rolled-back transaction took no number")
+
+            let others = try await store.history(excludingAuthors: [StratusStore.appAuthor])
+            #expect(others.transactions.map(\.author) == ["import"])
+            #expect(others.token == all.token, "excluded transactions are passed over, not re-read")
+            let paged = try await store.history(after: all.transactions[1].token, limit: 1)
+            #expect(paged.transactions.map(\.token.transaction) == [3])
+        }
+    }
+
+    @Test("history tokens survive reopening the file, and numbering goes on after them")
+    func tokensSurviveRestarts() async throws {
+        try await Self.withDirectory { directory in
+            let token: HistoryToken
+            do {
+                let store = try await StratusStore.open(try Self.makePool(directory), model: Self.model)
+                try await store.write { db in
+                    try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [UUID().uuidString])
+                }
+                token = try await store.history().token
+            }
+            let encoded = try JSONEncoder().encode(token)
+            let store = try await StratusStore.open(try Self.makePool(directory), model: Self.model)
+            try await store.write(author: "sync") { db in
+                try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [UUID().uuidString])
+            }
+            let after = try await store.history(after: try JSONDecoder().decode(HistoryToken.self, from: encoded))
+            #expect(after.transactions.map(\.author) == ["sync"])
+            #expect(after.transactions.first?.token.transaction == token.transaction + 1)
+        }
+    }
+
+    @Test("a pool the store has not opened cannot write to a synced table: no write escapes capture")
+    func unopenedPoolRefused() async throws {
+        try await Self.withDirectory { directory in
+            _ = try await StratusStore.open(try Self.makePool(directory), model: Self.model)
+            let other = try DatabasePool(path: directory.appendingPathComponent("app.sqlite").path)
+            await #expect(throws: (any Error).self) {
+                try await other.write { db in try db.execute(sql: "INSERT INTO lists (id) VALUES ('x')") }
+            }
+            try await other.write { db in try db.execute(sql: "INSERT INTO thumbnails (id, itemID, bytes) VALUES ('t', x'00', x'00')") }
+        }
+    }
+}
