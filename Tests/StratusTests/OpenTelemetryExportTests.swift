@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import StratusProcess
+import StratusServer
 import StratusTestSupport
 import Testing
 
@@ -22,6 +23,9 @@ struct OpenTelemetryExportTests {
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+                if self.path == "/v1/traces":
+                    with open(sys.argv[3], "ab") as received_file:
+                        received_file.write(body)
                 if self.path == "/v1/traces" and route in body:
                     print("received", len(body), "bytes naming the route", flush=True)
                     received.append(True)
@@ -46,8 +50,9 @@ struct OpenTelemetryExportTests {
         let script = root.appendingPathComponent("collector.py")
         try Self.collector.write(to: script, atomically: true, encoding: .utf8)
         let portFile = root.appendingPathComponent("port")
+        let exported = root.appendingPathComponent("exported")
         async let collected = runChildProcess(
-            URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path, portFile.path, "/health"])
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path, portFile.path, "/health", exported.path])
         var port: String?
         for _ in 0..<300 where port == nil {
             port = try? String(contentsOf: portFile, encoding: .utf8)
@@ -61,9 +66,20 @@ struct OpenTelemetryExportTests {
                 "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(collectorPort)", "OTEL_BSP_SCHEDULE_DELAY": "100",
             ])
         defer { server.kill() }
+        // A request with a token in its query first: its span must name the route, never the token.
+        let credentials = try JSONDecoder().decode(
+            ServerCredentials.self, from: Data(contentsOf: root.appendingPathComponent("data/credentials.json")))
+        let tokened = try await HTTPClient.shared.execute(
+            HTTPClientRequest(
+                url: server.url + "/database/1/\(credentials.container)/development/public/users/current?ckAPIToken=\(credentials.apiToken)"),
+            timeout: .seconds(30))
+        #expect(tokened.status.code == 421)
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.url + "/health"), timeout: .seconds(30))
         #expect(response.status == .ok)
         let result = try await collected
         #expect(result.status == 0 && result.output.contains("naming the route"), "\(result.output)\(result.errors)")
+        let spans = try Data(contentsOf: exported)
+        #expect(spans.range(of: Data("users/current".utf8)) != nil, "the tokened request's span was exported")
+        #expect(spans.range(of: Data(credentials.apiToken.utf8)) == nil, "no token reaches the collector")
     }
 }

@@ -28,7 +28,10 @@ struct AdminCredential: Sendable {
     /// nor from a console session, with `AUTHENTICATION_FAILED`; records who it is for the audit log.
     func authenticate(_ request: Request, context: StratusRequestContext) async throws {
         if let token = Self.bearerToken(request) {
-            guard try await accepts(token) else { throw StratusError(.authenticationFailed, "the admin token is not valid") }
+            guard try await accepts(token) else {
+                context.trace.act(as: "admin token (refused)")
+                throw StratusError(.authenticationFailed, "the admin token is not valid")
+            }
             context.trace.act(as: "admin token")
             return
         }

@@ -132,10 +132,15 @@ struct AdminEndpoints: Sendable {
             // Each member changes what it names, and only when present.
             let disabled: Bool? = try body.decodeIfPresent("disabled")
             let password: String? = try body.decodeIfPresent("password")
+            let emailAddress: String? = try body.decodeIfPresent("emailAddress")
+            // Everything is checked before anything changes.
+            if let emailAddress { try Self.checkEmailAddress(emailAddress) }
+            if let password, let violation = PasswordPolicy.violation(of: password) { throw StratusError.badRequest(violation) }
+            guard try await storage.user(container: container, recordName: recordName) != nil else {
+                throw StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
+            }
             // A body naming nothing else clears the address, as before disabling and passwords were here.
             if body["emailAddress"] != nil || (disabled == nil && password == nil) {
-                let emailAddress: String? = try body.decodeIfPresent("emailAddress")
-                if let emailAddress { try Self.checkEmailAddress(emailAddress) }
                 try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
             }
             var ended: [String] = []

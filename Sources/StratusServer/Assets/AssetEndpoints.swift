@@ -248,6 +248,8 @@ extension DatabaseEndpoints {
         }
         var headers: HTTPFields = [
             .contentType: "application/octet-stream", .acceptRanges: "bytes", .eTag: "\"\(checksum)\"",
+            // An asset opened in a browser is never run as a page of this origin.
+            HTTPField.Name("X-Content-Type-Options")!: "nosniff", HTTPField.Name("Content-Security-Policy")!: "sandbox",
         ]
         guard size > 0 else { return Response(status: .ok, headers: headers, body: ResponseBody()) }
         switch ByteRange(header: request.headers[.range], size: size) {

@@ -107,11 +107,13 @@ struct ConsoleEndpoints: Sendable {
         return response
     }
 
-    /// The session cookie: script cannot read it, other sites' requests do not carry it, and over
-    /// TLS it travels only encrypted.
+    /// The session cookie: script cannot read it, other sites' requests do not carry it, and when
+    /// the server is reached over TLS (its own, or a proxy's named by an `https` public URL) it travels
+    /// only encrypted.
     private func cookie(value: String, maxAge: Int) -> String {
-        "\(ConsoleSessions.cookieName)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
-            + (configuration.tls == nil ? "" : "; Secure")
+        let encrypted = configuration.tls != nil || configuration.publicURL?.hasPrefix("https://") == true
+        return "\(ConsoleSessions.cookieName)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
+            + (encrypted ? "; Secure" : "")
     }
 
     // MARK: Pages
@@ -368,12 +370,22 @@ struct ConsoleEndpoints: Sendable {
         value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? value
     }
 
-    /// The fields of an `application/x-www-form-urlencoded` body.
+    /// The fields of an `application/x-www-form-urlencoded` body; `BAD_REQUEST` for a field whose
+    /// percent-encoding is broken.
     static func form(_ request: Request) async throws -> [String: String] {
         let body = try await request.collectBody(limit: 16 << 10, limitName: "the limit of a console form")
-        var components = URLComponents()
-        components.percentEncodedQuery = String(buffer: body).replacingOccurrences(of: "+", with: "%20")
-        return Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        var fields: [String: String] = [:]
+        for pair in String(decoding: body.readableBytesView, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decoded(_ text: Substring) throws -> String {
+                guard let value = text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
+                    throw StratusError.badRequest("the form field '\(parts[0])' is not valid percent-encoding")
+                }
+                return value
+            }
+            fields[try decoded(parts[0])] = parts.count == 2 ? try decoded(parts[1]) : ""
+        }
+        return fields
     }
 
     /// Headers every console answer carries: nothing cached, not framed, scripts and styles from this

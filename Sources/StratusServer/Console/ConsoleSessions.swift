@@ -50,6 +50,19 @@ final class ConsoleSessions: Sendable {
 
     /// The live session of a request's cookie, marked as seen now.
     func session(of request: Request) -> Session? {
+        session(of: request) { _ in true }
+    }
+
+    /// The live session of a request that also carries its CSRF token in `X-Stratus-Console-CSRF`,
+    /// as every console call to the API does; `nil` otherwise. A request without the right token does
+    /// not keep the session alive.
+    func verifiedSession(of request: Request) -> Session? {
+        guard let presented = request.headers[.stratusConsoleCSRF] else { return nil }
+        return session(of: request) { Secrets.constantTimeEquals(Array(presented.utf8), Array($0.csrfToken.utf8)) }
+    }
+
+    /// The live session of a request's cookie if `accepts` it, then marked as seen now.
+    private func session(of request: Request, accepting accepts: (Session) -> Bool) -> Session? {
         guard let cookie = Self.cookie(of: request) else { return nil }
         let key = Secrets.hash(cookie)
         let now = clock.milliseconds
@@ -59,19 +72,11 @@ final class ConsoleSessions: Sendable {
                 sessions[key] = nil
                 return nil
             }
+            guard accepts(session) else { return nil }
             session.lastSeen = now
             sessions[key] = session
             return session
         }
-    }
-
-    /// The live session of a request that also carries its CSRF token in `X-Stratus-Console-CSRF`,
-    /// as every console call to the API does; `nil` otherwise.
-    func verifiedSession(of request: Request) -> Session? {
-        guard let presented = request.headers[.stratusConsoleCSRF], let session = session(of: request),
-            Secrets.constantTimeEquals(Array(presented.utf8), Array(session.csrfToken.utf8))
-        else { return nil }
-        return session
     }
 
     /// Ends the session of a request's cookie.

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import StratusModel
 import StratusStorage
+import Tracing
 
 /// Gives every request its ID and, once it is answered, counts it in the metrics, appends it to
 /// the request log and logs it: the answer carries the ID in `X-Stratus-Request-ID` (and, when it
@@ -17,12 +18,31 @@ struct ObservabilityMiddleware: RouterMiddleware {
     let log: RequestLog
     let audit: any AuditStorage
     let clock: ServerClock
+    /// Whether each request is a span of swift-distributed-tracing (`stratus serve --otel`), named by
+    /// its route, with its method, status and ID; never its path or query, which may hold tokens.
+    let tracesRequests: Bool
 
     /// Path parameters that are secrets (a push token, a share link's GUID): the log shows the
     /// pattern's name instead of the value.
     static let secretParameters: Set<Substring> = ["{token}", "{shortGUID}"]
 
     func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard tracesRequests else { return try await observe(request, context: context, next: next) }
+        return try await withSpan(request.method.rawValue, ofKind: .server) { span in
+            let response = try await observe(request, context: context, next: next)
+            span.operationName = "\(request.method.rawValue) \(context.endpointPath ?? "NotFound")"
+            span.attributes["http.request.method"] = request.method.rawValue
+            span.attributes["http.route"] = context.endpointPath ?? "NotFound"
+            span.attributes["http.response.status_code"] = Int(response.status.code)
+            span.attributes["stratus.request_id"] = context.trace.id
+            if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
+            return response
+        }
+    }
+
+    private func observe(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         var context = context
@@ -48,8 +68,16 @@ struct ObservabilityMiddleware: RouterMiddleware {
         if let actor = traced.actor, ![.get, .head, .options].contains(request.method) {
             var action = "\(entry.method) \(entry.path)"
             if let user = traced.caller.userRecordName { action += " as \(user)" }
-            try await audit.appendAuditEntry(
-                AuditEntry(time: entry.time, actor: "\(actor) from \(traced.caller.address)", action: action, status: entry.status))
+            let audited = AuditEntry(
+                time: entry.time, actor: "\(actor) from \(traced.caller.address)", action: action, status: entry.status)
+            do {
+                try await audit.appendAuditEntry(audited)
+            } catch {
+                // The change is made; that its record is missing must not go unnoticed.
+                context.logger.error(
+                    "an administrative change could not be written to the audit log",
+                    metadata: ["actor": "\(audited.actor)", "action": "\(audited.action)", "error": "\(error)"])
+            }
         }
         context.logger.debug(
             "answered",
@@ -60,8 +88,13 @@ struct ObservabilityMiddleware: RouterMiddleware {
         return response
     }
 
+    /// Paths whose remainder is a secret (a push token, a share link's GUID), for requests that
+    /// matched no route.
+    static let secretPrefixes = ["/push/1/", "/share/"]
+
     /// `path` with the values of secret parameters replaced by their names.
     static func loggedPath(_ path: String, endpoint: String) -> String {
+        if let prefix = secretPrefixes.first(where: path.hasPrefix), endpoint == "NotFound" { return prefix + "…" }
         let pattern = endpoint.split(separator: "/")
         guard pattern.contains(where: secretParameters.contains) else { return path }
         let segments = path.split(separator: "/")

@@ -105,10 +105,10 @@ public enum StratusApplication {
                     HTTPField.Name.stratusRequestID.canonicalName,
                 ],
                 maxAge: .seconds(600)))
-        if configuration.tracesRequests { router.add(middleware: TracingMiddleware()) }
         router.add(
             middleware: ObservabilityMiddleware(
-                metrics: configuration.metrics, log: requestLog, audit: storage, clock: configuration.clock))
+                metrics: configuration.metrics, log: requestLog, audit: storage, clock: configuration.clock,
+                tracesRequests: configuration.tracesRequests))
         router.add(middleware: ResponseCompression())
         router.add(
             middleware: RequestBodyBudgetMiddleware(
