@@ -136,7 +136,7 @@ let package = Package(
         ),
         .target(
             name: "StratusStore",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["Stratus", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -278,7 +278,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "StratusStoreTests", dependencies: ["StratusStore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusTests",
             dependencies: [

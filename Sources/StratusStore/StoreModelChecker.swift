@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// Why a model cannot be mirrored: every rule it breaks, each naming the table, the column and the rule.
@@ -74,6 +75,12 @@ enum StoreModelChecker {
                         table.name, column["name"],
                         "a synced column must be optional or have a default: a record from the server may lack any field")
                 }
+                for column in columns.map({ $0["name"] as String })
+                where !table.localColumns.contains(column) && !Self.isFieldName(column) {
+                    refuse(
+                        table.name, column,
+                        "a synced column is a record field: its name must be a letter then letters, digits or _ (at most 255)")
+                }
                 for local in table.localColumns.sorted() where byName[local] == nil {
                     refuse(table.name, local, "is declared local but the table has no such column")
                 }
@@ -110,5 +117,13 @@ enum StoreModelChecker {
             }
         }
         return violations
+    }
+
+    /// Whether `name` can name a CloudKit field.
+    static func isFieldName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, name.utf8.count <= 255, first.isASCII,
+            CharacterSet.letters.contains(first)
+        else { return false }
+        return name.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_") }
     }
 }

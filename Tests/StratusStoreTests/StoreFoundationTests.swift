@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Stratus
 import StratusStore
 import Testing
 
@@ -169,5 +170,74 @@ struct StoreFoundationTests {
             }
             try await other.write { db in try db.execute(sql: "INSERT INTO thumbnails (id, itemID, bytes) VALUES ('t', x'00', x'00')") }
         }
+    }
+}
+
+/// The mapping of rows to records and back, on a real file.
+@Suite("StratusStore: rows as records")
+struct RecordMappingTests {
+    @Test("a row becomes a record of its type in the store's zone and comes back the same; large BLOBs go as assets, relationships as record names")
+    func roundTrip() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try StoreFoundationTests.makePool(directory)
+            let store = try await StratusStore.open(pool, model: StoreFoundationTests.model)
+            let mapping = RecordMapping(assetThreshold: 1_000, assetDirectory: directory.appendingPathComponent("assets"))
+            let list = UUID(), item = UUID()
+            let large = Data((0..<5_000).map { UInt8($0 % 251) })
+            try await store.write { db in
+                try db.execute(
+                    sql: "INSERT INTO lists (id, title, collapsed) VALUES (?, 'Groceries', 1)", arguments: [list.uuidString])
+                try db.execute(
+                    sql: "INSERT INTO items (id, listID, title, done, attachment) VALUES (?, ?, 'Milk', 1, ?)",
+                    arguments: [item, list.uuidString, large])
+            }
+            let items = try #require(StoreFoundationTests.model.table(named: "items"))
+            let lists = try #require(StoreFoundationTests.model.table(named: "lists"))
+            let record = try #require(try await pool.read { db in try mapping.record(of: items, rowID: item, in: db) })
+            #expect(record.recordType == "Item")
+            #expect(record.recordID == RecordMapping.recordID(item))
+            #expect(record.recordID.zoneID.zoneName == "com.stratus.store")
+            #expect(record.fieldValue(forKey: "title") == .string("Milk"))
+            #expect(record.fieldValue(forKey: "done") == .int64(1))
+            #expect(record.fieldValue(forKey: "listID") == .string(list.uuidString), "a relationship is the related record's name")
+            guard case .asset(let asset)? = record.fieldValue(forKey: "attachment") else {
+                Issue.record("a BLOB over the threshold goes as an asset")
+                return
+            }
+            #expect(try Data(contentsOf: try #require(asset.fileURL)) == large)
+            let listRecord = try #require(try await pool.read { db in try mapping.record(of: lists, rowID: list, in: db) })
+            #expect(listRecord.allKeys() == ["title"], "the key and local columns are not fields")
+
+            // Back: into an empty copy of the tables (as another device), then compare the rows.
+            let other = directory.appendingPathComponent("other")
+            try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+            let otherPool = try StoreFoundationTests.makePool(other)
+            let otherStore = try await StratusStore.open(otherPool, model: StoreFoundationTests.model)
+            var editing = record
+            editing.setFieldValue(nil, forKey: "done")
+            let edited = editing
+            try await otherStore.write(author: StratusStore.importAuthor) { db in
+                try mapping.apply(listRecord, to: lists, in: db)
+                try mapping.apply(edited, to: items, in: db)
+            }
+            let row = try otherPool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM items") }
+            #expect(row?["id"] == item)
+            #expect(row?["listID"] == list.uuidString, "the column's own UUID form (TEXT here)")
+            #expect(row?["title"] == "Milk")
+            #expect((row?["done"] as DatabaseValue?) == .null, "an absent field is NULL")
+            #expect(row?["attachment"] == large)
+            #expect(try await otherPool.read { db in try Int.fetchOne(db, sql: "SELECT collapsed FROM lists") } == 0,
+                    "local columns keep their own value")
+            let history = try await otherStore.history()
+            #expect(history.transactions.map(\.author) == ["import"])
+        }
+    }
+
+    @Test("a synced column whose name cannot be a field is refused")
+    func fieldNames() async throws {
+        let messages = try await StoreFoundationTests.refusal(
+            #"CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, "2nd" TEXT, "with space" TEXT);"#,
+            StoreModel(StoreFoundationTests.model.tables + [.synced("tags")]))
+        #expect(messages.count == 2 && messages.allSatisfy { $0.contains("its name must be a letter") }, "\(messages)")
     }
 }

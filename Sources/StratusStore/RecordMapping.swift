@@ -1,0 +1,150 @@
+public import Foundation
+public import GRDB
+public import Stratus
+
+/// How a row of a synced table becomes a record and back (docs/store.md has the table):
+///
+/// - the record type is the table's ``StoreTable/Configuration/synced(recordType:)``, the record
+///   name the row's UUID (`uuidString`), the zone ``zoneName`` of the store's database;
+/// - each column but the key and the local columns is a field of the same name, holding the value
+///   as SQLite holds it: `INTEGER` → `INT64`, `REAL` → `DOUBLE`, `TEXT` → `STRING`, `BLOB` → `BYTES`,
+///   or an `ASSET` when larger than ``assetThreshold`` (as Core Data's mirroring moves large values to
+///   assets); `NULL` is an absent field;
+/// - a relationship column holds the related row's record name (a `STRING`), not a `REFERENCE`, so
+///   that no delete rule of the server acts behind the store's back; it is written back as the
+///   column's own UUID form (`TEXT` or 16-byte `BLOB`).
+public struct RecordMapping: Sendable {
+    /// The zone every mirrored record lives in (Core Data's is `com.apple.coredata.cloudkit.zone`).
+    public static let zoneName = "com.stratus.store"
+
+    /// BLOB values larger than this many bytes travel as assets (1 MB by default, Core Data's threshold).
+    public var assetThreshold: Int
+    /// Where the files of outgoing assets are written before they are uploaded.
+    public var assetDirectory: URL
+
+    /// A mapping that moves BLOBs over `assetThreshold` bytes to assets written in `assetDirectory`.
+    public init(assetThreshold: Int = 1_000_000, assetDirectory: URL) {
+        self.assetThreshold = assetThreshold
+        self.assetDirectory = assetDirectory
+    }
+
+    /// The record ID of a row.
+    public static func recordID(_ rowID: UUID) -> Stratus.Record.ID {
+        Stratus.Record.ID(recordName: rowID.uuidString, zoneID: RecordZone.ID(zoneName: zoneName))
+    }
+
+    /// The record of the row of `table` whose key is `rowID`, read in `db`; `nil` when the row is gone.
+    public func record(of table: StoreTable, rowID: UUID, in db: GRDB.Database) throws -> Stratus.Record? {
+        guard case .synced(let recordType) = table.configuration else { return nil }
+        let columns = try StoreColumns(table, in: db)
+        guard let row = try Row.fetchOne(
+            db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) = ?",
+            arguments: [columns.keyValue(rowID)])
+        else { return nil }
+        var record = Stratus.Record(recordType: recordType, recordID: Self.recordID(rowID))
+        for column in columns.fields {
+            let value: DatabaseValue = row[column]
+            if columns.relationships.contains(column) {
+                record.setFieldValue(UUID.fromDatabaseValue(value).map { .string($0.uuidString) }, forKey: column)
+                continue
+            }
+            switch value.storage {
+            case .null: record.setFieldValue(nil, forKey: column)
+            case .int64(let integer): record.setFieldValue(.int64(integer), forKey: column)
+            case .double(let real): record.setFieldValue(.double(real), forKey: column)
+            case .string(let text): record.setFieldValue(.string(text), forKey: column)
+            case .blob(let bytes) where bytes.count > assetThreshold:
+                try FileManager.default.createDirectory(at: assetDirectory, withIntermediateDirectories: true)
+                let file = assetDirectory.appendingPathComponent("\(table.name)-\(rowID.uuidString)-\(column)")
+                try bytes.write(to: file, options: .atomic)
+                record.setFieldValue(.asset(Asset(fileURL: file)), forKey: column)
+            case .blob(let bytes): record.setFieldValue(.bytes(bytes), forKey: column)
+            }
+        }
+        return record
+    }
+
+    /// Writes `record` into its row of `table` (inserting the row when it is new): every field
+    /// column takes the record's value, and an absent field is `NULL`. Local columns are left alone.
+    public func apply(_ record: Stratus.Record, to table: StoreTable, in db: GRDB.Database) throws {
+        guard let rowID = UUID(uuidString: record.recordID.recordName) else {
+            throw StoreMappingError(reason: "record '\(record.recordID.recordName)' of '\(table.name)' is not named by a UUID")
+        }
+        let columns = try StoreColumns(table, in: db)
+        var values: [DatabaseValue] = []
+        for column in columns.fields {
+            values.append(try databaseValue(record.fieldValue(forKey: column), column: column, of: table, columns: columns))
+        }
+        let names = [columns.key] + columns.fields
+        let quoted = names.map(\.quotedDatabaseIdentifier)
+        let assignments = columns.fields.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
+        try db.execute(
+            sql: """
+                INSERT INTO \(table.name.quotedDatabaseIdentifier) (\(quoted.joined(separator: ", ")))
+                VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
+                ON CONFLICT (\(columns.key.quotedDatabaseIdentifier)) DO \(assignments.isEmpty ? "NOTHING" : "UPDATE SET " + assignments.joined(separator: ", "))
+                """,
+            arguments: StatementArguments([columns.keyValue(rowID)] + values))
+    }
+
+    private func databaseValue(
+        _ value: RecordFieldValue?, column: String, of table: StoreTable, columns: StoreColumns
+    ) throws -> DatabaseValue {
+        guard let value else { return .null }
+        if columns.relationships.contains(column) {
+            guard case .string(let name) = value, let related = UUID(uuidString: name) else {
+                throw StoreMappingError(reason: "field '\(column)' of '\(table.name)' must hold a related row's UUID")
+            }
+            return columns.uuidValue(related, column: column)
+        }
+        switch value {
+        case .string(let text): return text.databaseValue
+        case .int64(let integer): return integer.databaseValue
+        case .double(let real): return real.databaseValue
+        case .bytes(let bytes): return bytes.databaseValue
+        case .date(let date): return date.databaseValue
+        case .asset(let asset):
+            guard let file = asset.fileURL else {
+                throw StoreMappingError(reason: "the asset of field '\(column)' of '\(table.name)' has no local file")
+            }
+            return try Data(contentsOf: file).databaseValue
+        default:
+            throw StoreMappingError(reason: "field '\(column)' of '\(table.name)' holds a type a column cannot: \(value)")
+        }
+    }
+}
+
+/// Why a record cannot become a row.
+public struct StoreMappingError: Error, Equatable, CustomStringConvertible {
+    public var reason: String
+    public var description: String { reason }
+}
+
+/// The columns of a synced table as the mapping uses them.
+struct StoreColumns {
+    /// The key column.
+    let key: String
+    /// The columns mirrored as fields, in the table's order.
+    let fields: [String]
+    /// The relationship columns among them.
+    let relationships: Set<String>
+    /// Columns whose declared type is BLOB (a UUID there is 16 bytes; elsewhere its string).
+    private let blobColumns: Set<String>
+
+    init(_ table: StoreTable, in db: GRDB.Database) throws {
+        let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(table.name.quotedDatabaseIdentifier))")
+        guard let key = columns.first(where: { ($0["pk"] as Int) > 0 })?["name"] as String? else {
+            throw StoreMappingError(reason: "table '\(table.name)' has no primary key")
+        }
+        self.key = key
+        fields = columns.map { $0["name"] as String }.filter { $0 != key && !table.localColumns.contains($0) }
+        relationships = Set(table.relationships.map(\.column))
+        blobColumns = Set(columns.filter { ($0["type"] as String).uppercased() == "BLOB" }.map { $0["name"] as String })
+    }
+
+    func keyValue(_ rowID: UUID) -> DatabaseValue { uuidValue(rowID, column: key) }
+
+    func uuidValue(_ id: UUID, column: String) -> DatabaseValue {
+        blobColumns.contains(column) ? id.databaseValue : id.uuidString.databaseValue
+    }
+}
