@@ -7,6 +7,13 @@ import Synchronization
 /// its author and time) changed which row of which table, and how. Changes to local-only tables, and
 /// updates of a synced table's local columns alone, are not captured.
 ///
+/// The same triggers keep the outbox, `stratusstore_outbox`: one entry per row with a change the
+/// server has not confirmed, `save` or `delete` (the last change wins, so a row deleted and inserted
+/// again is a save of the new row), and a version that every change bumps, so that a confirmation of
+/// an older version leaves a newer change in place. Writes by ``StratusStore/importAuthor`` (what came
+/// from the server) do not enter it. Being written in the app's own transaction, the outbox survives
+/// any crash that the write itself survives.
+///
 /// The triggers call two functions the store registers on the pool's writer connection: the
 /// transaction's number and its author. A pool the store has not opened therefore cannot write to a
 /// synced table (SQLite answers "no such function"): no write escapes capture.
@@ -41,6 +48,9 @@ final class ChangeCapture: Sendable {
                             table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL);
                         CREATE INDEX IF NOT EXISTS stratusstore_changes_transaction
                             ON stratusstore_changes (transaction_id);
+                        CREATE TABLE IF NOT EXISTS stratusstore_outbox (
+                            table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL,
+                            version INTEGER NOT NULL, PRIMARY KEY (table_name, row_id));
                         """)
                 for table in model.tables {
                     for operation in ["insert", "update", "delete"] {
@@ -86,10 +96,16 @@ final class ChangeCapture: Sendable {
                 + "SELECT stratusstore_transaction(), \(literal), \(row).\(keyColumn), \(operation)"
                 + (condition.map { " WHERE \($0)" } ?? "") + ";"
         }
+        func outbox(_ row: String, _ operation: String, when condition: String = "1") -> String {
+            "INSERT INTO stratusstore_outbox (table_name, row_id, operation, version) "
+                + "SELECT \(literal), \(row).\(keyColumn), '\(operation)', 1 "
+                + "WHERE stratusstore_author() IS NOT '\(StratusStore.importAuthor)' AND \(condition) "
+                + "ON CONFLICT (table_name, row_id) DO UPDATE SET operation = excluded.operation, version = version + 1;"
+        }
         return [
             """
             CREATE TRIGGER \(triggerName(table.name, "insert").quotedDatabaseIdentifier) AFTER INSERT ON \(name) BEGIN
-                \(transaction) \(change("NEW", "'insert'"))
+                \(transaction) \(change("NEW", "'insert'")) \(outbox("NEW", "save"))
             END
             """,
             """
@@ -98,11 +114,13 @@ final class ChangeCapture: Sendable {
                 \(transaction)
                 \(change("OLD", "'delete'", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
                 \(change("NEW", "CASE WHEN OLD.\(keyColumn) IS NEW.\(keyColumn) THEN 'update' ELSE 'insert' END"))
+                \(outbox("OLD", "delete", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
+                \(outbox("NEW", "save"))
             END
             """,
             """
             CREATE TRIGGER \(triggerName(table.name, "delete").quotedDatabaseIdentifier) AFTER DELETE ON \(name) BEGIN
-                \(transaction) \(change("OLD", "'delete'"))
+                \(transaction) \(change("OLD", "'delete'")) \(outbox("OLD", "delete"))
             END
             """,
         ]

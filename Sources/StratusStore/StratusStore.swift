@@ -42,6 +42,32 @@ public final class StratusStore: Sendable {
         try await pool.write { [capture] db in try capture.writing(as: author) { try body(db) } }
     }
 
+    /// The outbox: every row with a change the server has not confirmed, oldest entry first. Empty
+    /// means everything written locally has been confirmed by the server.
+    public func pendingChanges() async throws -> [PendingChange] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM stratusstore_outbox ORDER BY rowid").compactMap { row in
+                guard let rowID = UUID.fromDatabaseValue(row["row_id"]),
+                    let operation = PendingChange.Operation(rawValue: row["operation"])
+                else { return nil }
+                return PendingChange(table: row["table_name"], rowID: rowID, operation: operation, version: row["version"])
+            }
+        }
+    }
+
+    /// Removes outbox entries the server confirmed, each only if no change came after the version
+    /// that was sent.
+    public func confirm(_ changes: [PendingChange]) async throws {
+        try await pool.write { db in
+            for change in changes {
+                try db.execute(
+                    // The key as the table stores it: its string or its 16 bytes.
+                    sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?) AND version = ?",
+                    arguments: [change.table, change.rowID.uuidString, change.rowID, change.version])
+            }
+        }
+    }
+
     /// The transactions that changed synced tables after `token` (from the first when `nil`), oldest
     /// first, at most `limit` of them looked at; those of `excludingAuthors` are left out but passed,
     /// so the page's token moves past them. Tokens are positions in the database: they survive
@@ -83,6 +109,23 @@ public final class StratusStore: Sendable {
                 }, token: HistoryToken(transaction: last))
         }
     }
+}
+
+/// A change of a row that the server has not confirmed yet.
+public struct PendingChange: Sendable, Hashable {
+    /// What the server is to do with the row's record.
+    public enum Operation: String, Sendable {
+        /// Save the row as it is now.
+        case save
+        /// Delete its record.
+        case delete
+    }
+
+    public var table: String
+    public var rowID: UUID
+    public var operation: Operation
+    /// Bumped by every change of the row: a confirmation of an older version leaves the entry.
+    public var version: Int64
 }
 
 /// A position in the store's persistent history: after a transaction.

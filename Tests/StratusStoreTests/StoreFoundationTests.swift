@@ -241,3 +241,74 @@ struct RecordMappingTests {
         #expect(messages.count == 2 && messages.allSatisfy { $0.contains("its name must be a letter") }, "\(messages)")
     }
 }
+
+/// The outbox: what the server has yet to confirm, kept in the app's own transactions.
+@Suite("StratusStore: the outbox")
+struct OutboxTests {
+    @Test("one entry per row, the last change winning; imports and local columns stay out; a stale confirmation leaves a newer change")
+    func coalescing() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try StoreFoundationTests.makePool(directory)
+            let store = try await StratusStore.open(pool, model: StoreFoundationTests.model)
+            let list = UUID(), gone = UUID(), reborn = UUID(), imported = UUID()
+            try await store.write { db in
+                for id in [list, gone, reborn] {
+                    try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'a')", arguments: [id.uuidString])
+                }
+                try db.execute(sql: "UPDATE lists SET title = 'b' WHERE id = ?", arguments: [list.uuidString])
+                try db.execute(sql: "DELETE FROM lists WHERE id = ?", arguments: [gone.uuidString])
+            }
+            try await store.write { db in
+                // Deleted, then inserted again under the same UUID: the new row is what is sent.
+                try db.execute(sql: "DELETE FROM lists WHERE id = ?", arguments: [reborn.uuidString])
+                try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'again')", arguments: [reborn.uuidString])
+            }
+            try await store.write(author: StratusStore.importAuthor) { db in
+                try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'from the server')", arguments: [imported.uuidString])
+            }
+            let pending = try await store.pendingChanges()
+            let byRow = Dictionary(uniqueKeysWithValues: pending.map { ($0.rowID, $0) })
+            #expect(pending.count == 3)
+            #expect(byRow[list]?.operation == .save && byRow[list]?.version == 2)
+            #expect(byRow[gone]?.operation == .delete)
+            #expect(byRow[reborn]?.operation == .save, "delete then reinsert keeps the new row")
+            #expect(byRow[imported] == nil, "what came from the server is not sent back")
+
+            // A local column alone is no change to send.
+            try await store.write { db in
+                try db.execute(sql: "UPDATE lists SET collapsed = 1 WHERE id = ?", arguments: [imported.uuidString])
+            }
+            #expect(try await store.pendingChanges().count == 3)
+
+            // The server confirms the version it was sent; the row changed meanwhile, so its entry stays.
+            let sent = try #require(byRow[list])
+            try await store.write { db in
+                try db.execute(sql: "UPDATE lists SET title = 'c' WHERE id = ?", arguments: [list.uuidString])
+            }
+            try await store.confirm([sent, try #require(byRow[gone])])
+            let left = try await store.pendingChanges()
+            #expect(Set(left.map(\.rowID)) == [list, reborn])
+            #expect(left.first { $0.rowID == list }?.version == 3)
+            try await store.confirm(left)
+            #expect(try await store.pendingChanges().isEmpty, "everything local is confirmed")
+        }
+    }
+
+    @Test("the outbox survives reopening, as the write it came with does")
+    func survivesReopening() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let item = UUID()
+            do {
+                let store = try await StratusStore.open(try StoreFoundationTests.makePool(directory), model: StoreFoundationTests.model)
+                try await store.write { db in
+                    try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'x')", arguments: [item])
+                }
+            }
+            let store = try await StratusStore.open(try StoreFoundationTests.makePool(directory), model: StoreFoundationTests.model)
+            let pending = try await store.pendingChanges()
+            #expect(pending.map(\.rowID) == [item] && pending.first?.table == "items")
+            try await store.confirm(pending)
+            #expect(try await store.pendingChanges().isEmpty, "a BLOB key is confirmed as well as a TEXT one")
+        }
+    }
+}
