@@ -23,15 +23,9 @@ final class ChangeCapture: Sendable {
         var author: String?
         /// The number of the transaction being written, once a trigger asked for it.
         var transaction: Int64?
-        /// The last committed transaction's number.
-        var lastCommitted: Int64
     }
 
-    private let state: Mutex<State>
-
-    private init(lastCommitted: Int64) {
-        state = Mutex(State(lastCommitted: lastCommitted))
-    }
+    private let state = Mutex(State())
 
     /// Creates the metadata tables and the triggers of `model` (replacing earlier ones, so they follow
     /// the model's columns), and registers the functions they call on `pool`'s writer.
@@ -52,19 +46,21 @@ final class ChangeCapture: Sendable {
                             table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL,
                             version INTEGER NOT NULL, PRIMARY KEY (table_name, row_id));
                         """)
-                for table in model.tables {
-                    for operation in ["insert", "update", "delete"] {
-                        try db.execute(sql: "DROP TRIGGER IF EXISTS \(triggerName(table.name, operation).quotedDatabaseIdentifier)")
-                    }
-                    guard table.isSynced else { continue }
+                // Every earlier trigger goes, those of tables no longer in the model included.
+                let earlier = try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'stratusstore\\_%' ESCAPE '\\'")
+                for name in earlier { try db.execute(sql: "DROP TRIGGER \(name.quotedDatabaseIdentifier)") }
+                for table in model.syncedTables {
                     for trigger in try triggers(for: table, in: db) { try db.execute(sql: trigger) }
                 }
                 return .commit
             }
-            let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM stratusstore_transactions") ?? 0
-            let capture = ChangeCapture(lastCommitted: last)
-            db.add(function: DatabaseFunction("stratusstore_transaction", argumentCount: 0, pure: false) { _ in
-                capture.currentTransaction()
+            let capture = ChangeCapture()
+            // Called with the highest committed number, read under the write lock, so that numbers
+            // follow the file, not this process's memory: another process writing the same file
+            // continues the same sequence.
+            db.add(function: DatabaseFunction("stratusstore_transaction", argumentCount: 1, pure: false) { values in
+                capture.currentTransaction(after: Int64.fromDatabaseValue(values[0]) ?? 0)
             })
             db.add(function: DatabaseFunction("stratusstore_author", argumentCount: 0, pure: false) { _ in
                 capture.currentAuthor()
@@ -86,22 +82,30 @@ final class ChangeCapture: Sendable {
         let name = table.name.quotedDatabaseIdentifier
         let literal = "'" + table.name.replacingOccurrences(of: "'", with: "''") + "'"
         let keyColumn = key.quotedDatabaseIdentifier
+        let number = "stratusstore_transaction((SELECT max(id) FROM stratusstore_transactions))"
+        // No conflict clause (an outer INSERT OR REPLACE would override it): the row is added once.
         let transaction = """
-            INSERT OR IGNORE INTO stratusstore_transactions (id, author, time_ms)
-                VALUES (stratusstore_transaction(), stratusstore_author(),
-                        CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+            INSERT INTO stratusstore_transactions (id, author, time_ms)
+                SELECT \(number), stratusstore_author(), CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+                WHERE NOT EXISTS (SELECT 1 FROM stratusstore_transactions WHERE id = \(number));
             """
         func change(_ row: String, _ operation: String, when condition: String? = nil) -> String {
             "INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation) "
-                + "SELECT stratusstore_transaction(), \(literal), \(row).\(keyColumn), \(operation)"
+                + "SELECT \(number), \(literal), \(row).\(keyColumn), \(operation)"
                 + (condition.map { " WHERE \($0)" } ?? "") + ";"
         }
+        // The version is the change's own sequence number, which never repeats: a confirmation of an
+        // older send can never match a newer change, even after the entry was confirmed and made again.
         func outbox(_ row: String, _ operation: String, when condition: String = "1") -> String {
             "INSERT INTO stratusstore_outbox (table_name, row_id, operation, version) "
-                + "SELECT \(literal), \(row).\(keyColumn), '\(operation)', 1 "
+                + "SELECT \(literal), \(row).\(keyColumn), '\(operation)', (SELECT max(seq) FROM stratusstore_changes) "
                 + "WHERE stratusstore_author() IS NOT '\(StratusStore.importAuthor)' AND \(condition) "
-                + "ON CONFLICT (table_name, row_id) DO UPDATE SET operation = excluded.operation, version = version + 1;"
+                + "ON CONFLICT (table_name, row_id) DO UPDATE SET operation = excluded.operation, version = excluded.version;"
         }
+        // An update that writes every column (as a GRDB record's update does) changes nothing to
+        // mirror unless a synced column's value differs.
+        let changed = synced.map { "OLD.\($0.quotedDatabaseIdentifier) IS NOT NEW.\($0.quotedDatabaseIdentifier)" }
+            .joined(separator: " OR ")
         return [
             """
             CREATE TRIGGER \(triggerName(table.name, "insert").quotedDatabaseIdentifier) AFTER INSERT ON \(name) BEGIN
@@ -110,7 +114,7 @@ final class ChangeCapture: Sendable {
             """,
             """
             CREATE TRIGGER \(triggerName(table.name, "update").quotedDatabaseIdentifier)
-            AFTER UPDATE OF \(synced.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) ON \(name) BEGIN
+            AFTER UPDATE OF \(synced.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) ON \(name) WHEN \(changed) BEGIN
                 \(transaction)
                 \(change("OLD", "'delete'", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
                 \(change("NEW", "CASE WHEN OLD.\(keyColumn) IS NEW.\(keyColumn) THEN 'update' ELSE 'insert' END"))
@@ -133,11 +137,11 @@ final class ChangeCapture: Sendable {
         return try body()
     }
 
-    private func currentTransaction() -> Int64 {
+    private func currentTransaction(after committed: Int64) -> Int64 {
         state.withLock { state in
             if let transaction = state.transaction { return transaction }
-            state.transaction = state.lastCommitted + 1
-            return state.lastCommitted + 1
+            state.transaction = committed + 1
+            return committed + 1
         }
     }
 
@@ -145,12 +149,9 @@ final class ChangeCapture: Sendable {
         state.withLock { $0.author ?? StratusStore.appAuthor }
     }
 
-    /// The transaction ended: committed, its number is taken; rolled back, it is free again.
-    fileprivate func transactionEnded(committed: Bool) {
-        state.withLock { state in
-            if committed, let transaction = state.transaction { state.lastCommitted = transaction }
-            state.transaction = nil
-        }
+    /// The transaction ended: the next one asks for a number of its own.
+    fileprivate func transactionEnded() {
+        state.withLock { $0.transaction = nil }
     }
 }
 
@@ -163,9 +164,9 @@ private final class TransactionEnd: TransactionObserver, @unchecked Sendable {
         self.capture = capture
     }
 
-    // Every transaction that captured a change inserted its row here: those are the ones to follow.
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { eventKind.tableName == "stratusstore_transactions" }
+    // GRDB tells every observer of commits and rollbacks; no row event is needed.
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
     func databaseDidChange(with event: DatabaseEvent) {}
-    func databaseDidCommit(_ db: Database) { capture.transactionEnded(committed: true) }
-    func databaseDidRollback(_ db: Database) { capture.transactionEnded(committed: false) }
+    func databaseDidCommit(_ db: Database) { capture.transactionEnded() }
+    func databaseDidRollback(_ db: Database) { capture.transactionEnded() }
 }

@@ -38,8 +38,8 @@ public struct RecordMapping: Sendable {
         guard case .synced(let recordType) = table.configuration else { return nil }
         let columns = try StoreColumns(table, in: db)
         guard let row = try Row.fetchOne(
-            db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) = ?",
-            arguments: [columns.keyValue(rowID)])
+            db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
+            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
         else { return nil }
         var record = Stratus.Record(recordType: recordType, recordID: Self.recordID(rowID))
         for column in columns.fields {
@@ -50,6 +50,8 @@ public struct RecordMapping: Sendable {
             }
             switch value.storage {
             case .null: record.setFieldValue(nil, forKey: column)
+            case .int64(let integer) where columns.realColumns.contains(column):
+                record.setFieldValue(.double(Double(integer)), forKey: column)
             case .int64(let integer): record.setFieldValue(.int64(integer), forKey: column)
             case .double(let real): record.setFieldValue(.double(real), forKey: column)
             case .string(let text): record.setFieldValue(.string(text), forKey: column)
@@ -65,26 +67,38 @@ public struct RecordMapping: Sendable {
     }
 
     /// Writes `record` into its row of `table` (inserting the row when it is new): every field
-    /// column takes the record's value, and an absent field is `NULL`. Local columns are left alone.
+    /// column takes the record's value, and an absent field is `NULL`, except in a `NOT NULL` column
+    /// with a default, which keeps its value (or takes its default in a new row). Local columns are
+    /// left alone. An existing row is found whatever form its key is stored in, and keeps it.
     public func apply(_ record: Stratus.Record, to table: StoreTable, in db: GRDB.Database) throws {
         guard let rowID = UUID(uuidString: record.recordID.recordName) else {
             throw StoreMappingError(reason: "record '\(record.recordID.recordName)' of '\(table.name)' is not named by a UUID")
         }
         let columns = try StoreColumns(table, in: db)
-        var values: [DatabaseValue] = []
+        let name = table.name.quotedDatabaseIdentifier
+        let key = columns.key.quotedDatabaseIdentifier
+        var assigned: [(column: String, value: DatabaseValue)] = []
         for column in columns.fields {
-            values.append(try databaseValue(record.fieldValue(forKey: column), column: column, of: table, columns: columns))
+            let value = try databaseValue(record.fieldValue(forKey: column), column: column, of: table, columns: columns)
+            if value.isNull, columns.defaultedColumns.contains(column) { continue }
+            assigned.append((column, value))
         }
-        let names = [columns.key] + columns.fields
-        let quoted = names.map(\.quotedDatabaseIdentifier)
-        let assignments = columns.fields.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
-        try db.execute(
-            sql: """
-                INSERT INTO \(table.name.quotedDatabaseIdentifier) (\(quoted.joined(separator: ", ")))
-                VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
-                ON CONFLICT (\(columns.key.quotedDatabaseIdentifier)) DO \(assignments.isEmpty ? "NOTHING" : "UPDATE SET " + assignments.joined(separator: ", "))
-                """,
-            arguments: StatementArguments([columns.keyValue(rowID)] + values))
+        if let stored = try DatabaseValue.fetchOne(
+            db, sql: "SELECT \(key) FROM \(name) WHERE \(key) IN (?, ?, ?)", arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+        {
+            guard !assigned.isEmpty else { return }
+            try db.execute(
+                sql: "UPDATE \(name) SET \(assigned.map { "\($0.column.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")) WHERE \(key) = ?",
+                arguments: StatementArguments(assigned.map(\.value) + [stored]))
+        } else {
+            let names = [columns.key] + assigned.map(\.column)
+            try db.execute(
+                sql: """
+                    INSERT INTO \(name) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", ")))
+                    VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
+                    """,
+                arguments: StatementArguments([columns.keyValue(rowID)] + assigned.map(\.value)))
+        }
     }
 
     private func databaseValue(
@@ -128,6 +142,11 @@ struct StoreColumns {
     let fields: [String]
     /// The relationship columns among them.
     let relationships: Set<String>
+    /// Columns of `REAL` affinity: their values are sent as `DOUBLE` even when SQLite holds a whole
+    /// number as an integer, so that the field keeps one type.
+    let realColumns: Set<String>
+    /// `NOT NULL` columns with a default: an absent field leaves them alone.
+    let defaultedColumns: Set<String>
     /// Columns whose declared type is BLOB (a UUID there is 16 bytes; elsewhere its string).
     private let blobColumns: Set<String>
 
@@ -140,6 +159,19 @@ struct StoreColumns {
         fields = columns.map { $0["name"] as String }.filter { $0 != key && !table.localColumns.contains($0) }
         relationships = Set(table.relationships.map(\.column))
         blobColumns = Set(columns.filter { ($0["type"] as String).uppercased() == "BLOB" }.map { $0["name"] as String })
+        // SQLite's affinity rules (datatype3 §3.1): INT wins, then text, then blob, then REAL.
+        realColumns = Set(columns.filter { column in
+            let type = (column["type"] as String).uppercased()
+            return !type.contains("INT") && !["CHAR", "CLOB", "TEXT", "BLOB"].contains(where: type.contains)
+                && ["REAL", "FLOA", "DOUB"].contains(where: type.contains)
+        }.map { $0["name"] as String })
+        defaultedColumns = Set(columns.filter { ($0["notnull"] as Bool) && ($0["dflt_value"] as String?) != nil }
+            .map { $0["name"] as String })
+    }
+
+    /// The forms a UUID key may be stored in: 16 bytes, or its string in upper or lower case.
+    static func keyForms(_ id: UUID) -> [DatabaseValue] {
+        [id.databaseValue, id.uuidString.databaseValue, id.uuidString.lowercased().databaseValue]
     }
 
     func keyValue(_ rowID: UUID) -> DatabaseValue { uuidValue(rowID, column: key) }

@@ -39,6 +39,14 @@ enum StoreModelChecker {
         for duplicate in Set(names.filter { name in names.count(where: { $0 == name }) > 1 }).sorted() {
             refuse(duplicate, nil, "is declared more than once")
         }
+        var recordTypes: [String: String] = [:]
+        for table in model.tables {
+            guard case .synced(let recordType) = table.configuration else { continue }
+            if let other = recordTypes[recordType] {
+                refuse(table.name, nil, "its record type '\(recordType)' is also the record type of '\(other)'")
+            }
+            recordTypes[recordType] = table.name
+        }
         for table in model.tables {
             guard try db.tableExists(table.name) else {
                 refuse(table.name, nil, "does not exist in the database")
@@ -56,6 +64,11 @@ enum StoreModelChecker {
                     refuse(
                         table.name, key["name"],
                         "the primary key of a synced table holds a UUID (declared TEXT or BLOB), not \(key["type"] as String)")
+                } else if let key = primaryKey.first, !(key["notnull"] as Bool) {
+                    refuse(table.name, key["name"], "the primary key of a synced table must be NOT NULL (it names the record)")
+                }
+                if let key = primaryKey.first?["name"] as String?, table.localColumns.contains(key) {
+                    refuse(table.name, key, "the primary key names the record: it cannot be a local column")
                 }
                 for index in try Row.fetchAll(db, sql: "PRAGMA index_list(\(table.name.quotedDatabaseIdentifier))")
                 where (index["unique"] as Bool) && (index["origin"] as String) != "pk" {
@@ -92,6 +105,9 @@ enum StoreModelChecker {
                 }
                 // What mirroring asks of a relationship binds the synced tables; a local-only table
                 // relates as it likes.
+                if table.isSynced, !["TEXT", "BLOB"].contains((column["type"] as String).uppercased()) {
+                    refuse(table.name, relationship.column, "a relationship column holds a UUID (declared TEXT or BLOB)")
+                }
                 if table.isSynced, column["notnull"] as Bool {
                     refuse(
                         table.name, relationship.column,

@@ -50,7 +50,9 @@ public final class StratusStore: Sendable {
                 guard let rowID = UUID.fromDatabaseValue(row["row_id"]),
                     let operation = PendingChange.Operation(rawValue: row["operation"])
                 else { return nil }
-                return PendingChange(table: row["table_name"], rowID: rowID, operation: operation, version: row["version"])
+                return PendingChange(
+                    table: row["table_name"], rowID: rowID, operation: operation, version: row["version"],
+                    storedKey: row["row_id"])
             }
         }
     }
@@ -61,9 +63,8 @@ public final class StratusStore: Sendable {
         try await pool.write { db in
             for change in changes {
                 try db.execute(
-                    // The key as the table stores it: its string or its 16 bytes.
-                    sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?) AND version = ?",
-                    arguments: [change.table, change.rowID.uuidString, change.rowID, change.version])
+                    sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?",
+                    arguments: [change.table, change.storedKey, change.version])
             }
         }
     }
@@ -124,8 +125,11 @@ public struct PendingChange: Sendable, Hashable {
     public var table: String
     public var rowID: UUID
     public var operation: Operation
-    /// Bumped by every change of the row: a confirmation of an older version leaves the entry.
+    /// Changes with every change of the row (and never repeats): a confirmation of an older version
+    /// leaves the entry.
     public var version: Int64
+    /// The key as the table stores it (16 bytes, or a string in either case).
+    var storedKey: DatabaseValue
 }
 
 /// A position in the store's persistent history: after a transaction.
