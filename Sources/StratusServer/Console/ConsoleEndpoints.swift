@@ -93,14 +93,13 @@ struct ConsoleEndpoints: Sendable {
 
     private func signIn(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let form = try await Self.form(request)
-        let address = context.trace.current.caller.address
         guard let token = form["token"], try await credential.accepts(token) else {
             context.trace.act(as: "console sign-in (refused)")
             var response = Self.html(ConsoleTemplates.render("signin", ["error": "That is not the admin token."]))
             response.status = .unauthorized
             return response
         }
-        let (cookieValue, session) = sessions.create(address: address)
+        let (cookieValue, session) = sessions.create()
         context.trace.act(as: "console session \(session.label)")
         var response = Self.redirect("/console/containers")
         response.headers[.setCookie] = cookie(value: cookieValue, maxAge: Int(sessions.lifetime.components.seconds))

@@ -16,8 +16,6 @@ final class ConsoleSessions: Sendable {
         var csrfToken: String
         var created: Int64
         var lastSeen: Int64
-        /// The address it signed in from.
-        var address: String
     }
 
     /// The cookie that carries a session.
@@ -35,12 +33,11 @@ final class ConsoleSessions: Sendable {
     }
 
     /// Starts a session; returns the cookie's value (the server keeps only its hash) and the session.
-    func create(address: String) -> (cookie: String, session: Session) {
+    func create() -> (cookie: String, session: Session) {
         let cookie = Secrets.makeToken()
         let now = clock.milliseconds
         let session = Session(
-            label: String(Secrets.hash(cookie).prefix(8)), csrfToken: Secrets.makeToken(), created: now, lastSeen: now,
-            address: address)
+            label: String(Secrets.hash(cookie).prefix(8)), csrfToken: Secrets.makeToken(), created: now, lastSeen: now)
         sessions.withLock { sessions in
             sessions = sessions.filter { isLive($0.value, now: now) }
             sessions[Secrets.hash(cookie)] = session

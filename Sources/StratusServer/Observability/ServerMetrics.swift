@@ -15,12 +15,12 @@ public final class ServerMetrics: Sendable {
     /// swift-metrics' factory over ``registry``.
     public let factory: PrometheusMetricsFactory
 
-    /// Records saved or deleted by `records/modify`.
-    let recordsWritten: CoreMetrics.Counter
+    /// Records saved or deleted by `records/modify` (counted by ``recordsWritten(_:)``).
+    private let recordsWrittenCounter: CoreMetrics.Counter
     /// Notifications put on a device's queue.
     let notificationsQueued: CoreMetrics.Counter
-    /// Notifications written to a device (WebSocket frame or poll answer).
-    let notificationsSent: CoreMetrics.Counter
+    /// Notifications written to a device (counted by ``notificationsSent(queuedAt:now:)``).
+    private let notificationsSentCounter: CoreMetrics.Counter
     /// Notifications dropped from a full queue (the device is told it missed some).
     let notificationsDropped: CoreMetrics.Counter
     /// Asset bytes uploaded.
@@ -64,9 +64,9 @@ public final class ServerMetrics: Sendable {
             "stratus_notification_wait_seconds": fast,
         ]
         self.factory = factory
-        recordsWritten = CoreMetrics.Counter(label: "stratus_records_written_total", factory: factory)
+        recordsWrittenCounter = CoreMetrics.Counter(label: "stratus_records_written_total", factory: factory)
         notificationsQueued = CoreMetrics.Counter(label: "stratus_notifications_queued_total", factory: factory)
-        notificationsSent = CoreMetrics.Counter(label: "stratus_notifications_sent_total", factory: factory)
+        notificationsSentCounter = CoreMetrics.Counter(label: "stratus_notifications_sent_total", factory: factory)
         notificationsDropped = CoreMetrics.Counter(label: "stratus_notifications_dropped_total", factory: factory)
         assetBytesIn = CoreMetrics.Counter(label: "stratus_asset_bytes_in_total", factory: factory)
         assetBytesOut = CoreMetrics.Counter(label: "stratus_asset_bytes_out_total", factory: factory)
@@ -103,7 +103,7 @@ public final class ServerMetrics: Sendable {
     /// Counts records a `records/modify` saved or deleted.
     func recordsWritten(_ count: Int) {
         guard count > 0 else { return }
-        recordsWritten.increment(by: count)
+        recordsWrittenCounter.increment(by: count)
         timeline.add { $0.recordsWritten += count }
     }
 
@@ -111,7 +111,7 @@ public final class ServerMetrics: Sendable {
     /// their `queuedAt` by the server's clock, in milliseconds).
     func notificationsSent(queuedAt: [Int64], now: Int64) {
         guard !queuedAt.isEmpty else { return }
-        notificationsSent.increment(by: queuedAt.count)
+        notificationsSentCounter.increment(by: queuedAt.count)
         var waited = 0.0
         for queued in queuedAt {
             let wait = max(0, now - queued)
