@@ -136,7 +136,10 @@ let package = Package(
         ),
         .target(
             name: "StratusStore",
-            dependencies: ["Stratus", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "Stratus", "StratusSync", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -279,7 +282,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", .product(name: "GRDB", package: "GRDB.swift")],
+            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", "StratusSync", "StratusTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusTests",

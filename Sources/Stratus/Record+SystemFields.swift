@@ -51,6 +51,18 @@ extension Record {
         lastModifiedUserRecordID = fields.lastModifiedUserRecordName.map { ID(recordName: $0) }
         lastModifiedDeviceID = fields.lastModifiedDeviceID
     }
+
+    /// A record with the system fields that ``encodeSystemFields()`` wrote and `serverValues`, the
+    /// field values the server held at that version, taken as unchanged: what is set afterwards
+    /// (`nil` included, which removes a field) is what a save sends. For stores that keep the
+    /// server's last values beside their own copy of the data, as a mirror of a local database does.
+    ///
+    /// - Throws: ``CloudError`` `invalidArguments` when `systemFieldsData` was not written by
+    ///   ``encodeSystemFields()``.
+    public init(systemFieldsData: Data, serverValues: [String: RecordFieldValue]) throws {
+        try self.init(systemFieldsData: systemFieldsData)
+        values = serverValues
+    }
 }
 
 /// The stored form of a record's system fields.

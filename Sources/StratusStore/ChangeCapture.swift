@@ -26,6 +26,9 @@ final class ChangeCapture: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Called after each commit of a transaction that changed a synced table (the mirror picks up
+    /// the new outbox entries then).
+    let afterCapturedCommit = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Creates the metadata tables and the triggers of `model` (replacing earlier ones, so they follow
     /// the model's columns), and registers the functions they call on `pool`'s writer.
@@ -149,9 +152,18 @@ final class ChangeCapture: Sendable {
         state.withLock { $0.author ?? StratusStore.appAuthor }
     }
 
+    /// The number of the transaction being written, when it changed a synced table so far.
+    func capturedTransaction() -> Int64? {
+        state.withLock { $0.transaction }
+    }
+
     /// The transaction ended: the next one asks for a number of its own.
-    fileprivate func transactionEnded() {
-        state.withLock { $0.transaction = nil }
+    fileprivate func transactionEnded(committed: Bool) {
+        let captured = state.withLock { state in
+            defer { state.transaction = nil }
+            return state.transaction != nil
+        }
+        if committed, captured, let action = afterCapturedCommit.withLock({ $0 }) { action() }
     }
 }
 
@@ -167,6 +179,6 @@ private final class TransactionEnd: TransactionObserver, @unchecked Sendable {
     // GRDB tells every observer of commits and rollbacks; no row event is needed.
     func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
     func databaseDidChange(with event: DatabaseEvent) {}
-    func databaseDidCommit(_ db: Database) { capture.transactionEnded() }
-    func databaseDidRollback(_ db: Database) { capture.transactionEnded() }
+    func databaseDidCommit(_ db: Database) { capture.transactionEnded(committed: true) }
+    func databaseDidRollback(_ db: Database) { capture.transactionEnded(committed: false) }
 }

@@ -1,3 +1,4 @@
+import Crypto
 public import Foundation
 public import GRDB
 public import Stratus
@@ -7,9 +8,10 @@ public import Stratus
 /// - the record type is the table's ``StoreTable/Configuration/synced(recordType:)``, the record
 ///   name the row's UUID (`uuidString`), the zone ``zoneName`` of the store's database;
 /// - each column but the key and the local columns is a field of the same name, holding the value
-///   as SQLite holds it: `INTEGER` → `INT64`, `REAL` → `DOUBLE`, `TEXT` → `STRING`, `BLOB` → `BYTES`,
-///   or an `ASSET` when larger than ``assetThreshold`` (as Core Data's mirroring moves large values to
-///   assets); `NULL` is an absent field;
+///   as SQLite holds it: `INTEGER` → `INT64`, `REAL` → `DOUBLE`, `TEXT` → `STRING`, `BLOB` → `BYTES`;
+///   a BLOB larger than ``assetThreshold`` goes as an `ASSET` in the field ``assetKey(_:)``
+///   (`<column>_ckAsset`, as Core Data's mirroring moves large values to assets); `NULL` is an
+///   absent field;
 /// - a relationship column holds the related row's record name (a `STRING`), not a `REFERENCE`, so
 ///   that no delete rule of the server acts behind the store's back; it is written back as the
 ///   column's own UUID form (`TEXT` or 16-byte `BLOB`).
@@ -28,6 +30,13 @@ public struct RecordMapping: Sendable {
         self.assetDirectory = assetDirectory
     }
 
+    /// The field holding a column's value when it travels as an asset: `<column>_ckAsset`, as Core
+    /// Data's mirroring names it. A field has one type in the schema, so a BLOB column keeps `BYTES`
+    /// in its own field and large values go to this one, the other field absent.
+    public static func assetKey(_ column: String) -> String {
+        column + "_ckAsset"
+    }
+
     /// The record ID of a row.
     public static func recordID(_ rowID: UUID) -> Stratus.Record.ID {
         Stratus.Record.ID(recordName: rowID.uuidString, zoneID: RecordZone.ID(zoneName: zoneName))
@@ -37,31 +46,10 @@ public struct RecordMapping: Sendable {
     public func record(of table: StoreTable, rowID: UUID, in db: GRDB.Database) throws -> Stratus.Record? {
         guard case .synced(let recordType) = table.configuration else { return nil }
         let columns = try StoreColumns(table, in: db)
-        guard let row = try Row.fetchOne(
-            db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
-            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
-        else { return nil }
+        guard let values = try columnValues(of: table, rowID: rowID, columns: columns, in: db) else { return nil }
         var record = Stratus.Record(recordType: recordType, recordID: Self.recordID(rowID))
-        for column in columns.fields {
-            let value: DatabaseValue = row[column]
-            if columns.relationships.contains(column) {
-                record.setFieldValue(UUID.fromDatabaseValue(value).map { .string($0.uuidString) }, forKey: column)
-                continue
-            }
-            switch value.storage {
-            case .null: record.setFieldValue(nil, forKey: column)
-            case .int64(let integer) where columns.realColumns.contains(column):
-                record.setFieldValue(.double(Double(integer)), forKey: column)
-            case .int64(let integer): record.setFieldValue(.int64(integer), forKey: column)
-            case .double(let real): record.setFieldValue(.double(real), forKey: column)
-            case .string(let text): record.setFieldValue(.string(text), forKey: column)
-            case .blob(let bytes) where bytes.count > assetThreshold:
-                try FileManager.default.createDirectory(at: assetDirectory, withIntermediateDirectories: true)
-                let file = assetDirectory.appendingPathComponent("\(table.name)-\(rowID.uuidString)-\(column)")
-                try bytes.write(to: file, options: .atomic)
-                record.setFieldValue(.asset(Asset(fileURL: file)), forKey: column)
-            case .blob(let bytes): record.setFieldValue(.bytes(bytes), forKey: column)
-            }
+        for (key, value) in try fields(of: values, table: table, rowID: rowID, columns: columns) {
+            record.setFieldValue(value, forKey: key)
         }
         return record
     }
@@ -75,11 +63,84 @@ public struct RecordMapping: Sendable {
             throw StoreMappingError(reason: "record '\(record.recordID.recordName)' of '\(table.name)' is not named by a UUID")
         }
         let columns = try StoreColumns(table, in: db)
+        try write(try columnValues(of: record, table: table, columns: columns), rowID: rowID, to: table, columns: columns, in: db)
+    }
+
+    // MARK: Values
+
+    /// The values of the row's mirrored columns (no key, no local columns; `NULL` left out), `nil`
+    /// when there is no row.
+    func columnValues(
+        of table: StoreTable, rowID: UUID, columns: StoreColumns, in db: GRDB.Database
+    ) throws -> [String: DatabaseValue]? {
+        guard let row = try Row.fetchOne(
+            db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
+            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+        else { return nil }
+        var values: [String: DatabaseValue] = [:]
+        for column in columns.fields {
+            let value: DatabaseValue = row[column]
+            if !value.isNull { values[column] = value }
+        }
+        return values
+    }
+
+    /// The record fields of mirrored column values: large BLOBs become assets in the column's
+    /// ``assetKey(_:)`` field, written to a file named by their content (so that equal contents are
+    /// equal assets) unless it exists.
+    func fields(
+        of values: [String: DatabaseValue], table: StoreTable, rowID: UUID, columns: StoreColumns
+    ) throws -> [String: RecordFieldValue] {
+        var fields: [String: RecordFieldValue] = [:]
+        for (column, value) in values {
+            if columns.relationships.contains(column) {
+                if let related = UUID.fromDatabaseValue(value) { fields[column] = .string(related.uuidString) }
+                continue
+            }
+            switch value.storage {
+            case .null: continue
+            case .int64(let integer) where columns.realColumns.contains(column): fields[column] = .double(Double(integer))
+            case .int64(let integer): fields[column] = .int64(integer)
+            case .double(let real): fields[column] = .double(real)
+            case .string(let text): fields[column] = .string(text)
+            case .blob(let bytes) where bytes.count > assetThreshold:
+                let file = assetDirectory.appendingPathComponent(SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())
+                if !FileManager.default.fileExists(atPath: file.path) {
+                    try FileManager.default.createDirectory(at: assetDirectory, withIntermediateDirectories: true)
+                    try bytes.write(to: file, options: .atomic)
+                }
+                fields[Self.assetKey(column)] = .asset(Asset(fileURL: file))
+            case .blob(let bytes): fields[column] = .bytes(bytes)
+            }
+        }
+        return fields
+    }
+
+    /// The column values a record's fields stand for (absent and empty fields left out).
+    func columnValues(
+        of record: Stratus.Record, table: StoreTable, columns: StoreColumns
+    ) throws -> [String: DatabaseValue] {
+        var values: [String: DatabaseValue] = [:]
+        for column in columns.fields {
+            let field = record.fieldValue(forKey: column) ?? record.fieldValue(forKey: Self.assetKey(column))
+            let value = try databaseValue(field, column: column, of: table, columns: columns)
+            if !value.isNull { values[column] = value }
+        }
+        return values
+    }
+
+    /// Writes mirrored column values into the row of `rowID` (inserting it when it is new): a column
+    /// without a value is `NULL`, except a `NOT NULL` column with a default, which keeps its value
+    /// (or takes its default in a new row). Local columns are left alone; an existing row keeps the
+    /// form its key is stored in.
+    func write(
+        _ values: [String: DatabaseValue], rowID: UUID, to table: StoreTable, columns: StoreColumns, in db: GRDB.Database
+    ) throws {
         let name = table.name.quotedDatabaseIdentifier
         let key = columns.key.quotedDatabaseIdentifier
         var assigned: [(column: String, value: DatabaseValue)] = []
         for column in columns.fields {
-            let value = try databaseValue(record.fieldValue(forKey: column), column: column, of: table, columns: columns)
+            let value = values[column] ?? .null
             if value.isNull, columns.defaultedColumns.contains(column) { continue }
             assigned.append((column, value))
         }
@@ -99,6 +160,13 @@ public struct RecordMapping: Sendable {
                     """,
                 arguments: StatementArguments([columns.keyValue(rowID)] + assigned.map(\.value)))
         }
+    }
+
+    /// Deletes the row of `rowID`, whatever form its key is stored in.
+    func delete(rowID: UUID, from table: StoreTable, columns: StoreColumns, in db: GRDB.Database) throws {
+        try db.execute(
+            sql: "DELETE FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
+            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
     }
 
     private func databaseValue(

@@ -1,5 +1,6 @@
 public import Foundation
 public import GRDB
+public import Stratus
 
 /// The app's own SQLite database, mirrored to a Stratus server: the app reads and writes its tables
 /// with GRDB, and the store captures every change to the synced ones (``StoreModel``) in the same
@@ -18,54 +19,85 @@ public final class StratusStore: Sendable {
     /// The declared tables.
     public let model: StoreModel
     private let capture: ChangeCapture
+    private let mirror: StoreMirror?
 
-    private init(pool: DatabasePool, model: StoreModel, capture: ChangeCapture) {
+    private init(pool: DatabasePool, model: StoreModel, capture: ChangeCapture, mirror: StoreMirror?) {
         self.pool = pool
         self.model = model
         self.capture = capture
+        self.mirror = mirror
     }
 
     /// Opens a store over `pool`: checks `model` against the tables and the rules of mirroring
-    /// (throwing ``StoreModelError`` with every rule it breaks), then installs the change capture.
-    public static func open(_ pool: DatabasePool, model: StoreModel) async throws -> StratusStore {
+    /// (throwing ``StoreModelError`` with every rule it breaks), installs the change capture and,
+    /// with `mirroring`, starts mirroring the synced tables to its database.
+    public static func open(_ pool: DatabasePool, model: StoreModel, mirroring: Mirroring? = nil) async throws -> StratusStore {
         let violations = try await pool.read { db in try StoreModelChecker.violations(of: model, in: db) }
         guard violations.isEmpty else { throw StoreModelError(violations: violations) }
         let capture = try await ChangeCapture.install(model, on: pool)
-        return StratusStore(pool: pool, model: model, capture: capture)
+        var mirror: StoreMirror?
+        if let mirroring {
+            mirror = try await StoreMirror(pool: pool, model: model, capture: capture, configuration: mirroring)
+        }
+        return StratusStore(pool: pool, model: model, capture: capture, mirror: mirror)
+    }
+
+    // MARK: Mirroring
+
+    /// Sends every local change the server has not confirmed, then applies what changed on the
+    /// server. A store opened with ``Mirroring/automaticallySync`` does both by itself.
+    ///
+    /// - Throws: ``CloudError``: a passing one (the network, the server unavailable) leaves every
+    ///   change pending for the next sync; `invalidArguments` when the store was opened without mirroring.
+    public func sync() async throws {
+        try await requireMirror().sync()
+    }
+
+    /// Where mirroring stands: how many local changes wait, and whether everything local is on the
+    /// server and the last import reached the server's latest changes.
+    public func syncStatus() async throws -> StoreSyncStatus {
+        try await requireMirror().status()
+    }
+
+    /// A notification after each transaction that applied changes from the server (seed 001's
+    /// `NSPersistentStoreRemoteChange`), carrying the history token after it, until the stream is
+    /// dropped. Empty for a store opened without mirroring.
+    public func remoteChanges() -> AsyncStream<StoreRemoteChange> {
+        mirror?.remoteChanges.stream() ?? AsyncStream { $0.finish() }
+    }
+
+    /// The mirror's setup, imports and exports as they start and end (`NSPersistentCloudKitContainer.Event`),
+    /// until the stream is dropped. Empty for a store opened without mirroring.
+    public func events() -> AsyncStream<StoreEvent> {
+        mirror?.events.stream() ?? AsyncStream { $0.finish() }
+    }
+
+    private func requireMirror() throws -> StoreMirror {
+        guard let mirror else {
+            throw CloudError(.invalidArguments, "this store was opened without mirroring: pass `mirroring:` to StratusStore.open")
+        }
+        return mirror
     }
 
     /// Writes in one transaction, as `author`: the history records the author of each change, so
     /// that a consumer can skip its own writes (``history(after:excludingAuthors:limit:)``).
     public func write<T: Sendable>(
-        author: String = StratusStore.appAuthor, _ body: @escaping @Sendable (Database) throws -> T
+        author: String = StratusStore.appAuthor, _ body: @escaping @Sendable (GRDB.Database) throws -> T
     ) async throws -> T {
         try await pool.write { [capture] db in try capture.writing(as: author) { try body(db) } }
     }
 
-    /// The outbox: every row with a change the server has not confirmed, oldest entry first. Empty
+    /// The outbox: every row with a change the server has not confirmed, oldest change first. Empty
     /// means everything written locally has been confirmed by the server.
     public func pendingChanges() async throws -> [PendingChange] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM stratusstore_outbox ORDER BY rowid").compactMap { row in
-                guard let rowID = UUID.fromDatabaseValue(row["row_id"]),
-                    let operation = PendingChange.Operation(rawValue: row["operation"])
-                else { return nil }
-                return PendingChange(
-                    table: row["table_name"], rowID: rowID, operation: operation, version: row["version"],
-                    storedKey: row["row_id"])
-            }
-        }
+        try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) }
     }
 
     /// Removes outbox entries the server confirmed, each only if no change came after the version
     /// that was sent.
     public func confirm(_ changes: [PendingChange]) async throws {
         try await pool.write { db in
-            for change in changes {
-                try db.execute(
-                    sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?",
-                    arguments: [change.table, change.storedKey, change.version])
-            }
+            for change in changes { try StoreMetadata.confirm(change, in: db) }
         }
     }
 
@@ -167,4 +199,88 @@ public struct HistoryChange: Sendable, Equatable {
     /// The row's primary key.
     public var rowID: UUID
     public var operation: Operation
+}
+
+extension StratusStore {
+    /// How a store mirrors its synced tables (`NSPersistentCloudKitContainerOptions`).
+    public struct Mirroring: Sendable {
+        /// The database mirrored to: the signed-in user's private database.
+        public var database: Stratus.Database
+        /// What wins when the server's record and an unsent local change disagree
+        /// (``StoreMergePolicy/mergeByPropertyObjectTrump`` by default).
+        public var mergePolicy: StoreMergePolicy
+        /// Merges of their own for some tables, by table name, used instead of ``mergePolicy``.
+        public var customMerges: [String: StoreCustomMerge]
+        /// Whether the store syncs by itself (`true` by default): local commits are sent, the
+        /// server's notifications fetched, failures retried. Without it only ``StratusStore/sync()`` syncs.
+        public var automaticallySync: Bool
+        /// BLOB values larger than this many bytes travel as assets (1 MB by default).
+        public var assetThreshold: Int
+        /// Where the files of outgoing assets are written before upload.
+        public var assetDirectory: URL
+
+        /// Mirroring to `database`, writing outgoing asset files in `assetDirectory`.
+        public init(
+            database: Stratus.Database, assetDirectory: URL, mergePolicy: StoreMergePolicy = .mergeByPropertyObjectTrump,
+            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = true, assetThreshold: Int = 1_000_000
+        ) {
+            self.database = database
+            self.assetDirectory = assetDirectory
+            self.mergePolicy = mergePolicy
+            self.customMerges = customMerges
+            self.automaticallySync = automaticallySync
+            self.assetThreshold = assetThreshold
+        }
+    }
+}
+
+/// Changes from the server were applied (seed 001's `NSPersistentStoreRemoteChange`).
+public struct StoreRemoteChange: Sendable, Equatable {
+    /// The history after the transaction that applied them: read ``StratusStore/history(after:excludingAuthors:limit:)``
+    /// up to here to see what changed.
+    public var historyToken: HistoryToken
+}
+
+/// A step of mirroring (`NSPersistentCloudKitContainer.Event`): reported once when it starts
+/// (``endDate`` `nil`) and once when it ends, with the same ``id``.
+public struct StoreEvent: Sendable, Identifiable {
+    /// What the mirror did.
+    public enum Kind: Sendable, Hashable {
+        /// Getting ready to mirror: the store's zone on the server.
+        case setup
+        /// Fetching and applying the server's changes.
+        case `import`
+        /// Sending local changes.
+        case export
+    }
+
+    public let id: UUID
+    public let kind: Kind
+    public let startDate: Date
+    /// When it ended; `nil` in the report of its start.
+    public internal(set) var endDate: Date?
+    /// Whether it ended without error.
+    public internal(set) var succeeded: Bool
+    /// Why it failed, or what the server refused.
+    public internal(set) var error: CloudError?
+
+    init(kind: Kind) {
+        id = UUID()
+        self.kind = kind
+        startDate = Date()
+        succeeded = false
+    }
+}
+
+/// Where mirroring stands (``StratusStore/syncStatus()``).
+public struct StoreSyncStatus: Sendable {
+    /// Local changes the server has not confirmed (the outbox's entries).
+    public var pendingChanges: Int
+    /// When the last import ended having fetched every change the server had.
+    public var lastCompleteImport: Date?
+    /// The last failure: a change the server refused, a record no row could hold, a page not applied.
+    public var lastError: CloudError?
+    /// `true` only when every local change is on the server, the last import reached the server's
+    /// latest changes, and no notification since says there are more.
+    public var isUpToDate: Bool
 }

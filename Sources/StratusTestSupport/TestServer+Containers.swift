@@ -28,6 +28,14 @@ extension TestServer {
         try await container.signUp(username: username, password: "correct horse")
         return container
     }
+
+    /// Another device of `username`'s account (made by ``signedInContainer(_:device:)``): its own
+    /// container, signed in with the password.
+    package func device(of username: String) async throws -> Container {
+        let container = makeContainer()
+        try await container.signIn(username: username, password: "correct horse")
+        return container
+    }
 }
 
 /// Runs `body` against a fresh server and removes it afterwards, whether `body` fails or not.
@@ -53,4 +61,15 @@ package var productsDirectory: URL {
     }
     #endif
     return Bundle.main.bundleURL
+}
+
+/// Whether `condition` holds within `timeout`, checking every 10 ms: for what another device or a
+/// background task does in its own time.
+package func eventually(within timeout: Duration = .seconds(30), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
 }

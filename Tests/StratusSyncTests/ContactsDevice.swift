@@ -226,12 +226,3 @@ extension SyncEngine.Event {
         }
     }
 }
-
-extension TestServer {
-    /// A second device of `username`'s account: its own container, signed in with the password.
-    func device(of username: String) async throws -> Container {
-        let container = makeContainer()
-        try await container.signIn(username: username, password: "correct horse")
-        return container
-    }
-}

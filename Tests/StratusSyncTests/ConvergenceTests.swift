@@ -145,16 +145,6 @@ final class AcknowledgedWrites: Sendable {
     }
 }
 
-/// Whether `condition` holds within `timeout`, checking every 10 ms.
-func eventually(within timeout: Duration = .seconds(30), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return await condition()
-}
-
 /// A small seeded random number generator, so a failing run can be repeated with its seed.
 struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64

@@ -1,0 +1,304 @@
+import Foundation
+import GRDB
+import Stratus
+import StratusStore
+import StratusTestSupport
+import Synchronization
+import Testing
+
+/// The mirror: stores on several devices of one user, each on its own SQLite file, converging
+/// through one real server.
+@Suite("StratusStore: mirroring through a server")
+struct StoreMirrorTests {
+    /// One device: the app's database file, and the store over it.
+    struct Device {
+        let pool: DatabasePool
+        let store: StratusStore
+        let container: Container
+
+        static func open(
+            _ directory: URL, container: Container, mergePolicy: StoreMergePolicy = .mergeByPropertyObjectTrump,
+            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = false
+        ) async throws -> Device {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let pool = try StoreFoundationTests.makePool(directory)
+            let store = try await StratusStore.open(
+                pool, model: StoreFoundationTests.model,
+                mirroring: StratusStore.Mirroring(
+                    database: container.privateCloudDatabase, assetDirectory: directory.appendingPathComponent("outgoing"),
+                    mergePolicy: mergePolicy, customMerges: customMerges, automaticallySync: automaticallySync,
+                    assetThreshold: 1_000))
+            return Device(pool: pool, store: store, container: container)
+        }
+
+        /// The synced columns of every list and item, keyed by UUID, in a form to compare.
+        func contents() async throws -> [String: String] {
+            try await pool.read { db in
+                var contents: [String: String] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT id, title FROM lists") {
+                    contents["list " + (UUID.fromDatabaseValue(row["id"])?.uuidString ?? "?")] = "\(row["title"] as String)"
+                }
+                for row in try Row.fetchAll(db, sql: "SELECT id, listID, title, done, attachment FROM items") {
+                    let attachment = (row["attachment"] as Data?).map { "\($0.count) bytes \($0.hashValue)" } ?? "none"
+                    contents["item " + (UUID.fromDatabaseValue(row["id"])?.uuidString ?? "?")] =
+                        "\(row["title"] as String? ?? "nil") list=\(row["listID"] as String? ?? "nil") done=\(row["done"] as Int? ?? -1) \(attachment)"
+                }
+                return contents
+            }
+        }
+
+        func item(_ id: UUID) async throws -> Row? {
+            try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]) }
+        }
+    }
+
+    static func withDevices(
+        _ names: [String], user: String = "mei", automaticallySync: Bool = false,
+        _ body: (TestServer, [Device]) async throws -> Void
+    ) async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                var devices: [Device] = []
+                for (index, name) in names.enumerated() {
+                    let container =
+                        index == 0 ? try await server.signedInContainer(user) : try await server.device(of: user)
+                    devices.append(try await Device.open(
+                        directory.appendingPathComponent(name), container: container, automaticallySync: automaticallySync))
+                }
+                try await body(server, devices)
+            }
+        }
+    }
+
+    @Test("two devices converge through one server: inserts, updates, cleared fields, deletes, relationships and BLOBs; local-only data stays on the device; the status is true")
+    func convergence() async throws {
+        try await Self.withDevices(["phone", "laptop"]) { _, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            let list = UUID()
+            let (milk, photo) = (UUID(), UUID())
+            let large = Data((0..<5_000).map { UInt8($0 % 251) })
+            try await phone.pool.write { db in
+                try db.execute(sql: "INSERT INTO lists (id, title, collapsed) VALUES (?, 'Groceries', 1)", arguments: [list.uuidString])
+                try db.execute(
+                    sql: "INSERT INTO items (id, listID, title, done, attachment) VALUES (?, ?, 'Milk', 0, ?)",
+                    arguments: [milk, list.uuidString, Data("2 litres".utf8)])
+                try db.execute(
+                    sql: "INSERT INTO items (id, listID, title, attachment) VALUES (?, ?, 'Photo', ?)",
+                    arguments: [photo, list.uuidString, large])
+                try db.execute(sql: "INSERT INTO thumbnails (id, itemID, bytes) VALUES (?, ?, x'00')", arguments: [UUID().uuidString, photo])
+            }
+            #expect(try await phone.store.syncStatus().isUpToDate == false)
+            #expect(try await phone.store.syncStatus().pendingChanges == 3)
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            let phoneStatus = try await phone.store.syncStatus()
+            #expect(try await laptop.contents() == phone.contents(), "\(phoneStatus)")
+            #expect(try await laptop.contents().count == 3)
+            #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT collapsed FROM lists") } == 0,
+                "a local column does not travel")
+            #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM thumbnails") } == 0)
+
+            // What the server holds: two record types, no local table, no local column; the large
+            // BLOB as an asset.
+            let changes = try await phone.container.privateCloudDatabase.recordZoneChanges(
+                inZoneWith: RecordZone.ID(zoneName: RecordMapping.zoneName), since: nil)
+            let records = try changes.modificationResultsByID.values.map { try $0.get() }
+            #expect(Set(records.map(\.recordType)) == ["List", "Item"])
+            #expect(records.allSatisfy { $0.fieldValue(forKey: "collapsed") == nil && $0.fieldValue(forKey: "bytes") == nil })
+            let photoRecord = try #require(records.first { $0.recordID.recordName == photo.uuidString })
+            guard case .asset? = photoRecord.fieldValue(forKey: "attachment_ckAsset") else {
+                Issue.record("a BLOB over the threshold is an asset on the server")
+                return
+            }
+
+            // The laptop edits one item, clears its attachment, and deletes the other.
+            try await laptop.pool.write { db in
+                try db.execute(sql: "UPDATE items SET title = 'Oat milk', attachment = NULL, done = 1 WHERE id = ?", arguments: [milk])
+                try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [photo])
+            }
+            try await laptop.store.sync()
+            try await phone.store.sync()
+            #expect(try await phone.contents() == laptop.contents())
+            #expect(try await phone.item(milk)?["attachment"] as Data? == nil, "a cleared field is cleared on the other device")
+            #expect(try await phone.item(photo) == nil)
+
+            // Deleted and inserted again under its UUID: the new row is what the other device gets.
+            try await phone.pool.write { db in try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [milk]) }
+            try await phone.pool.write { db in
+                try db.execute(sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, 'Milk again')", arguments: [milk, list.uuidString])
+            }
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            #expect(try await laptop.item(milk)?["title"] as String? == "Milk again")
+            #expect(try await phone.contents() == laptop.contents())
+
+            try await phone.store.sync()
+            for device in [phone, laptop] {
+                let status = try await device.store.syncStatus()
+                #expect(status.pendingChanges == 0 && status.isUpToDate && status.lastError == nil, "\(status)")
+            }
+        }
+    }
+
+    /// What each policy makes of one edit per side: the phone changed the title and the attachment
+    /// and sent first; the laptop changed the title and `done`, and sends second.
+    @Test(
+        "each merge policy decides a concurrent edit as documented, on both devices",
+        arguments: [
+            (StoreMergePolicy.mergeByPropertyStoreTrump, "phone", true, 1),
+            (.mergeByPropertyObjectTrump, "laptop", true, 1),
+            (.overwrite, "laptop", false, 1),
+            (.rollback, "phone", true, 0),
+        ])
+    func mergePolicies(policy: StoreMergePolicy, title: String, phoneAttachment: Bool, done: Int) async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phone = try await Device.open(
+                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
+                let laptop = try await Device.open(
+                    directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"), mergePolicy: policy)
+                let item = UUID()
+                try await phone.pool.write { db in
+                    try db.execute(sql: "INSERT INTO items (id, title, done) VALUES (?, 'first', 0)", arguments: [item])
+                }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+
+                try await phone.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'phone', attachment = x'01' WHERE id = ?", arguments: [item])
+                }
+                try await phone.store.sync()
+                try await laptop.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'laptop', done = 1 WHERE id = ?", arguments: [item])
+                }
+                try await laptop.store.sync()
+                try await phone.store.sync()
+
+                for device in [laptop, phone] {
+                    let row = try #require(try await device.item(item))
+                    #expect(row["title"] as String == title)
+                    #expect((row["attachment"] as Data? != nil) == phoneAttachment)
+                    #expect(row["done"] as Int == done)
+                }
+                #expect(try await laptop.store.pendingChanges().isEmpty)
+            }
+        }
+    }
+
+    @Test("a row deleted on one device and edited on the other: the store's side wins under store-trump, the edit under object-trump")
+    func deletionAgainstEdit() async throws {
+        for (policy, survives) in [(StoreMergePolicy.mergeByPropertyStoreTrump, false), (.mergeByPropertyObjectTrump, true)] {
+            try await withServer { server in
+                try await StoreFoundationTests.withDirectory { directory in
+                    let phone = try await Device.open(
+                        directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
+                    let laptop = try await Device.open(
+                        directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"),
+                        mergePolicy: policy)
+                    let item = UUID()
+                    try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [item]) }
+                    try await phone.store.sync()
+                    try await laptop.store.sync()
+                    try await phone.pool.write { db in try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [item]) }
+                    try await phone.store.sync()
+                    try await laptop.pool.write { db in
+                        try db.execute(sql: "UPDATE items SET title = 'edited' WHERE id = ?", arguments: [item])
+                    }
+                    try await laptop.store.sync()
+                    try await phone.store.sync()
+                    for device in [laptop, phone] {
+                        #expect(try await device.item(item)?["title"] as String? == (survives ? "edited" : nil), "\(policy)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("a table's own merge sees the ancestor, the local and the server values, and its result reaches both devices")
+    func customMerge() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let seen = Mutex<[StoreConflict]>([])
+                let merge: StoreCustomMerge = { conflict in
+                    seen.withLock { $0.append(conflict) }
+                    var merged = conflict.server ?? [:]
+                    let titles = [conflict.local?["title"], conflict.server?["title"]].compactMap { $0.flatMap(String.fromDatabaseValue) }
+                    merged["title"] = titles.joined(separator: "+").databaseValue
+                    return merged
+                }
+                let phone = try await Device.open(
+                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
+                let laptop = try await Device.open(
+                    directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"),
+                    customMerges: ["items": merge])
+                let item = UUID()
+                try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [item]) }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                try await phone.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'phone' WHERE id = ?", arguments: [item]) }
+                try await phone.store.sync()
+                try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'laptop' WHERE id = ?", arguments: [item]) }
+                try await laptop.store.sync()
+                try await phone.store.sync()
+
+                let conflict = try #require(seen.withLock { $0.first })
+                #expect(conflict.table == "items" && conflict.rowID == item)
+                #expect(conflict.ancestor?["title"] == "first".databaseValue)
+                #expect(conflict.local?["title"] == "laptop".databaseValue)
+                #expect(conflict.server?["title"] == "phone".databaseValue)
+                for device in [laptop, phone] {
+                    #expect(try await device.item(item)?["title"] as String? == "laptop+phone")
+                }
+            }
+        }
+    }
+
+    @Test("with automatic sync a plain write reaches the other device; it hears of it as a remote change whose token reads the import in the history; events report setup, export and import")
+    func automaticSyncAndNotifications() async throws {
+        try await Self.withDevices(["phone", "laptop"], automaticallySync: true) { _, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            let phoneEvents = phone.store.events()
+            let remoteChanges = laptop.store.remoteChanges()
+            let before = try await laptop.store.history().token
+            let item = UUID()
+            try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'typed')", arguments: [item]) }
+            #expect(await eventually { (try? await laptop.item(item)?["title"] as String?) == "typed" })
+
+            var iterator = remoteChanges.makeAsyncIterator()
+            let change = try #require(await iterator.next())
+            let page = try await laptop.store.history(after: before)
+            #expect(page.transactions.last?.token == change.historyToken)
+            #expect(page.transactions.contains { $0.author == StratusStore.importAuthor && $0.changes.map(\.rowID) == [item] })
+
+            var seen: [StoreEvent] = []
+            for await event in phoneEvents {
+                seen.append(event)
+                if event.kind == .export, event.endDate != nil { break }
+            }
+            let export = seen.filter { $0.kind == .export }
+            #expect(export.count == 2 && export[0].id == export[1].id && export[1].succeeded)
+            #expect(await eventually { (try? await phone.store.syncStatus().pendingChanges) == 0 })
+        }
+    }
+
+    @Test("the server going away keeps every change in the outbox; they all land once it is back")
+    func serverAway() async throws {
+        try await Self.withDevices(["phone", "laptop"]) { started, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            try await phone.store.sync()
+            try await started.stop()
+            let items = (0..<5).map { _ in UUID() }
+            for item in items {
+                try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'offline')", arguments: [item]) }
+            }
+            await #expect(throws: CloudError.self) { try await phone.store.sync() }
+            #expect(try await phone.store.pendingChanges().count == 5)
+            #expect(try await phone.store.syncStatus().isUpToDate == false)
+            _ = try await started.restart()
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            #expect(try await laptop.contents() == phone.contents())
+            #expect(try await laptop.contents().count == 5)
+        }
+    }
+}
