@@ -47,7 +47,10 @@ let package = Package(
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
-        .target(name: "StratusModel", swiftSettings: swiftSettings),
+        .target(
+            name: "StratusModel", dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "StratusStorage",
             dependencies: [

@@ -96,6 +96,9 @@ public enum Endpoints {
     /// `records/changes`.
     public static let recordsChanges =
         Endpoint<RecordChangesRequest, RecordChangesResponse>(.post, .database, "records/changes")
+    /// `records/digest` (a Stratus extension): a digest of a zone's live records at a sync token.
+    public static let recordsDigest =
+        Endpoint<ZoneDigestRequest, ZoneDigestResponse>(.post, .database, "records/digest")
     /// `changes/zone`.
     public static let changesZone = Endpoint<ZoneChangesRequest, UntypedBody>(.post, .database, "changes/zone")
     /// `changes/database`.
@@ -175,7 +178,7 @@ public enum Endpoints {
     /// Every endpoint of the table.
     public static let all: [AnyEndpoint] = [
         zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
-        recordsLookup.erased, recordsResolve.erased, recordsAccept.erased, recordsQuery.erased, recordsChanges.erased, changesZone.erased, changesDatabase.erased,
+        recordsLookup.erased, recordsResolve.erased, recordsAccept.erased, recordsQuery.erased, recordsChanges.erased, recordsDigest.erased, changesZone.erased, changesDatabase.erased,
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
         usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,

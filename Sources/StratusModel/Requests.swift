@@ -212,6 +212,25 @@ public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable, JSONWrita
     }
 }
 
+/// The body of `records/digest` (a Stratus extension): the zone whose live records to digest.
+public struct ZoneDigestRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
+    /// The zone.
+    public var zoneID: ZoneID?
+
+    /// Creates a request.
+    public init(zoneID: ZoneID) { self.zoneID = zoneID }
+
+    public init(json: JSONValue) throws {
+        zoneID = try json.object().decodeIfPresent("zoneID")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("zoneID", zoneID)
+        writer.endObject()
+    }
+}
+
 /// The body of `changes/zone`: several zones at once; per-zone values override the shared ones.
 public struct ZoneChangesRequest: Hashable, Sendable, JSONDecodable {
     /// The zones to read.

@@ -72,6 +72,28 @@ public struct RecordChangesResponse: Sendable, JSONDecodable {
     }
 }
 
+/// The answer of `records/digest` (a Stratus extension): a ``RecordSetDigest`` of a zone's live
+/// records, and the sync token at which they were read.
+public struct ZoneDigestResponse: Sendable, JSONDecodable {
+    /// The zone read.
+    public var zoneID: ZoneID
+    /// The zone's change token at the state digested: a client whose feed reached this token, with no
+    /// unsent changes, holds exactly these records.
+    public var syncToken: String
+    /// How many live records the zone holds.
+    public var recordCount: Int
+    /// ``RecordSetDigest/hexDigest`` of those records.
+    public var digest: String
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        zoneID = try object.decode("zoneID")
+        syncToken = try object.decode("syncToken")
+        recordCount = try object.decode("recordCount")
+        digest = try object.decode("digest")
+    }
+}
+
 /// One page of a database's zone feed: the answer of `changes/database`.
 public struct DatabaseChangesResponse: Sendable, JSONDecodable {
     /// Zones created, changed or deleted (`deleted: true`) since the token.

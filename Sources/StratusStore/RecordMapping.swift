@@ -47,6 +47,12 @@ public struct RecordMapping: Sendable {
         guard case .synced(let recordType) = table.configuration else { return nil }
         let columns = try StoreColumns(table, in: db)
         guard let values = try columnValues(of: table, rowID: rowID, columns: columns, in: db) else { return nil }
+        return try record(recordType, rowID: rowID, values: values, table: table, columns: columns)
+    }
+
+    private func record(
+        _ recordType: String, rowID: UUID, values: [String: DatabaseValue], table: StoreTable, columns: StoreColumns
+    ) throws -> Stratus.Record {
         var record = Stratus.Record(recordType: recordType, recordID: Self.recordID(rowID))
         for (key, value) in try fields(of: values, table: table, rowID: rowID, columns: columns) {
             record.setFieldValue(value, forKey: key)
@@ -77,12 +83,33 @@ public struct RecordMapping: Sendable {
             db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
             arguments: StatementArguments(StoreColumns.keyForms(rowID)))
         else { return nil }
+        return Self.columnValues(of: row, columns: columns)
+    }
+
+    /// The values of a row's mirrored columns, `NULL` left out.
+    private static func columnValues(of row: Row, columns: StoreColumns) -> [String: DatabaseValue] {
         var values: [String: DatabaseValue] = [:]
         for column in columns.fields {
             let value: DatabaseValue = row[column]
             if !value.isNull { values[column] = value }
         }
         return values
+    }
+
+    /// The records of every row of a synced `table`, as ``record(of:rowID:in:)`` makes each.
+    public func records(of table: StoreTable, in db: GRDB.Database) throws -> [Stratus.Record] {
+        guard case .synced(let recordType) = table.configuration else { return [] }
+        let columns = try StoreColumns(table, in: db)
+        let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier)")
+        var records: [Stratus.Record] = []
+        while let row = try rows.next() {
+            guard let rowID = UUID.fromDatabaseValue(row[columns.key]) else {
+                throw StoreMappingError(reason: "a row of '\(table.name)' has a key that is not a UUID")
+            }
+            records.append(
+                try record(recordType, rowID: rowID, values: Self.columnValues(of: row, columns: columns), table: table, columns: columns))
+        }
+        return records
     }
 
     /// The record fields of mirrored column values: large BLOBs become assets in the column's

@@ -75,6 +75,11 @@ enum StoreMetadata {
         ).flatMap(PendingChange.init(row:))
     }
 
+    /// How many rows have a change the server has not confirmed.
+    static func outboxCount(in db: GRDB.Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM stratusstore_outbox") ?? 0
+    }
+
     /// The outbox entries with a version above `version`, oldest first.
     static func outbox(after version: Int64, in db: GRDB.Database) throws -> [PendingChange] {
         try Row.fetchAll(db, sql: "SELECT * FROM stratusstore_outbox WHERE version > ? ORDER BY version", arguments: [version])

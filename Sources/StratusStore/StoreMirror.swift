@@ -101,11 +101,31 @@ actor StoreMirror: SyncEngineDelegate {
 
     /// Where mirroring stands.
     func status() async throws -> StoreSyncStatus {
-        let pending = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM stratusstore_outbox") ?? 0 }
+        let pending = try await pool.read { db in try StoreMetadata.outboxCount(in: db) }
         let serverAhead = !engine.state.zoneIDsWithUnfetchedServerChanges.isEmpty || !engine.state.pendingDatabaseChanges.isEmpty
         return StoreSyncStatus(
             pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: lastError,
             isUpToDate: pending == 0 && lastCompleteFetch != nil && !serverAhead && zoneSaved)
+    }
+
+    /// Syncs, then compares the digest of the local rows with the server's digest of the zone at a
+    /// moment the server held still: read before and after the local digest at the same token.
+    func verify() async throws -> StoreVerification {
+        let zoneID = Self.zone.zoneID
+        for _ in 0..<3 {
+            try await sync()
+            let (server, changeToken) = try await configuration.database.zoneDigest(inZoneWith: zoneID)
+            try await engine.fetchChanges()
+            let (local, pending) = try await pool.read { [model, mapping] db in
+                let records = try model.syncedTables.flatMap { try mapping.records(of: $0, in: db) }
+                return (try ZoneDigest(records: records), try StoreMetadata.outboxCount(in: db))
+            }
+            let (_, laterToken) = try await configuration.database.zoneDigest(inZoneWith: zoneID)
+            guard laterToken == changeToken, pending == 0 else { continue }
+            return StoreVerification(local: local, server: server)
+        }
+        throw CloudError(
+            .serviceUnavailable, "the store or its zone kept changing while it was verified; verify again when it is quiet")
     }
 
     // MARK: - The outbox into the engine

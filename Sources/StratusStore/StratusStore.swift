@@ -59,6 +59,16 @@ public final class StratusStore: Sendable {
         try await requireMirror().status()
     }
 
+    /// Proves the local copy equal to the server's, or shows it is not (verifiable sync): syncs, then
+    /// compares a digest of every synced row, mapped to records as they are sent, with the server's
+    /// digest of the zone (`records/digest`), taken while neither side changed.
+    ///
+    /// - Throws: ``CloudError`` as ``sync()`` does; `serviceUnavailable` when local writes or other
+    ///   devices kept changing the data through three attempts.
+    public func verify() async throws -> StoreVerification {
+        try await requireMirror().verify()
+    }
+
     /// A notification after each transaction that applied changes from the server (seed 001's
     /// `NSPersistentStoreRemoteChange`), carrying the history token after it, until the stream is
     /// dropped. Empty for a store opened without mirroring.
@@ -283,4 +293,15 @@ public struct StoreSyncStatus: Sendable {
     /// `true` only when every local change is on the server, the last import reached the server's
     /// latest changes, and no notification since says there are more.
     public var isUpToDate: Bool
+}
+
+/// The outcome of ``StratusStore/verify()``: the digests of the local rows and of the server's
+/// records at the same moment.
+public struct StoreVerification: Hashable, Sendable {
+    /// The digest of the local synced rows, as records.
+    public var local: ZoneDigest
+    /// The server's digest of the store's zone.
+    public var server: ZoneDigest
+    /// Whether the local copy equals the server's.
+    public var matches: Bool { local == server }
 }

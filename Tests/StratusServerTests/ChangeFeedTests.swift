@@ -40,6 +40,48 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("records/digest: the live records the feed shows, at the feed's token; refusals as records/changes")
+    func digest() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify(
+                [
+                    operation("create", "a", fields: ["title": ["value": "x"], "n": ["value": 7]]),
+                    operation("create", "b", fields: ["tags": ["value": ["y", "z"], "type": "STRING_LIST"]]),
+                    operation("create", "c"),
+                ],
+                zone: "Z", user: alice)
+            _ = try await server.modify([operation("forceDelete", "c", recordType: nil)], zone: "Z", user: alice)
+            var expected = RecordSetDigest()
+            expected.add(recordName: "b", recordType: "Note", fields: ["tags": .list(elementType: .string, [.string("y"), .string("z")])])
+            expected.add(recordName: "a", recordType: "Note", fields: ["title": .string("x"), "n": .int64(7)])
+
+            let body: [String: Any] = ["zoneID": ["zoneName": "Z"]]
+            let answer = try await server.database("private", "records/digest", body, user: alice)
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(answer.body["recordCount"] as? Int == 2, "the tombstone of 'c' is not a record")
+            #expect(answer.body["digest"] as? String == expected.hexDigest)
+            let feed = try await server.readFeed(zone: "Z", user: alice)
+            #expect(answer.syncToken == feed.token, "the digest is of the state a complete read of the feed reaches")
+
+            _ = try await server.modify(
+                [operation("forceUpdate", "a", recordType: nil, fields: ["title": ["value": "x!"], "n": ["value": 7]])],
+                zone: "Z", user: alice)
+            let changed = try await server.database("private", "records/digest", body, user: alice)
+            #expect(changed.body["digest"] as? String != expected.hexDigest && changed.syncToken != answer.syncToken)
+            #expect(changed.body["recordCount"] as? Int == 2)
+
+            let bob = try await server.signUp("bob").token
+            #expect(try await server.database("private", "records/digest", body, user: bob).code == "ZONE_NOT_FOUND",
+                "another user's zone is not found in their own database")
+            #expect(try await server.database("private", "records/digest", ["zoneID": ["zoneName": "_defaultZone"]], user: alice).status == 400)
+            #expect(try await server.database("private", "records/digest", [String: Any](), user: alice).reason.contains("zoneID"))
+            #expect(try await server.database("public", "records/digest", body, user: alice).status == 400)
+            #expect(try await server.database("private", "records/digest", body).status == 421, "a signed-in user is required")
+        }
+    }
+
     @Test("16 concurrent writers × 200 writes into one zone: nothing lost, each change once in the feed")
     func concurrentWriters() async throws {
         try await withServer { server async throws in

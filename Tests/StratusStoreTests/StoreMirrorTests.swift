@@ -137,6 +137,18 @@ struct StoreMirrorTests {
                 let status = try await device.store.syncStatus()
                 #expect(status.pendingChanges == 0 && status.isUpToDate && status.lastError == nil, "\(status)")
             }
+
+            // Verifiable sync: both copies prove equal to the server's; a copy changed behind the
+            // mirror's back (written as if imported, so never sent) proves different.
+            let phoneVerification = try await phone.store.verify()
+            #expect(phoneVerification.matches, "\(phoneVerification)")
+            #expect(phoneVerification.server.recordCount == 2)
+            #expect(try await laptop.store.verify() == phoneVerification)
+            try await laptop.store.write(author: StratusStore.importAuthor) { db in
+                try db.execute(sql: "UPDATE items SET title = 'Not on the server' WHERE id = ?", arguments: [milk])
+            }
+            let corrupted = try await laptop.store.verify()
+            #expect(!corrupted.matches && corrupted.server == phoneVerification.server, "\(corrupted)")
         }
     }
 

@@ -25,6 +25,7 @@ struct DatabaseEndpoints: Sendable {
         router.on(Endpoints.recordsLookup) { request, context in try await lookupRecords(request, context) }
         router.on(Endpoints.recordsQuery) { request, context in try await queryRecords(request, context) }
         router.on(Endpoints.recordsChanges) { request, context in try await recordChanges(request, context) }
+        router.on(Endpoints.recordsDigest) { request, context in try await recordsDigest(request, context) }
         router.on(Endpoints.changesZone) { request, context in try await zoneChanges(request, context) }
         router.on(Endpoints.changesDatabase) { request, context in try await databaseChanges(request, context) }
         router.on(Endpoints.usersCaller) { request, context in try await caller(request, context) }
@@ -363,6 +364,53 @@ struct DatabaseEndpoints: Sendable {
         response.headers[.stratusSyncToken] = page.syncToken
         response.headers[.stratusMoreComing] = page.moreComing ? "true" : "false"
         return response
+    }
+
+    /// `records/digest` (a Stratus extension): a ``RecordSetDigest`` of the live records of a zone,
+    /// read through the change feed as the caller may see it, and the sync token of that state.
+    /// Writes that land while it reads move the zone past the state being digested: it reads again,
+    /// and answers `TRY_AGAIN_LATER` if the zone never holds still for a whole read.
+    func recordsDigest(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
+        let target = try authenticator.authenticate(request, context: context)
+        let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/digest")
+        let body = try await request.decodeJSON(ZoneDigestRequest.self, limit: limits.maxSmallRequestBodyBytes)
+        guard let requestedZoneID = body.zoneID else { throw StratusError.badRequest("zoneID is required") }
+        let zoneName = try target.zoneName(requestedZoneID, field: "zoneID", limits: limits)
+        guard zoneName != ZoneID.defaultZoneName else {
+            throw StratusError.badRequest("zoneID: digests cover custom zones; the default zone has no change feed")
+        }
+        let zoneAccess = try await access.zone(requestedZoneID, field: "zoneID", limits: limits, shares: storage)
+        attempts: for _ in 0..<3 {
+            var digest = RecordSetDigest()
+            var position: ChangePosition?
+            var state: ZoneState?
+            repeat {
+                let page = try await storage.recordChanges(
+                    zone: zoneName, in: zoneAccess.locator, after: position, limit: limits.maxRecordsPerResponse,
+                    recordTypes: nil)
+                let digested = state ?? page.zone
+                state = digested
+                for found in page.records {
+                    guard found.sequence <= digested.sequence else { continue attempts }
+                    guard let record = zoneAccess.feedEntry(found, since: nil), !record.deleted else { continue }
+                    let fields = try record.decodeFields().filter { !RecordHierarchy.isReserved($0.key) }
+                    digest.add(recordName: record.name, recordType: record.recordType, fields: fields)
+                }
+                metrics.recordsRead(page.records.count, via: "digest")
+                position = page.moreComing ? page.position : nil
+            } while position != nil
+            guard let state else { break }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("zoneID")
+            writer.raw(zoneAccess.wireZoneID.jsonBytes)
+            writer.field("syncToken", tokens.token(for: state.currentPosition, kind: .zone))
+            writer.field("recordCount", Int64(digest.recordCount))
+            writer.field("digest", digest.hexDigest)
+            writer.endObject()
+            return .json(writer)
+        }
+        throw StratusError(.tryAgainLater, "zone '\(zoneName)' changed during every read of its digest; try again")
     }
 
     func zoneChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
