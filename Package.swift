@@ -224,6 +224,17 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/Photos/photos", swiftSettings: swiftSettings),
+        .target(
+            name: "TodoCore",
+            dependencies: ["Stratus", "StratusStore", "ExampleSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Examples/Todo/TodoCore", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "todo",
+            dependencies: [
+                "TodoCore", "Stratus", "StratusStore", "ExampleCommands", "ExampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/Todo/todo", swiftSettings: swiftSettings),
         .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSQLiteTests",
@@ -276,6 +287,13 @@ let package = Package(
             name: "ContactsTests",
             dependencies: ["ContactsCore", "ExampleSupport", "Stratus", "StratusSync", "StratusTestSupport", "StratusServer"],
             path: "Examples/Contacts/Tests", swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TodoTests",
+            dependencies: [
+                "TodoCore", "ExampleSupport", "Stratus", "StratusStore", "StratusTestSupport", "StratusServer",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Examples/Todo/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSyncTests",
             dependencies: [

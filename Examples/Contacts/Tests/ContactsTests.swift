@@ -7,12 +7,6 @@ import StratusTestSupport
 import Synchronization
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 @Suite("contacts example: devices on one server")
 struct ContactsTests {
     func account(_ server: TestServer, _ name: String) -> DeviceDirectory.Account {
@@ -74,8 +68,10 @@ struct ContactsTests {
                 // Each round kills the import after a different number of contacts, so that some
                 // kills land while a sync is on its way and some between syncs.
                 let killAfter = Int.random(in: 20...120, using: &random) + round
-                let lines = try await runKilled(
-                    ["import", "100000", "--sync-every", "7", "--state", device.stateDirectory.path], afterLines: killAfter)
+                let (lines, reason) = try await runKilled(
+                    "contacts", ["import", "100000", "--sync-every", "7", "--state", device.stateDirectory.path],
+                    afterLines: killAfter)
+                #expect(reason == .uncaughtSignal, "the import was killed, not finished")
                 printed.formUnion(lines.compactMap { $0.hasPrefix("added ") ? String($0.split(separator: " ")[1]) : nil })
             }
 
@@ -91,49 +87,5 @@ struct ContactsTests {
             #expect(try await laptop.sync() == .synced)
             #expect(Set(await laptop.contacts.map(\.id)) == local, "the server holds every contact the phone committed")
         }
-    }
-
-    /// Runs the `contacts` command with `arguments`, kills it with SIGKILL once it printed
-    /// `afterLines` lines, and returns the lines it printed.
-    func runKilled(_ arguments: [String], afterLines: Int) async throws -> [String] {
-        let process = Process()
-        process.executableURL = productsDirectory.appendingPathComponent("contacts")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The reads block until the child prints, and the child waits on this process's server: read
-        // on a thread of its own, never on Swift's cooperative pool, whose threads the server needs.
-        let lines = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(returning: Self.readUntilKilled(process, output: output, afterLines: afterLines))
-            }
-        }
-        #expect(process.terminationReason == .uncaughtSignal, "the import was killed, not finished")
-        return lines
-    }
-
-    /// Reads `process`'s lines until `afterLines` came, kills it with SIGKILL, and returns every line
-    /// it printed.
-    static func readUntilKilled(_ process: Process, output: Pipe, afterLines: Int) -> [String] {
-        var lines: [String] = []
-        var pending = Data()
-        let handle = output.fileHandleForReading
-        while lines.count < afterLines, process.isRunning || !pending.isEmpty {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            pending.append(chunk)
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                lines.append(String(decoding: pending[..<newline], as: UTF8.self))
-                pending.removeSubrange(...newline)
-            }
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        // Lines written before the kill but not read yet count too.
-        pending.append(handle.readDataToEndOfFile())
-        lines += String(decoding: pending, as: UTF8.self).split(separator: "\n").map(String.init)
-        return lines
     }
 }

@@ -1,0 +1,99 @@
+import ExampleSupport
+import Foundation
+import GRDB
+import Stratus
+import StratusStore
+import StratusTestSupport
+import Testing
+import TodoCore
+
+@Suite("to-do example: StratusStore on devices of one server")
+struct TodoTests {
+    func account(_ server: TestServer, _ name: String) -> DeviceDirectory.Account {
+        DeviceDirectory.Account(
+            stateDirectory: server.directory.appendingPathComponent("todo-\(name)"),
+            serverURL: URL(string: server.baseURL)!, containerIdentifier: server.container, apiToken: server.apiToken,
+            username: "mei", password: "correct horse")
+    }
+
+    @Test("lists, items, a relationship and an attachment reach the other device; the local-only table and column stay; the copies prove equal")
+    func twoDevices() async throws {
+        try await withServer { server in
+            try await TodoStore.signUp(account(server, "phone"))
+            try await TodoStore.signIn(account(server, "laptop"))
+            let phone = try await TodoStore(stateDirectory: account(server, "phone").stateDirectory)
+            let laptop = try await TodoStore(stateDirectory: account(server, "laptop").stateDirectory)
+
+            let groceries = try await phone.addList(title: "Groceries")
+            let milk = try await phone.addItem(to: groceries, title: "Milk")
+            let recipe = Data((0..<4_000).map { UInt8($0 % 199) })
+            let cake = try await phone.addItem(to: groceries, title: "Cake", attachment: recipe)
+            try await phone.markViewed(groceries)
+            try await phone.pool.write { db in try db.execute(sql: "UPDATE lists SET expanded = 0") }
+            #expect(try await phone.sync() == .synced)
+            #expect(try await laptop.sync() == .synced)
+            #expect(try await laptop.lists() == phone.lists())
+            #expect(try await laptop.attachment(of: cake) == recipe, "the attachment arrives whole, through an asset")
+            #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM views") } == 0)
+            #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT expanded FROM lists") } == 1)
+
+            // On the server: the two record types, nothing of the local parts.
+            let records = try await phone.store.verify()
+            #expect(records.matches && records.server.recordCount == 3, "\(records)")
+            let changes = try await laptop.store.verify()
+            #expect(changes.matches && changes.server == records.server)
+
+            try await laptop.setDone(milk, true)
+            try await laptop.rename(groceries, to: "Shopping")
+            try await laptop.delete(cake)
+            #expect(try await laptop.sync() == .synced)
+            #expect(try await phone.sync() == .synced)
+            let lists = try await phone.lists()
+            #expect(lists.map(\.title) == ["Shopping"])
+            #expect(lists.first?.items.map(\.title) == ["Milk"] && lists.first?.items.first?.done == true)
+
+            try await phone.delete(groceries)
+            #expect(try await phone.sync() == .synced)
+            #expect(try await laptop.sync() == .synced)
+            #expect(try await laptop.lists().isEmpty)
+            #expect(try await laptop.store.verify().server.recordCount == 0)
+        }
+    }
+
+    @Test("the app killed (SIGKILL) between local writes and their export loses nothing: the next start sends every committed item")
+    func killedImport() async throws {
+        try await withServer { server in
+            let device = account(server, "phone")
+            try await TodoStore.signUp(device)
+            var printed = Set<UUID>()
+            var random = SystemRandomNumberGenerator()
+            for round in 0..<4 {
+                // Kills land after different numbers of items: some while a sync is on its way,
+                // some between a write and the next sync.
+                let killAfter = Int.random(in: 20...120, using: &random) + round
+                let (lines, reason) = try await runKilled(
+                    "todo", ["import", "100000", "--sync-every", "7", "--state", device.stateDirectory.path],
+                    afterLines: killAfter)
+                #expect(reason == .uncaughtSignal, "the import was killed, not finished")
+                printed.formUnion(lines.compactMap { line in
+                    line.hasPrefix("added ") ? line.split(separator: " ").last.flatMap { UUID(uuidString: String($0)) } : nil
+                })
+            }
+
+            let phone = try await TodoStore(stateDirectory: device.stateDirectory)
+            let lists = try await phone.lists()
+            let local = Set(lists.map(\.id) + lists.flatMap(\.items).map(\.id))
+            #expect(printed.isSubset(of: local), "every list and item the import reported is committed on the device")
+            #expect(try await phone.sync() == .synced)
+            let status = try await phone.store.syncStatus()
+            #expect(status.pendingChanges == 0 && status.isUpToDate, "\(status)")
+
+            try await TodoStore.signIn(account(server, "laptop"))
+            let laptop = try await TodoStore(stateDirectory: account(server, "laptop").stateDirectory)
+            #expect(try await laptop.sync() == .synced)
+            #expect(try await laptop.lists() == lists, "the server holds every row the phone committed")
+            let verification = try await laptop.store.verify()
+            #expect(verification.matches && verification.server.recordCount == local.count, "\(verification)")
+        }
+    }
+}
