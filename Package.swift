@@ -140,7 +140,7 @@ let package = Package(
         .target(
             name: "StratusStore",
             dependencies: [
-                "Stratus", "StratusSync", .product(name: "GRDB", package: "GRDB.swift"),
+                "Stratus", "StratusModel", "StratusSync", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -303,7 +303,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", "StratusSync", "StratusTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", "StratusModel", "StratusSync", "StratusTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusTests",

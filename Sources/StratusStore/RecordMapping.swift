@@ -237,6 +237,8 @@ struct StoreColumns {
     let fields: [String]
     /// The relationship columns among them.
     let relationships: Set<String>
+    /// Each column's affinity.
+    let affinities: [String: ColumnAffinity]
     /// Columns of `REAL` affinity: their values are sent as `DOUBLE` even when SQLite holds a whole
     /// number as an integer, so that the field keeps one type.
     let realColumns: Set<String>
@@ -254,12 +256,9 @@ struct StoreColumns {
         fields = columns.map { $0["name"] as String }.filter { $0 != key && !table.localColumns.contains($0) }
         relationships = Set(table.relationships.map(\.column))
         blobColumns = Set(columns.filter { ($0["type"] as String).uppercased() == "BLOB" }.map { $0["name"] as String })
-        // SQLite's affinity rules (datatype3 §3.1): INT wins, then text, then blob, then REAL.
-        realColumns = Set(columns.filter { column in
-            let type = (column["type"] as String).uppercased()
-            return !type.contains("INT") && !["CHAR", "CLOB", "TEXT", "BLOB"].contains(where: type.contains)
-                && ["REAL", "FLOA", "DOUB"].contains(where: type.contains)
-        }.map { $0["name"] as String })
+        affinities = Dictionary(
+            columns.map { ($0["name"] as String, ColumnAffinity(declaredType: $0["type"])) }, uniquingKeysWith: { first, _ in first })
+        realColumns = Set(affinities.filter { $0.value == .real }.keys)
         defaultedColumns = Set(columns.filter { ($0["notnull"] as Bool) && ($0["dflt_value"] as String?) != nil }
             .map { $0["name"] as String })
     }
@@ -273,5 +272,27 @@ struct StoreColumns {
 
     func uuidValue(_ id: UUID, column: String) -> DatabaseValue {
         blobColumns.contains(column) ? id.databaseValue : id.uuidString.databaseValue
+    }
+}
+
+/// A column's type affinity, as SQLite derives it from the declared type (datatype3 §3.1): `INT`
+/// anywhere wins, then `CHAR`, `CLOB` or `TEXT`, then `BLOB` or no type, then `REAL`, `FLOA` or
+/// `DOUB`; anything else is `NUMERIC`.
+enum ColumnAffinity: Equatable {
+    case integer, text, blob, real, numeric
+
+    init(declaredType: String) {
+        let type = declaredType.uppercased()
+        if type.contains("INT") {
+            self = .integer
+        } else if ["CHAR", "CLOB", "TEXT"].contains(where: type.contains) {
+            self = .text
+        } else if type.contains("BLOB") || type.isEmpty {
+            self = .blob
+        } else if ["REAL", "FLOA", "DOUB"].contains(where: type.contains) {
+            self = .real
+        } else {
+            self = .numeric
+        }
     }
 }

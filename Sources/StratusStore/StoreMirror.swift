@@ -128,6 +128,37 @@ actor StoreMirror: SyncEngineDelegate {
             .serviceUnavailable, "the store or its zone kept changing while it was verified; verify again when it is quiet")
     }
 
+    /// Writes the model's record types into the development schema by saving a representative
+    /// record of each synced table in a zone of its own, then deleting the zone; returns the schema
+    /// in CloudKit's schema language.
+    func initializeSchema() async throws -> String {
+        let database = configuration.database
+        guard database.container.environment == .development else {
+            throw CloudError(
+                .invalidArguments,
+                "initializeSchema() writes the development schema; this store's container is in production, whose "
+                    + "schema changes only by deploying development's")
+        }
+        let zoneID = RecordZone.ID(zoneName: RecordMapping.zoneName + ".schema")
+        try FileManager.default.createDirectory(at: configuration.assetDirectory, withIntermediateDirectories: true)
+        let assetFile = configuration.assetDirectory.appendingPathComponent("schema-\(UUID().uuidString)")
+        try Data([0]).write(to: assetFile)
+        defer { try? FileManager.default.removeItem(at: assetFile) }
+        let (schema, records) = try await pool.read { [model] db in
+            (try StoreSchema.schema(of: model, in: db),
+             try StoreSchema.representativeRecords(of: model, zoneID: zoneID, assetFile: assetFile, in: db))
+        }
+        _ = try await database.save(RecordZone(zoneID: zoneID))
+        do {
+            if let failure = try await database.modifyRecords(saving: records, deleting: []).partialFailure { throw failure }
+        } catch {
+            _ = try? await database.deleteRecordZone(withID: zoneID)
+            throw error
+        }
+        _ = try await database.deleteRecordZone(withID: zoneID)
+        return schema.text
+    }
+
     // MARK: - The outbox into the engine
 
     private static func change(for entry: PendingChange) -> SyncEngine.PendingRecordZoneChange {

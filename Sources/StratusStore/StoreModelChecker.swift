@@ -27,7 +27,7 @@ public struct StoreModelError: Error, Equatable, CustomStringConvertible {
 /// what CloudKit and Core Data's mirroring require): a synced table has a single UUID primary key,
 /// no unique constraint besides it (two devices may each create a row the constraint would refuse,
 /// and the server cannot refuse either), and only columns that are optional or have a default (a
-/// record may lack any field); relationships are optional UUID columns with their inverse named,
+/// record may lack any field) with a declared type that gives their field one type; relationships are optional UUID columns with their inverse named,
 /// never ordered, and never from a synced table to a local-only one.
 enum StoreModelChecker {
     static func violations(of model: StoreModel, in db: Database) throws -> [StoreModelError.Violation] {
@@ -87,6 +87,14 @@ enum StoreModelChecker {
                     refuse(
                         table.name, column["name"],
                         "a synced column must be optional or have a default: a record from the server may lack any field")
+                }
+                for column in columns where (column["pk"] as Int) == 0 && !table.localColumns.contains(column["name"])
+                    && !relationshipColumns.contains(column["name"])
+                    && ((column["type"] as String).isEmpty || ColumnAffinity(declaredType: column["type"]) == .numeric)
+                {
+                    refuse(
+                        table.name, column["name"],
+                        "a synced column needs a declared type of INTEGER, REAL, TEXT or BLOB affinity: its field holds one type")
                 }
                 for column in columns.map({ $0["name"] as String })
                 where !table.localColumns.contains(column) && !Self.isFieldName(column) {

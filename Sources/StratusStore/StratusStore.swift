@@ -59,6 +59,17 @@ public final class StratusStore: Sendable {
         try await requireMirror().status()
     }
 
+    /// Writes the record types and fields of the synced tables into the server's development schema
+    /// (as Core Data's `initializeCloudKitSchema` does: by saving a representative record of each,
+    /// in a zone it then deletes) and returns that schema in CloudKit's schema language, to review
+    /// and to deploy to production. Run it in development whenever the model changes.
+    ///
+    /// - Throws: ``CloudError`` `invalidArguments` for a container in production, whose schema only
+    ///   changes by deploying development's; what the saves throw.
+    public func initializeSchema() async throws -> String {
+        try await requireMirror().initializeSchema()
+    }
+
     /// Proves the local copy equal to the server's, or shows it is not (verifiable sync): syncs, then
     /// compares a digest of every synced row, mapped to records as they are sent, with the server's
     /// digest of the zone (`records/digest`), taken while neither side changed.

@@ -1,3 +1,4 @@
+import NIOHTTP1
 package import Foundation
 package import Logging
 package import Stratus
@@ -72,4 +73,14 @@ package func eventually(within timeout: Duration = .seconds(30), _ condition: ()
         try? await Task.sleep(for: .milliseconds(10))
     }
     return await condition()
+}
+
+extension TestServer {
+    /// The schema of `environment` in CloudKit's schema language, read through the admin API.
+    package func schemaText(_ environment: String = "development") async throws -> String {
+        try await request(
+            .GET, "/admin/1/containers/\(container)/environments/\(environment)/schema",
+            headers: ["Authorization": "Bearer \(credentials.adminToken)"]
+        ).text
+    }
 }

@@ -87,6 +87,10 @@ struct StoreFoundationTests {
             ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, itemID INTEGER);",
              .synced("tags", relationships: [.reference("itemID", to: "items", inverse: "tags")]),
              "table 'tags', column 'itemID': a relationship column holds a UUID"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, weight NUMERIC);", .synced("tags"),
+             "table 'tags', column 'weight': a synced column needs a declared type of INTEGER, REAL, TEXT or BLOB affinity"),
+            ("CREATE TABLE tags (id TEXT PRIMARY KEY NOT NULL, anything);", .synced("tags"),
+             "table 'tags', column 'anything': a synced column needs a declared type"),
         ]
         for (extra, table, expected) in cases {
             let messages = try await Self.refusal(extra, StoreModel(Self.model.tables + [table]))

@@ -19,7 +19,7 @@ struct TodoCommand: AsyncParsableCommand {
             """,
         subcommands: [
             SignUp.self, SignIn.self, Show.self, AddList.self, Add.self, Done.self, Rename.self, Delete.self, Sync.self,
-            Status.self, Verify.self, Import.self, Watch.self,
+            Status.self, Verify.self, Schema.self, Import.self, Watch.self,
         ])
 }
 
@@ -205,6 +205,18 @@ struct Verify: AsyncParsableCommand {
         say("server: \(verification.server)")
         guard verification.matches else { throw ExitCode.failure }
         say("— the device's copy equals the server's")
+    }
+}
+
+struct Schema: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write the app's record types into the development schema and print them (refused in production).")
+
+    @OptionGroup var device: DeviceOptions
+
+    func run() async throws {
+        let store = try await device.store()
+        say(try await store.store.initializeSchema())
     }
 }
 
