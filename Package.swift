@@ -174,7 +174,7 @@ let package = Package(
             name: "stratus-bench",
             dependencies: [
                 "StratusServer", "StratusSQLite", "StratusPostgres", "StratusProcess",
-                .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync",
+                .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync", "StratusStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOPosix", package: "swift-nio"),

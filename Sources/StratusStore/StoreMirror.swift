@@ -96,13 +96,17 @@ actor StoreMirror: SyncEngineDelegate {
         } catch let error as CloudError where error.code == .partialFailure {
             // Each item's failure was handled as it was reported.
         }
-        try await engine.fetchChanges()
+        try await engine.fetchChanges(Self.fetchOptions)
     }
+
+    /// Fetches read the store's zone alone: other zones of the database belong to other code.
+    private static let fetchOptions = SyncEngine.FetchChangesOptions(scope: .zoneIDs([zone.zoneID]))
 
     /// Where mirroring stands.
     func status() async throws -> StoreSyncStatus {
         let pending = try await pool.read { db in try StoreMetadata.outboxCount(in: db) }
-        let serverAhead = !engine.state.zoneIDsWithUnfetchedServerChanges.isEmpty || !engine.state.pendingDatabaseChanges.isEmpty
+        let serverAhead = engine.state.zoneIDsWithUnfetchedServerChanges.contains(Self.zone.zoneID)
+            || !engine.state.pendingDatabaseChanges.isEmpty
         return StoreSyncStatus(
             pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: lastError,
             isUpToDate: pending == 0 && lastCompleteFetch != nil && !serverAhead && zoneSaved)
@@ -115,7 +119,7 @@ actor StoreMirror: SyncEngineDelegate {
         for _ in 0..<3 {
             try await sync()
             let (server, changeToken) = try await configuration.database.zoneDigest(inZoneWith: zoneID)
-            try await engine.fetchChanges()
+            try await engine.fetchChanges(Self.fetchOptions)
             let (local, pending) = try await pool.read { [model, mapping] db in
                 let records = try model.syncedTables.flatMap { try mapping.records(of: $0, in: db) }
                 return (try ZoneDigest(records: records), try StoreMetadata.outboxCount(in: db))

@@ -97,6 +97,9 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Concurrent writers of the PostgreSQL workload, each into a zone of its own.")
     var postgresWriters = 8
 
+    @Option(help: "Rows a StratusStore writes and mirrors to a second device's store (0 skips the store workload).")
+    var storeRows = 100_000
+
     @Option(help: "Write the results as JSON to this file.")
     var output: String?
 
@@ -186,9 +189,15 @@ struct StratusBench: AsyncParsableCommand {
                 shareRounds.append(try await shareBench.measureRound(trials: shareTrials, records: shareRecords))
             }
         }
+        var storeRounds: [StoreBench.Round] = []
+        if storeRows > 0 {
+            let storeBench = StoreBench(rows: storeRows, durability: durability, progress: progress)
+            for round in 1...repeats { storeRounds.append(try await storeBench.measureRound(round)) }
+        }
         try report(
             rounds, queries: queryRounds, seedRate: seedRate, assets: assetRounds, sdk: sdkRounds, push: pushRounds,
-            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds, sharing: shareRounds, postgres: postgresRounds)
+            syncLatency: syncLatencyRounds, initialSync: initialSyncRounds, sharing: shareRounds, postgres: postgresRounds,
+            store: storeRounds)
     }
 
     private func temporaryDirectory() throws -> URL {
@@ -316,7 +325,7 @@ struct StratusBench: AsyncParsableCommand {
         _ rounds: [Round], queries queryRounds: [QueryBench.Round], seedRate: Double, assets assetRounds: [AssetBench.Round],
         sdk sdkRounds: [SDKBench.Round], push pushRounds: [PushBench.Round], syncLatency: [SyncBench.LatencyRound],
         initialSync: [SyncBench.InitialSyncRound], sharing shareRounds: [ShareBench.Round],
-        postgres postgresRounds: [PostgresBench.Round]
+        postgres postgresRounds: [PostgresBench.Round], store storeRounds: [StoreBench.Round]
     ) throws {
         func f(_ value: Double) -> String {
             value >= 100 ? String(Int(value.rounded())) : String(format: "%.3f", value)
@@ -447,6 +456,19 @@ struct StratusBench: AsyncParsableCommand {
                 compare(postgresRounds, "single save p50, 2 instances", "ms", \.twoInstanceSaveP50, \.rawSaveP50),
             ].joined(separator: "\n"))
         }
+        if !storeRounds.isEmpty {
+            print("\nStratusStore: \(storeRows) rows written locally (\(StoreBench.rowsPerTransaction) per transaction), then "
+                  + "sent and imported into a second device's store, with a reader timed on that device meanwhile; each beside "
+                  + "its baseline in the same round (plain GRDB writes of the same rows; two sync engines moving the same "
+                  + "records; the same reads with nothing running)\n")
+            print([
+                "| workload | unit | StratusStore median (min–max) | baseline median (min–max) | store / baseline, per round |",
+                "|---|---|---|---|---|",
+                compare(storeRounds, "local writes, mirroring on vs plain GRDB", "rows/s", \.mirroredWrites, \.plainWrites),
+                compare(storeRounds, "rows to the second device vs engines alone", "s", \.storeTransferSeconds, \.engineTransferSeconds),
+                compare(storeRounds, "reader p99 during the import vs idle", "ms", \.readerP99DuringImport, \.readerP99Idle),
+            ].joined(separator: "\n"))
+        }
         if let output {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -461,6 +483,7 @@ struct StratusBench: AsyncParsableCommand {
                 let initialSyncRounds: [SyncBench.InitialSyncRound]
                 let shareTrials: Int, shareRecords: Int, shareRounds: [ShareBench.Round]
                 let postgresRecords: Int, postgresWriters: Int, postgresRounds: [PostgresBench.Round]
+                let storeRows: Int, storeRounds: [StoreBench.Round]
             }
             try encoder.encode(Document(
                 records: records, batch: batch, clients: clients, saves: saves, durability: durability.rawValue,
@@ -469,7 +492,7 @@ struct StratusBench: AsyncParsableCommand {
                 sdkRounds: sdkRounds, pushRounds: pushRounds, syncTrials: syncTrials, syncLatencyRounds: syncLatency,
                 initialSyncRounds: initialSync, shareTrials: shareTrials, shareRecords: shareRecords,
                 shareRounds: shareRounds, postgresRecords: postgresRecords, postgresWriters: postgresWriters,
-                postgresRounds: postgresRounds)).write(to: URL(fileURLWithPath: output))
+                postgresRounds: postgresRounds, storeRows: storeRows, storeRounds: storeRounds)).write(to: URL(fileURLWithPath: output))
         }
     }
 }

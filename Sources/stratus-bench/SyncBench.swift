@@ -182,11 +182,11 @@ struct SyncBench {
     }
 }
 
-/// A device of the sync benchmark: it keeps a value per record to send, counts what it fetched,
-/// and reports when an awaited record arrives.
+/// A device of the sync benchmark: it keeps the records to send, counts what it fetched, and
+/// reports when an awaited record arrives.
 final class BenchDevice: SyncEngineDelegate {
     let container: Container
-    private let values = Mutex<[Record.ID: Int]>([:])
+    private let records = Mutex<[Record.ID: Record]>([:])
     private let fetched = Mutex(0)
     private let awaited = Mutex<[Record.ID: Arrival]>([:])
 
@@ -196,9 +196,16 @@ final class BenchDevice: SyncEngineDelegate {
 
     var fetchedCount: Int { fetched.withLock { $0 } }
 
-    /// Sets the value the device sends for `recordID`.
+    /// Sets the value the device sends for `recordID`, as an `Edit` record.
     func set(_ recordID: Record.ID, value: Int) {
-        values.withLock { $0[recordID] = value }
+        var record = Record(recordType: "Edit", recordID: recordID)
+        record["value"] = Int64(value)
+        set(record)
+    }
+
+    /// Sets the record the device sends for its ID.
+    func set(_ record: Record) {
+        records.withLock { $0[record.recordID] = record }
     }
 
     /// Starts waiting for `recordID` to be fetched.
@@ -222,10 +229,7 @@ final class BenchDevice: SyncEngineDelegate {
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
-            guard let value = self.values.withLock({ $0[recordID] }) else { return nil }
-            var record = Record(recordType: "Edit", recordID: recordID)
-            record["value"] = Int64(value)
-            return record
+            self.records.withLock { $0[recordID] }
         }
     }
 

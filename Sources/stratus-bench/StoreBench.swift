@@ -1,0 +1,171 @@
+import Foundation
+import GRDB
+import Stratus
+import StratusSQLite
+import StratusStore
+import StratusSync
+
+/// StratusStore, each workload beside its baseline in the same round: local writes with mirroring
+/// on beside plain GRDB writes of the same rows; local rows reaching a second device's store
+/// beside two sync engines moving the same records; a reader's latency during that import beside
+/// the same reads with nothing running.
+struct StoreBench {
+    struct Round: Encodable {
+        var mirroredWrites = 0.0
+        var plainWrites = 0.0
+        var storeTransferSeconds = 0.0
+        var engineTransferSeconds = 0.0
+        var readerP99DuringImport = 0.0
+        var readerP99Idle = 0.0
+    }
+
+    let rows: Int
+    let durability: SQLiteStorage.Durability
+    let progress: (String) -> Void
+
+    static let model = StoreModel([
+        .synced("lists", recordType: "List"),
+        .synced("items", recordType: "Item", relationships: [.reference("listID", to: "lists", inverse: "items")]),
+        .localOnly("views"),
+    ])
+    static let tables = """
+        CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL DEFAULT '');
+        CREATE TABLE items (id TEXT PRIMARY KEY NOT NULL, listID TEXT, title TEXT NOT NULL DEFAULT '', done INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE views (id TEXT PRIMARY KEY NOT NULL, viewedAt REAL);
+        INSERT INTO views VALUES ('read-me', 0);
+        """
+    /// Rows per local write transaction.
+    static let rowsPerTransaction = 1_000
+
+    func measureRound(_ round: Int) async throws -> Round {
+        let bench = try await BenchServer.start(durability: durability)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-store-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        do {
+            let result = try await measureRound(round, on: bench, in: directory)
+            try await bench.stop()
+            return result
+        } catch {
+            try? await bench.stop()
+            throw error
+        }
+    }
+
+    private func measureRound(_ round: Int, on bench: BenchServer, in directory: URL) async throws -> Round {
+        var result = Round()
+        let list = UUID().uuidString
+        let items = (0..<rows).map { (id: UUID().uuidString, title: "Item \($0)", done: $0 % 2) }
+
+        progress("round \(round): \(rows) local rows, plain GRDB then mirrored by StratusStore")
+        let plain = try Self.pool(directory.appendingPathComponent("plain.sqlite"))
+        result.plainWrites = Double(rows) / (try await measure { try await Self.insert(items, list: list, into: plain) })
+        let phonePool = try Self.pool(directory.appendingPathComponent("phone.sqlite"))
+        let phone = try await StratusStore.open(
+            phonePool, model: Self.model,
+            mirroring: StratusStore.Mirroring(
+                database: bench.container(device: "phone").privateCloudDatabase,
+                assetDirectory: directory.appendingPathComponent("phone-assets")))
+        result.mirroredWrites = Double(rows) / (try await measure { try await Self.insert(items, list: list, into: phonePool) })
+
+        progress("round \(round): the rows to a second device's store, a reader timed there meanwhile")
+        let laptopPool = try Self.pool(directory.appendingPathComponent("laptop.sqlite"))
+        let laptop = try await StratusStore.open(
+            laptopPool, model: Self.model,
+            mirroring: StratusStore.Mirroring(
+                database: bench.container(device: "laptop").privateCloudDatabase,
+                assetDirectory: directory.appendingPathComponent("laptop-assets")))
+        try await laptop.sync()
+        let reader = Reader(pool: laptopPool)
+        let reading = Task { try await reader.readUntilCancelled() }
+        result.storeTransferSeconds = try await measure {
+            try await phone.sync()
+            try await laptop.sync()
+        }
+        reading.cancel()
+        let during = try await reading.value
+        let arrived = try await laptopPool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0 }
+        guard arrived == rows else { throw BenchError("the second store holds \(arrived) items, expected \(rows)") }
+        let idle = try await reader.read(count: during.count)
+        result.readerP99DuringImport = percentile(during, 0.99) * 1000
+        result.readerP99Idle = percentile(idle, 0.99) * 1000
+
+        progress("round \(round): the same records between two sync engines")
+        let zoneID = RecordZone.ID(zoneName: "EngineBaseline")
+        let sender = BenchDevice(container: bench.container(device: "engine-phone"))
+        let receiver = BenchDevice(container: bench.container(device: "engine-laptop"))
+        _ = try await sender.container.privateCloudDatabase.save(RecordZone(zoneID: zoneID))
+        for item in items {
+            var record = Record(recordType: "Item", recordID: Record.ID(recordName: item.id, zoneID: zoneID))
+            record["listID"] = list
+            record["title"] = item.title
+            record["done"] = Int64(item.done)
+            sender.set(record)
+        }
+        let sendingEngine = try SyncEngine(
+            SyncEngine.Configuration(
+                database: sender.container.privateCloudDatabase, stateSerialization: nil, delegate: sender, automaticallySync: false))
+        let receivingEngine = try SyncEngine(
+            SyncEngine.Configuration(
+                database: receiver.container.privateCloudDatabase, stateSerialization: nil, delegate: receiver,
+                automaticallySync: false))
+        sendingEngine.state.add(pendingRecordZoneChanges: items.map { .saveRecord(Record.ID(recordName: $0.id, zoneID: zoneID)) })
+        result.engineTransferSeconds = try await measure {
+            try await sendingEngine.sendChanges()
+            try await receivingEngine.fetchChanges(SyncEngine.FetchChangesOptions(scope: .zoneIDs([zoneID])))
+        }
+        guard receiver.fetchedCount >= rows else {
+            throw BenchError("the receiving engine fetched \(receiver.fetchedCount) records, expected \(rows)")
+        }
+        return result
+    }
+
+    private static func pool(_ url: URL) throws -> DatabasePool {
+        let pool = try DatabasePool(path: url.path)
+        try pool.write { db in try db.execute(sql: tables) }
+        return pool
+    }
+
+    private static func insert(_ items: [(id: String, title: String, done: Int)], list: String, into pool: DatabasePool) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'Bench')", arguments: [list])
+        }
+        for start in stride(from: 0, to: items.count, by: rowsPerTransaction) {
+            try await pool.write { db in
+                let statement = try db.makeStatement(sql: "INSERT INTO items (id, listID, title, done) VALUES (?, ?, ?, ?)")
+                for item in items[start..<min(start + rowsPerTransaction, items.count)] {
+                    try statement.execute(arguments: [item.id, list, item.title, item.done])
+                }
+            }
+        }
+    }
+
+    /// The app's reader: a point read of a local row, timed, one after another.
+    struct Reader {
+        let pool: DatabasePool
+
+        func readOnce() async throws -> Double {
+            try await measure {
+                _ = try await pool.read { db in try Double.fetchOne(db, sql: "SELECT viewedAt FROM views WHERE id = 'read-me'") }
+            }
+        }
+
+        func readUntilCancelled() async throws -> [Double] {
+            var latencies: [Double] = []
+            while !Task.isCancelled {
+                latencies.append(try await readOnce())
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            return latencies
+        }
+
+        func read(count: Int) async throws -> [Double] {
+            var latencies: [Double] = []
+            for _ in 0..<max(count, 1) {
+                latencies.append(try await readOnce())
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            return latencies
+        }
+    }
+}
