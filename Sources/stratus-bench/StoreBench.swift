@@ -6,7 +6,8 @@ import StratusStore
 import StratusSync
 
 /// StratusStore, each workload beside its baseline in the same round: local writes with mirroring
-/// on beside plain GRDB writes of the same rows; local rows reaching a second device's store
+/// on (changes captured into the outbox; sent afterwards, by a manual sync) beside plain GRDB
+/// writes of the same rows; local rows reaching a second device's store
 /// beside two sync engines moving the same records; a reader's latency during that import beside
 /// the same reads with nothing running.
 struct StoreBench {
@@ -65,7 +66,7 @@ struct StoreBench {
             phonePool, model: Self.model,
             mirroring: StratusStore.Mirroring(
                 database: bench.container(device: "phone").privateCloudDatabase,
-                assetDirectory: directory.appendingPathComponent("phone-assets")))
+                assetDirectory: directory.appendingPathComponent("phone-assets"), automaticallySync: false))
         result.mirroredWrites = Double(rows) / (try await measure { try await Self.insert(items, list: list, into: phonePool) })
 
         progress("round \(round): the rows to a second device's store, a reader timed there meanwhile")
@@ -74,7 +75,7 @@ struct StoreBench {
             laptopPool, model: Self.model,
             mirroring: StratusStore.Mirroring(
                 database: bench.container(device: "laptop").privateCloudDatabase,
-                assetDirectory: directory.appendingPathComponent("laptop-assets")))
+                assetDirectory: directory.appendingPathComponent("laptop-assets"), automaticallySync: false))
         try await laptop.sync()
         let reader = Reader(pool: laptopPool)
         let reading = Task { try await reader.readUntilCancelled() }
