@@ -189,38 +189,64 @@ actor StoreMirror: SyncEngineDelegate {
         let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
         guard !pending.isEmpty else { return nil }
         do {
-            // Each change is sent as the outbox has it now; one the outbox no longer lists is settled.
-            let (sent, records) = try await pool.read { [model, mapping] db in
-                var sent: [Stratus.Record.ID: Sent] = [:]
-                var columns: [String: StoreColumns] = [:]
-                for change in pending {
-                    guard let rowID = UUID(uuidString: change.recordID.recordName),
-                        let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db), Self.change(for: entry) == change,
-                        let table = model.table(named: entry.table)
-                    else { continue }
-                    if entry.operation == .delete {
-                        sent[change.recordID] = Sent(entry: entry)
-                        continue
-                    }
-                    let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
-                    columns[table.name] = tableColumns
-                    guard let values = try mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
-                    else { continue }
-                    sent[change.recordID] = Sent(entry: entry, values: values)
+            // Rows are read a request's worth at a time, from the front of the queue, until a request
+            // is full: a long outbox costs each batch one request's reads, not the whole outbox's.
+            var sent: [Stratus.Record.ID: Sent] = [:]
+            var records: [Stratus.Record.ID: Stratus.Record] = [:]
+            var settled: [SyncEngine.PendingRecordZoneChange] = []
+            var scanned = 0
+            while scanned < pending.count, sent.count < Self.operationsPerRequest {
+                let chunk = Array(pending[scanned..<min(scanned + Self.operationsPerRequest, pending.count)])
+                scanned += chunk.count
+                let (chunkSent, chunkRecords) = try await pool.read { [model, mapping] db in
+                    try Self.changesToSend(chunk, model: model, mapping: mapping, in: db)
                 }
-                return (sent, try Self.records(for: sent, model: model, mapping: mapping, columns: columns, in: db))
+                // Each change is sent as the outbox has it now; one the outbox no longer lists is settled.
+                settled += chunk.filter { chunkSent[$0.recordID] == nil }
+                sent.merge(chunkSent) { $1 }
+                records.merge(chunkRecords) { $1 }
             }
-            let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending.filter { sent[$0.recordID] != nil }) {
-                records[$0]
-            }
-            let settled = pending.filter { sent[$0.recordID] == nil }
             if !settled.isEmpty { syncEngine.state.remove(pendingRecordZoneChanges: settled) }
-            for (recordID, item) in sent { inFlight[recordID] = item }
+            let toSave = records
+            let batch = await SyncEngine.RecordZoneChangeBatch(
+                pendingChanges: pending[..<scanned].filter { sent[$0.recordID] != nil }
+            ) { toSave[$0] }
+            for recordID in (batch?.recordsToSave.map(\.recordID) ?? []) + (batch?.recordIDsToDelete ?? []) {
+                inFlight[recordID] = sent[recordID]
+            }
             return batch
         } catch {
             lastError = Self.cloudError(error)
             return nil
         }
+    }
+
+    /// The server's default operations per request: how many changes a batch is read for.
+    private static let operationsPerRequest = 200
+
+    /// What to send for `changes`, as the outbox and the rows have it now: the outbox entry and
+    /// values of each change the outbox still lists, and the records of its saves.
+    private static func changesToSend(
+        _ changes: [SyncEngine.PendingRecordZoneChange], model: StoreModel, mapping: RecordMapping, in db: GRDB.Database
+    ) throws -> ([Stratus.Record.ID: Sent], [Stratus.Record.ID: Stratus.Record]) {
+        var sent: [Stratus.Record.ID: Sent] = [:]
+        var columns: [String: StoreColumns] = [:]
+        for change in changes {
+            guard let rowID = UUID(uuidString: change.recordID.recordName),
+                let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db), Self.change(for: entry) == change,
+                let table = model.table(named: entry.table)
+            else { continue }
+            if entry.operation == .delete {
+                sent[change.recordID] = Sent(entry: entry)
+                continue
+            }
+            let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
+            columns[table.name] = tableColumns
+            guard let values = try mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
+            else { continue }
+            sent[change.recordID] = Sent(entry: entry, values: values)
+        }
+        return (sent, try records(for: sent, model: model, mapping: mapping, columns: columns, in: db))
     }
 
     /// The records to save: each based on the server's record this device last knew (so the save

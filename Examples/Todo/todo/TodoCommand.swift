@@ -13,12 +13,12 @@ struct TodoCommand: AsyncParsableCommand {
         abstract: "A to-do app whose own SQLite database StratusStore mirrors to a Stratus server.",
         discussion: """
             Each state directory (--state) is one device, its data in todo.sqlite. Set it up once with 'signup' \
-            or 'signin', then 'add-list', 'add', 'done', 'rename', 'delete', 'show' and 'sync'. Every change is \
+            or 'signin', then 'add-list', 'add', 'done', 'rename', 'delete' and 'sync' (or 'show'). Every change is \
             committed to the device's database first and sent when the server is reachable; 'status' shows what \
             waits, 'verify' proves the device's copy equal to the server's.
             """,
         subcommands: [
-            SignUp.self, SignIn.self, Show.self, AddList.self, Add.self, Done.self, Rename.self, Delete.self, Sync.self,
+            SignUp.self, SignIn.self, Sync.self, AddList.self, Add.self, Done.self, Rename.self, Delete.self,
             Status.self, Verify.self, Schema.self, Import.self, Watch.self,
         ])
 }
@@ -58,17 +58,6 @@ struct SignIn: AsyncParsableCommand {
     func run() async throws {
         try await TodoStore.signIn(try account.account(stateDirectory: device.directory))
         say("Signed in as \(account.name).")
-        let store = try await device.store()
-        try await report(store, store.sync())
-    }
-}
-
-struct Show: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Sync if the server is reachable, then show the lists.")
-
-    @OptionGroup var device: DeviceOptions
-
-    func run() async throws {
         let store = try await device.store()
         try await report(store, store.sync())
     }
@@ -164,7 +153,9 @@ struct Delete: AsyncParsableCommand {
 }
 
 struct Sync: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Send the waiting changes and apply the other devices'.")
+    static let configuration = CommandConfiguration(
+        abstract: "Send the waiting changes, apply the other devices', and show the lists (offline: show them as they are here).",
+        aliases: ["show"])
 
     @OptionGroup var device: DeviceOptions
 
