@@ -5,7 +5,8 @@ import Stratus
 /// What the mirror keeps beside the app's tables, in its own (`stratusstore_`) tables:
 ///
 /// - `stratusstore_records`: per mirrored row, the system fields of the server's record as this
-///   device last fetched or saved it (its change tag bases the next save);
+///   device last fetched or saved it (its change tag bases the next save), and that change tag
+///   apart, so that a fetched record this device already holds is recognised without decoding;
 /// - `stratusstore_ancestors`: that record's values, one row per column holding SQLite's own value
 ///   (the common ancestor a merge compares both sides with);
 /// - `stratusstore_mirror`: the sync engine's state and whether the store's zone exists.
@@ -14,7 +15,7 @@ enum StoreMetadata {
         try db.execute(
             sql: """
                 CREATE TABLE IF NOT EXISTS stratusstore_records (
-                    table_name TEXT NOT NULL, row_id TEXT NOT NULL, system_fields BLOB NOT NULL,
+                    table_name TEXT NOT NULL, row_id TEXT NOT NULL, system_fields BLOB NOT NULL, change_tag TEXT,
                     PRIMARY KEY (table_name, row_id)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS stratusstore_ancestors (
                     table_name TEXT NOT NULL, row_id TEXT NOT NULL, column_name TEXT NOT NULL, value,
@@ -46,8 +47,18 @@ enum StoreMetadata {
         return ServerRecord(systemFields: systemFields, values: values)
     }
 
-    /// Remembers the server's record of a row; `nil` forgets it (the record is gone from the server).
-    static func setServerRecord(_ record: ServerRecord?, table: String, rowID: UUID, in db: GRDB.Database) throws {
+    /// The change tag of the server's record of a row as last known.
+    static func changeTag(table: String, rowID: UUID, in db: GRDB.Database) throws -> String? {
+        try String.fetchOne(
+            db, sql: "SELECT change_tag FROM stratusstore_records WHERE table_name = ? AND row_id = ?",
+            arguments: [table, rowID.uuidString])
+    }
+
+    /// Remembers the server's record of a row, holding the mirrored column `values`; `nil` forgets
+    /// it (the record is gone from the server).
+    static func setServerRecord(
+        _ record: Stratus.Record?, values: [String: DatabaseValue], table: String, rowID: UUID, in db: GRDB.Database
+    ) throws {
         let arguments: StatementArguments = [table, rowID.uuidString]
         try db.execute(sql: "DELETE FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?", arguments: arguments)
         guard let record else {
@@ -55,9 +66,9 @@ enum StoreMetadata {
             return
         }
         try db.execute(
-            sql: "INSERT OR REPLACE INTO stratusstore_records (table_name, row_id, system_fields) VALUES (?, ?, ?)",
-            arguments: arguments + [record.systemFields])
-        for (column, value) in record.values where !value.isNull {
+            sql: "INSERT OR REPLACE INTO stratusstore_records (table_name, row_id, system_fields, change_tag) VALUES (?, ?, ?, ?)",
+            arguments: arguments + [record.encodeSystemFields(), record.recordChangeTag])
+        for (column, value) in values where !value.isNull {
             try db.execute(
                 sql: "INSERT INTO stratusstore_ancestors (table_name, row_id, column_name, value) VALUES (?, ?, ?, ?)",
                 arguments: arguments + [column, value])

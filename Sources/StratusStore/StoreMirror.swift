@@ -402,6 +402,11 @@ actor StoreMirror: SyncEngineDelegate {
             guard recordID.zoneID.zoneName == RecordMapping.zoneName, let table = mirror.tablesByRecordType[recordType],
                 let rowID = UUID(uuidString: recordID.recordName)
             else { return }
+            // A record this device already holds at this version (its own save, coming back in the
+            // feed) changes nothing.
+            if let tag = record?.recordChangeTag, try StoreMetadata.changeTag(table: table.name, rowID: rowID, in: db) == tag {
+                return
+            }
             let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
             columns[table.name] = tableColumns
             let server = try record.map { try mirror.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
@@ -441,9 +446,7 @@ actor StoreMirror: SyncEngineDelegate {
 
         /// Keeps the server's record of a row as the ancestor of later merges; `nil`: it is gone.
         private func remember(_ record: Stratus.Record?, values: [String: DatabaseValue]?, table: StoreTable, rowID: UUID) throws {
-            try StoreMetadata.setServerRecord(
-                record.map { StoreMetadata.ServerRecord(systemFields: $0.encodeSystemFields(), values: values ?? [:]) },
-                table: table.name, rowID: rowID, in: db)
+            try StoreMetadata.setServerRecord(record, values: values ?? [:], table: table.name, rowID: rowID, in: db)
         }
     }
 
@@ -469,13 +472,12 @@ actor StoreMirror: SyncEngineDelegate {
                 guard let item = sentNow[record.recordID], let values = item.values else { continue }
                 try StoreMetadata.confirm(item.entry, in: db)
                 try StoreMetadata.setServerRecord(
-                    .init(systemFields: record.encodeSystemFields(), values: values), table: item.entry.table,
-                    rowID: item.entry.rowID, in: db)
+                    record, values: values, table: item.entry.table, rowID: item.entry.rowID, in: db)
             }
             for recordID in sent.deletedRecordIDs {
                 guard let item = sentNow[recordID] else { continue }
                 try StoreMetadata.confirm(item.entry, in: db)
-                try StoreMetadata.setServerRecord(nil, table: item.entry.table, rowID: item.entry.rowID, in: db)
+                try StoreMetadata.setServerRecord(nil, values: [:], table: item.entry.table, rowID: item.entry.rowID, in: db)
             }
             for failure in sent.failedRecordSaves {
                 guard let item = sentNow[failure.record.recordID], let table = model.table(named: item.entry.table),
@@ -492,7 +494,7 @@ actor StoreMirror: SyncEngineDelegate {
                     try merger.apply(server: nil, recordID: failure.record.recordID, recordType: recordType)
                 case .zoneNotFound:
                     zoneMissing = true
-                    try StoreMetadata.setServerRecord(nil, table: table.name, rowID: item.entry.rowID, in: db)
+                    try StoreMetadata.setServerRecord(nil, values: [:], table: table.name, rowID: item.entry.rowID, in: db)
                     merger.outcome.requeued.append(.saveRecord(failure.record.recordID))
                 default:
                     if !failure.error.keepsChangesPending { refused = failure.error }
@@ -503,7 +505,7 @@ actor StoreMirror: SyncEngineDelegate {
                 if error.code == .unknownItem || error.code == .zoneNotFound {
                     // Already gone: what the delete wanted.
                     try StoreMetadata.confirm(item.entry, in: db)
-                    try StoreMetadata.setServerRecord(nil, table: item.entry.table, rowID: item.entry.rowID, in: db)
+                    try StoreMetadata.setServerRecord(nil, values: [:], table: item.entry.table, rowID: item.entry.rowID, in: db)
                 } else if !error.keepsChangesPending {
                     refused = error
                 }
