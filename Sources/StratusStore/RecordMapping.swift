@@ -80,7 +80,7 @@ public struct RecordMapping: Sendable {
         of table: StoreTable, rowID: UUID, columns: StoreColumns, in db: GRDB.Database
     ) throws -> [String: DatabaseValue]? {
         guard let row = try Row.fetchOne(
-            db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
+            db.cachedStatement(sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)"),
             arguments: StatementArguments(StoreColumns.keyForms(rowID)))
         else { return nil }
         return Self.columnValues(of: row, columns: columns)
@@ -172,28 +172,29 @@ public struct RecordMapping: Sendable {
             assigned.append((column, value))
         }
         if let stored = try DatabaseValue.fetchOne(
-            db, sql: "SELECT \(key) FROM \(name) WHERE \(key) IN (?, ?, ?)", arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+            db.cachedStatement(sql: "SELECT \(key) FROM \(name) WHERE \(key) IN (?, ?, ?)"),
+            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
         {
             guard !assigned.isEmpty else { return }
-            try db.execute(
-                sql: "UPDATE \(name) SET \(assigned.map { "\($0.column.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")) WHERE \(key) = ?",
-                arguments: StatementArguments(assigned.map(\.value) + [stored]))
+            try db.cachedStatement(
+                sql: "UPDATE \(name) SET \(assigned.map { "\($0.column.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")) WHERE \(key) = ?"
+            ).execute(arguments: StatementArguments(assigned.map(\.value) + [stored]))
         } else {
             let names = [columns.key] + assigned.map(\.column)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO \(name) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", ")))
                     VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
-                    """,
-                arguments: StatementArguments([columns.keyValue(rowID)] + assigned.map(\.value)))
+                    """
+            ).execute(arguments: StatementArguments([columns.keyValue(rowID)] + assigned.map(\.value)))
         }
     }
 
     /// Deletes the row of `rowID`, whatever form its key is stored in.
     func delete(rowID: UUID, from table: StoreTable, columns: StoreColumns, in db: GRDB.Database) throws {
-        try db.execute(
-            sql: "DELETE FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)",
-            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+        try db.cachedStatement(
+            sql: "DELETE FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)"
+        ).execute(arguments: StatementArguments(StoreColumns.keyForms(rowID)))
     }
 
     private func databaseValue(

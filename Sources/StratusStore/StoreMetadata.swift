@@ -34,12 +34,12 @@ enum StoreMetadata {
 
     static func serverRecord(table: String, rowID: UUID, in db: GRDB.Database) throws -> ServerRecord? {
         guard let systemFields = try Data.fetchOne(
-            db, sql: "SELECT system_fields FROM stratusstore_records WHERE table_name = ? AND row_id = ?",
+            db.cachedStatement(sql: "SELECT system_fields FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
             arguments: [table, rowID.uuidString])
         else { return nil }
         var values: [String: DatabaseValue] = [:]
         for row in try Row.fetchAll(
-            db, sql: "SELECT column_name, value FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?",
+            db.cachedStatement(sql: "SELECT column_name, value FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?"),
             arguments: [table, rowID.uuidString])
         {
             values[row["column_name"]] = row["value"]
@@ -50,7 +50,7 @@ enum StoreMetadata {
     /// The change tag of the server's record of a row as last known.
     static func changeTag(table: String, rowID: UUID, in db: GRDB.Database) throws -> String? {
         try String.fetchOne(
-            db, sql: "SELECT change_tag FROM stratusstore_records WHERE table_name = ? AND row_id = ?",
+            db.cachedStatement(sql: "SELECT change_tag FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
             arguments: [table, rowID.uuidString])
     }
 
@@ -60,18 +60,22 @@ enum StoreMetadata {
         _ record: Stratus.Record?, values: [String: DatabaseValue], table: String, rowID: UUID, in db: GRDB.Database
     ) throws {
         let arguments: StatementArguments = [table, rowID.uuidString]
-        try db.execute(sql: "DELETE FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?", arguments: arguments)
+        try db.cachedStatement(
+            sql: "DELETE FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?"
+        ).execute(arguments: arguments)
         guard let record else {
-            try db.execute(sql: "DELETE FROM stratusstore_records WHERE table_name = ? AND row_id = ?", arguments: arguments)
+            try db.cachedStatement(
+                sql: "DELETE FROM stratusstore_records WHERE table_name = ? AND row_id = ?"
+            ).execute(arguments: arguments)
             return
         }
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO stratusstore_records (table_name, row_id, system_fields, change_tag) VALUES (?, ?, ?, ?)",
-            arguments: arguments + [record.encodeSystemFields(), record.recordChangeTag])
+        try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO stratusstore_records (table_name, row_id, system_fields, change_tag) VALUES (?, ?, ?, ?)"
+        ).execute(arguments: arguments + [record.encodeSystemFields(), record.recordChangeTag])
         for (column, value) in values where !value.isNull {
-            try db.execute(
-                sql: "INSERT INTO stratusstore_ancestors (table_name, row_id, column_name, value) VALUES (?, ?, ?, ?)",
-                arguments: arguments + [column, value])
+            try db.cachedStatement(
+                sql: "INSERT INTO stratusstore_ancestors (table_name, row_id, column_name, value) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: arguments + [column, value])
         }
     }
 
@@ -81,7 +85,7 @@ enum StoreMetadata {
     /// of all synced tables: it is the record's name in the store's one zone).
     static func outboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
         try Row.fetchOne(
-            db, sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)",
+            db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
             arguments: StatementArguments(StoreColumns.keyForms(rowID))
         ).flatMap(PendingChange.init(row:))
     }
@@ -93,24 +97,26 @@ enum StoreMetadata {
 
     /// The outbox entries with a version above `version`, oldest first.
     static func outbox(after version: Int64, in db: GRDB.Database) throws -> [PendingChange] {
-        try Row.fetchAll(db, sql: "SELECT * FROM stratusstore_outbox WHERE version > ? ORDER BY version", arguments: [version])
+        try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE version > ? ORDER BY version"),
+            arguments: [version])
             .compactMap(PendingChange.init(row:))
     }
 
     /// Removes `change`'s entry if the row changed no more since that version.
     static func confirm(_ change: PendingChange, in db: GRDB.Database) throws {
-        try db.execute(
-            sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?",
-            arguments: [change.table, change.storedKey, change.version])
+        try db.cachedStatement(
+            sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?"
+        ).execute(arguments: [change.table, change.storedKey, change.version])
     }
 
     /// Makes the row's entry `operation` (keeping its version when there is one), after a merge
     /// decided the server needs the local side.
     static func requeue(_ operation: PendingChange.Operation, table: String, rowID: UUID, in db: GRDB.Database) throws {
         if let entry = try outboxEntry(rowID: rowID, in: db) {
-            try db.execute(
-                sql: "UPDATE stratusstore_outbox SET operation = ? WHERE table_name = ? AND row_id = ?",
-                arguments: [operation.rawValue, table, entry.storedKey])
+            try db.cachedStatement(
+                sql: "UPDATE stratusstore_outbox SET operation = ? WHERE table_name = ? AND row_id = ?"
+            ).execute(arguments: [operation.rawValue, table, entry.storedKey])
         } else {
             try db.execute(
                 sql: """
@@ -122,19 +128,23 @@ enum StoreMetadata {
 
     /// Drops the row's entry whatever its version: the server holds what the row holds.
     static func dropOutboxEntry(table: String, rowID: UUID, in db: GRDB.Database) throws {
-        try db.execute(
-            sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?)",
-            arguments: StatementArguments([table.databaseValue] + StoreColumns.keyForms(rowID)))
+        try db.cachedStatement(
+            sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?)"
+        ).execute(arguments: StatementArguments([table.databaseValue] + StoreColumns.keyForms(rowID)))
     }
 
     // MARK: The mirror's own values
 
     static func value(_ key: String, in db: GRDB.Database) throws -> DatabaseValue? {
-        try DatabaseValue.fetchOne(db, sql: "SELECT value FROM stratusstore_mirror WHERE key = ?", arguments: [key])
+        try DatabaseValue.fetchOne(
+            db.cachedStatement(sql: "SELECT value FROM stratusstore_mirror WHERE key = ?"),
+            arguments: [key])
     }
 
     static func setValue(_ value: (any DatabaseValueConvertible)?, for key: String, in db: GRDB.Database) throws {
-        try db.execute(sql: "INSERT OR REPLACE INTO stratusstore_mirror (key, value) VALUES (?, ?)", arguments: [key, value])
+        try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO stratusstore_mirror (key, value) VALUES (?, ?)"
+        ).execute(arguments: [key, value])
     }
 }
 
