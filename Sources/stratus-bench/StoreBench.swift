@@ -4,6 +4,7 @@ import Stratus
 import StratusSQLite
 import StratusStore
 import StratusSync
+import Synchronization
 
 /// StratusStore, each workload beside its baseline in the same round: local writes with mirroring
 /// on (changes captured into the outbox; sent afterwards, by a manual sync) beside plain GRDB
@@ -78,12 +79,13 @@ struct StoreBench {
                 assetDirectory: directory.appendingPathComponent("laptop-assets"), automaticallySync: false))
         try await laptop.sync()
         let reader = Reader(pool: laptopPool)
-        let reading = Task { try await reader.readUntilCancelled() }
+        let importing = Atomic(true)
+        let reading = Task { try await reader.read(while: importing) }
         result.storeTransferSeconds = try await measure {
             try await phone.sync()
             try await laptop.sync()
         }
-        reading.cancel()
+        importing.store(false, ordering: .releasing)
         let during = try await reading.value
         let arrived = try await laptopPool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0 }
         guard arrived == rows else { throw BenchError("the second store holds \(arrived) items, expected \(rows)") }
@@ -151,9 +153,9 @@ struct StoreBench {
             }
         }
 
-        func readUntilCancelled() async throws -> [Double] {
+        func read(while running: borrowing Atomic<Bool>) async throws -> [Double] {
             var latencies: [Double] = []
-            while !Task.isCancelled {
+            while running.load(ordering: .acquiring) {
                 latencies.append(try await readOnce())
                 try? await Task.sleep(for: .milliseconds(1))
             }
