@@ -386,11 +386,10 @@ actor StoreMirror: SyncEngineDelegate {
         /// ``apply(server:recordID:recordType:)``, skipping (and keeping the reason of) a record no row
         /// can hold: one written by a newer app version must not stop every other record.
         mutating func applyReadable(server record: Stratus.Record?, recordID: Stratus.Record.ID, recordType: String) throws {
+            // Mapping the record to column values is the one step that refuses a record, and it
+            // comes before any write of `apply`: a refused record leaves nothing behind.
             do {
-                try db.inSavepoint {
-                    try apply(server: record, recordID: recordID, recordType: recordType)
-                    return .commit
-                }
+                try apply(server: record, recordID: recordID, recordType: recordType)
             } catch let error as StoreMappingError {
                 outcome.unreadable.append(error)
             }
@@ -410,9 +409,9 @@ actor StoreMirror: SyncEngineDelegate {
             let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
             columns[table.name] = tableColumns
             let server = try record.map { try mirror.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
-            let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
             var result = server
             if let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db) {
+                let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
                 if server == known?.values {
                     // The server's record is the one this device last agreed on (its own save coming
                     // back, with a new tag): the local change stands, based on it.

@@ -187,6 +187,28 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("a fetched record no row can hold is skipped, its reason kept; the rest of its page is applied and nothing of it is written")
+    func unreadableRecord() async throws {
+        try await Self.withDevices(["phone"]) { _, devices in
+            let phone = devices[0]
+            try await phone.store.sync()
+            let (badID, goodID) = (UUID(), UUID())
+            var bad = Record(recordType: "Item", recordID: RecordMapping.recordID(badID))
+            bad["title"] = "bad"
+            bad["listID"] = "not a UUID"
+            var good = Record(recordType: "Item", recordID: RecordMapping.recordID(goodID))
+            good["title"] = "good"
+            // Another client of the same user writes them straight through the SDK.
+            let results = try await phone.container.privateCloudDatabase.modifyRecords(saving: [bad, good], deleting: [])
+            #expect(results.partialFailure == nil)
+            try await phone.store.sync()
+            #expect(try await phone.item(goodID)?["title"] as String? == "good")
+            #expect(try await phone.item(badID) == nil)
+            let status = try await phone.store.syncStatus()
+            #expect(status.lastError?.message.contains("listID") == true, "\(status)")
+        }
+    }
+
     /// What each policy makes of one edit per side: the phone changed the title and the attachment
     /// and sent first; the laptop changed the title and `done`, and sends second.
     @Test(
