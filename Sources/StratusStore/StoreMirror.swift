@@ -125,6 +125,10 @@ actor StoreMirror: SyncEngineDelegate {
                 return (try ZoneDigest(records: records), try StoreMetadata.outboxCount(in: db))
             }
             let (_, laterToken) = try await configuration.database.zoneDigest(inZoneWith: zoneID)
+            if pending > 0, let lastError {
+                // A change the server refuses stays in the outbox: the copies cannot be equal.
+                throw lastError
+            }
             guard laterToken == changeToken, pending == 0 else { continue }
             return StoreVerification(local: local, server: server)
         }
@@ -206,7 +210,7 @@ actor StoreMirror: SyncEngineDelegate {
                 sent.merge(chunkSent) { $1 }
                 records.merge(chunkRecords) { $1 }
             }
-            if !settled.isEmpty { syncEngine.state.remove(pendingRecordZoneChanges: settled) }
+            try await unqueue(settled)
             let toSave = records
             let batch = await SyncEngine.RecordZoneChangeBatch(
                 pendingChanges: pending[..<scanned].filter { sent[$0.recordID] != nil }
@@ -356,7 +360,7 @@ actor StoreMirror: SyncEngineDelegate {
             }
             return (merger.outcome, capture.capturedTransaction())
         }
-        hand(outcome)
+        try await hand(outcome)
         if let transaction { remoteChanges.yield(StoreRemoteChange(historyToken: HistoryToken(transaction: transaction))) }
     }
 
@@ -450,10 +454,20 @@ actor StoreMirror: SyncEngineDelegate {
     }
 
     /// Hands the engine what a merger changed in the outbox, after its transaction committed.
-    private func hand(_ outcome: MergeOutcome) {
-        if !outcome.settled.isEmpty { engine.state.remove(pendingRecordZoneChanges: outcome.settled) }
+    private func hand(_ outcome: MergeOutcome) async throws {
+        try await unqueue(outcome.settled)
         if !outcome.requeued.isEmpty { engine.state.add(pendingRecordZoneChanges: outcome.requeued) }
         if let unreadable = outcome.unreadable.last { lastError = CloudError(.invalidArguments, unreadable.reason) }
+    }
+
+    /// Takes `changes` out of the engine, then queues again what the outbox lists for their rows:
+    /// a local write that landed meanwhile (and was queued under the same record ID) is not taken
+    /// out with them.
+    private func unqueue(_ changes: [SyncEngine.PendingRecordZoneChange]) async throws {
+        guard !changes.isEmpty else { return }
+        engine.state.remove(pendingRecordZoneChanges: changes)
+        let rowIDs = changes.compactMap { UUID(uuidString: $0.recordID.recordName) }
+        queue(try await pool.read { db in try rowIDs.compactMap { try StoreMetadata.outboxEntry(rowID: $0, in: db) } })
     }
 
     // MARK: - Export
@@ -515,7 +529,7 @@ actor StoreMirror: SyncEngineDelegate {
             zoneSaved = false
             engine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
         }
-        hand(outcome)
+        try await hand(outcome)
         if let refused {
             lastError = refused
             runningEvents[.export]?.error = refused

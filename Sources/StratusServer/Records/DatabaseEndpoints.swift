@@ -384,21 +384,33 @@ struct DatabaseEndpoints: Sendable {
             var digest = RecordSetDigest()
             var position: ChangePosition?
             var state: ZoneState?
-            repeat {
-                let page = try await storage.recordChanges(
-                    zone: zoneName, in: zoneAccess.locator, after: position, limit: limits.maxRecordsPerResponse,
-                    recordTypes: nil)
-                let digested = state ?? page.zone
-                state = digested
-                for found in page.records {
-                    guard found.sequence <= digested.sequence else { continue attempts }
-                    guard let record = zoneAccess.feedEntry(found, since: nil), !record.deleted else { continue }
-                    let fields = try record.decodeFields().filter { !RecordHierarchy.isReserved($0.key) }
-                    digest.add(recordName: record.name, recordType: record.recordType, fields: fields)
+            do {
+                repeat {
+                    let page = try await storage.recordChanges(
+                        zone: zoneName, in: zoneAccess.locator, after: position, limit: limits.maxRecordsPerResponse,
+                        recordTypes: nil)
+                    let digested = state ?? page.zone
+                    state = digested
+                    for found in page.records {
+                        guard found.sequence <= digested.sequence, page.zone.id == digested.id else { continue attempts }
+                        guard let record = zoneAccess.feedEntry(found, since: nil), !record.deleted else { continue }
+                        let fields = try record.decodeFields().filter { !RecordHierarchy.isReserved($0.key) }
+                        digest.add(recordName: record.name, recordType: record.recordType, fields: fields)
+                    }
+                    metrics.recordsRead(page.records.count, via: "digest")
+                    position = page.moreComing ? page.position : nil
+                } while position != nil
+                // A backend may read the zone's state and its records in separate snapshots: a write
+                // between them moves a record past the state read. The zone must not have moved.
+                if let digested = state {
+                    let after = try await storage.recordChanges(
+                        zone: zoneName, in: zoneAccess.locator, after: digested.currentPosition, limit: 1, recordTypes: nil)
+                    guard after.zone.id == digested.id, after.zone.sequence == digested.sequence else { continue attempts }
                 }
-                metrics.recordsRead(page.records.count, via: "digest")
-                position = page.moreComing ? page.position : nil
-            } while position != nil
+            } catch let error as StratusError where error.code == .changeTokenExpired {
+                // The zone was deleted and made again, or its tombstones purged, during the read.
+                continue attempts
+            }
             guard let state else { break }
             var writer = JSONWriter()
             writer.beginObject()
