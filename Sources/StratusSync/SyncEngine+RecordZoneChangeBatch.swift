@@ -29,13 +29,14 @@ extension SyncEngine {
             var saves: [Record] = []
             var deletes: [Record.ID] = []
             var bytes = 0
-            for change in pendingChanges {
+            changes: for change in pendingChanges {
                 guard saves.count + deletes.count < limits.operations else { break }
                 switch change {
                 case .saveRecord(let recordID):
                     guard let record = await recordProvider(recordID) else { continue }
                     let size = record.estimatedSize
-                    if !saves.isEmpty || !deletes.isEmpty, bytes + size > limits.bytes { break }
+                    // The batch ends at the first change that does not fit: later ones wait their turn.
+                    if !saves.isEmpty || !deletes.isEmpty, bytes + size > limits.bytes { break changes }
                     bytes += size
                     saves.append(record)
                 case .deleteRecord(let recordID):

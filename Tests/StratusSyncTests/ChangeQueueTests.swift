@@ -74,4 +74,22 @@ struct ChangeQueueTests {
         queue.resetInFlight()
         #expect(Self.describe(queue.status(of: .saveRecord(Self.b))) == "pending")
     }
+
+    @Test("a batch is the first changes that fit, in order: it ends at a save too large for what is left")
+    func batchEndsAtFirstMisfit() async throws {
+        let large = String(repeating: "x", count: 1_500_000)
+        var records: [Record.ID: Record] = [:]
+        for recordID in [Self.a, Self.b] {
+            var record = Record(recordType: "Note", recordID: recordID)
+            record["text"] = large
+            records[recordID] = record
+        }
+        let provided = records
+        let batch = try #require(
+            await SyncEngine.RecordZoneChangeBatch(
+                pendingChanges: [.saveRecord(Self.a), .saveRecord(Self.b), .deleteRecord(Record.ID(recordName: "c"))]
+            ) { provided[$0] })
+        #expect(batch.recordsToSave.map(\.recordID) == [Self.a])
+        #expect(batch.recordIDsToDelete.isEmpty, "the delete after the save that did not fit waits for the next batch")
+    }
 }
