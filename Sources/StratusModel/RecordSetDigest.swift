@@ -23,8 +23,10 @@ public struct RecordSetDigest: Hashable, Sendable {
     /// An empty set's digest.
     public init() {}
 
-    /// Adds one live record.
+    /// Adds one live record; a share (`cloudkit.share`) is left out: it says who sees the data, not
+    /// what the data is, and its keys differ by reader.
     public mutating func add(recordName: String, recordType: String, fields: [String: FieldValue]) {
+        guard !ShareKeys.isShareType(recordType) else { return }
         var encoding = CanonicalEncoding()
         encoding.append(recordName)
         encoding.append(recordType)

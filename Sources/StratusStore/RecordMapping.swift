@@ -6,7 +6,8 @@ public import Stratus
 /// How a row of a synced table becomes a record and back (docs/store.md has the table):
 ///
 /// - the record type is the table's ``StoreTable/Configuration/synced(recordType:)``, the record
-///   name the row's UUID (`uuidString`), the zone ``zoneName`` of the store's database;
+///   name the row's UUID (`uuidString`), the zone ``zoneName`` of the store's database (or the zone
+///   of the share the row is in);
 /// - each column but the key and the local columns is a field of the same name, holding the value
 ///   as SQLite holds it: `INTEGER` → `INT64`, `REAL` → `DOUBLE`, `TEXT` → `STRING`, `BLOB` → `BYTES`;
 ///   a BLOB larger than ``assetThreshold`` goes as an `ASSET` in the field ``assetKey(_:)``
@@ -37,9 +38,14 @@ public struct RecordMapping: Sendable {
         column + "_ckAsset"
     }
 
-    /// The record ID of a row.
+    /// The record ID of a row in the store's zone of the private database.
     public static func recordID(_ rowID: UUID) -> Stratus.Record.ID {
-        Stratus.Record.ID(recordName: rowID.uuidString, zoneID: RecordZone.ID(zoneName: zoneName))
+        recordID(rowID, zoneID: RecordZone.ID(zoneName: zoneName))
+    }
+
+    /// The record ID of a row in `zoneID` (a share's zone).
+    public static func recordID(_ rowID: UUID, zoneID: RecordZone.ID) -> Stratus.Record.ID {
+        Stratus.Record.ID(recordName: rowID.uuidString, zoneID: zoneID)
     }
 
     /// The record of the row of `table` whose key is `rowID`, read in `db`; `nil` when the row is gone.

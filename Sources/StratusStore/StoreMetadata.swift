@@ -9,6 +9,11 @@ import Stratus
 ///   apart, so that a fetched record this device already holds is recognised without decoding;
 /// - `stratusstore_ancestors`: that record's values, one row per column holding SQLite's own value
 ///   (the common ancestor a merge compares both sides with);
+/// - `stratusstore_row_zones`: the zone of each row that lives elsewhere than the store's own zone
+///   (a share's zone; in a store of the shared database, every row's), with its table;
+/// - `stratusstore_moved`: records of rows moved into a share's zone, still to delete from the
+///   zone they left;
+/// - `stratusstore_shares`: what the signed-in user may do in each shared zone, from its share;
 /// - `stratusstore_mirror`: the sync engine's state and whether the store's zone exists.
 enum StoreMetadata {
     static func create(in db: GRDB.Database) throws {
@@ -21,6 +26,16 @@ enum StoreMetadata {
                     table_name TEXT NOT NULL, row_id TEXT NOT NULL, column_name TEXT NOT NULL, value,
                     PRIMARY KEY (table_name, row_id, column_name)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS stratusstore_mirror (key TEXT PRIMARY KEY NOT NULL, value);
+                CREATE TABLE IF NOT EXISTS stratusstore_row_zones (
+                    row_id TEXT PRIMARY KEY NOT NULL, table_name TEXT NOT NULL, zone_name TEXT NOT NULL,
+                    owner_name TEXT NOT NULL) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS stratusstore_row_zones_by_zone ON stratusstore_row_zones (zone_name, owner_name);
+                CREATE TABLE IF NOT EXISTS stratusstore_moved (
+                    record_name TEXT NOT NULL, zone_name TEXT NOT NULL, owner_name TEXT NOT NULL,
+                    PRIMARY KEY (record_name, zone_name, owner_name)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS stratusstore_shares (
+                    zone_name TEXT NOT NULL, owner_name TEXT NOT NULL, permission TEXT NOT NULL,
+                    PRIMARY KEY (zone_name, owner_name)) WITHOUT ROWID;
                 """)
     }
 
@@ -87,7 +102,14 @@ enum StoreMetadata {
         try Row.fetchOne(
             db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
             arguments: StatementArguments(StoreColumns.keyForms(rowID))
-        ).flatMap(PendingChange.init(row:))
+        ).flatMap { try pendingChange($0, in: db) }
+    }
+
+    /// The outbox entry of `row`, with the zone its row lives in.
+    private static func pendingChange(_ row: Row, in db: GRDB.Database) throws -> PendingChange? {
+        guard var change = PendingChange(row: row) else { return nil }
+        change.zoneID = try zone(ofRow: change.rowID, in: db)
+        return change
     }
 
     /// How many rows have a change the server has not confirmed.
@@ -100,7 +122,7 @@ enum StoreMetadata {
         try Row.fetchAll(
             db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE version > ? ORDER BY version"),
             arguments: [version])
-            .compactMap(PendingChange.init(row:))
+            .compactMap { try pendingChange($0, in: db) }
     }
 
     /// Removes `change`'s entry if the row changed no more since that version.
@@ -131,6 +153,113 @@ enum StoreMetadata {
         try db.cachedStatement(
             sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?)"
         ).execute(arguments: StatementArguments([table.databaseValue] + StoreColumns.keyForms(rowID)))
+    }
+
+    // MARK: Zones
+
+    /// The zone of a row that lives elsewhere than the store's own zone; `nil` for a row of the
+    /// store's zone, or a new row of a store of the shared database not placed yet.
+    static func zone(ofRow rowID: UUID, in db: GRDB.Database) throws -> RecordZone.ID? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT zone_name, owner_name FROM stratusstore_row_zones WHERE row_id = ?"),
+            arguments: [rowID.uuidString]
+        ).map { RecordZone.ID(zoneName: $0["zone_name"], ownerName: $0["owner_name"]) }
+    }
+
+    /// Places a row of `table` in `zoneID`; `nil`: in the store's own zone.
+    static func setZone(_ zoneID: RecordZone.ID?, table: String, rowID: UUID, in db: GRDB.Database) throws {
+        if let zoneID {
+            try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO stratusstore_row_zones (row_id, table_name, zone_name, owner_name) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [rowID.uuidString, table, zoneID.zoneName, zoneID.ownerName])
+        } else {
+            try db.cachedStatement(sql: "DELETE FROM stratusstore_row_zones WHERE row_id = ?").execute(arguments: [rowID.uuidString])
+        }
+    }
+
+    /// Whether any row lives outside the store's own zone.
+    static func hasRowsInOtherZones(in db: GRDB.Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM stratusstore_row_zones)") ?? false
+    }
+
+    /// The rows placed in `zoneID`, with their tables.
+    static func rows(inZone zoneID: RecordZone.ID, in db: GRDB.Database) throws -> [(table: String, rowID: UUID)] {
+        try Row.fetchAll(
+            db, sql: "SELECT table_name, row_id FROM stratusstore_row_zones WHERE zone_name = ? AND owner_name = ?",
+            arguments: [zoneID.zoneName, zoneID.ownerName]
+        ).compactMap { row in UUID(uuidString: row["row_id"]).map { (row["table_name"], $0) } }
+    }
+
+    /// Every row's zone, by row, for rows outside the store's own zone.
+    static func rowZones(in db: GRDB.Database) throws -> [UUID: RecordZone.ID] {
+        var zones: [UUID: RecordZone.ID] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT row_id, zone_name, owner_name FROM stratusstore_row_zones") {
+            guard let rowID = UUID(uuidString: row["row_id"]) else { continue }
+            zones[rowID] = RecordZone.ID(zoneName: row["zone_name"], ownerName: row["owner_name"])
+        }
+        return zones
+    }
+
+    /// Notes that the record `recordID` of a moved row is to be deleted from the zone it left.
+    static func addMoved(_ recordID: Stratus.Record.ID, in db: GRDB.Database) throws {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO stratusstore_moved (record_name, zone_name, owner_name) VALUES (?, ?, ?)",
+            arguments: [recordID.recordName, recordID.zoneID.zoneName, recordID.zoneID.ownerName])
+    }
+
+    /// Whether `recordID` is the record a moved row left behind.
+    static func isMoved(_ recordID: Stratus.Record.ID, in db: GRDB.Database) throws -> Bool {
+        try Bool.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT EXISTS (SELECT 1 FROM stratusstore_moved WHERE record_name = ? AND zone_name = ? AND owner_name = ?)"),
+            arguments: [recordID.recordName, recordID.zoneID.zoneName, recordID.zoneID.ownerName]) ?? false
+    }
+
+    /// Forgets a left-behind record: it is deleted.
+    static func removeMoved(_ recordID: Stratus.Record.ID, in db: GRDB.Database) throws {
+        try db.cachedStatement(
+            sql: "DELETE FROM stratusstore_moved WHERE record_name = ? AND zone_name = ? AND owner_name = ?"
+        ).execute(arguments: [recordID.recordName, recordID.zoneID.zoneName, recordID.zoneID.ownerName])
+    }
+
+    /// The records moved rows left behind, still to delete.
+    static func moved(in db: GRDB.Database) throws -> [Stratus.Record.ID] {
+        try Row.fetchAll(db, sql: "SELECT record_name, zone_name, owner_name FROM stratusstore_moved").map {
+            Stratus.Record.ID(recordName: $0["record_name"], zoneID: RecordZone.ID(zoneName: $0["zone_name"], ownerName: $0["owner_name"]))
+        }
+    }
+
+    /// Keeps what the signed-in user may do in `zoneID` (from its share); `nil` forgets it.
+    static func setSharePermission(_ permission: Share.ParticipantPermission?, zone zoneID: RecordZone.ID, in db: GRDB.Database) throws {
+        if let permission {
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO stratusstore_shares (zone_name, owner_name, permission) VALUES (?, ?, ?)",
+                arguments: [zoneID.zoneName, zoneID.ownerName, permission.rawValue])
+        } else {
+            try db.execute(
+                sql: "DELETE FROM stratusstore_shares WHERE zone_name = ? AND owner_name = ?",
+                arguments: [zoneID.zoneName, zoneID.ownerName])
+        }
+    }
+
+    /// What the signed-in user may do in `zoneID`, as its share last said.
+    static func sharePermission(zone zoneID: RecordZone.ID, in db: GRDB.Database) throws -> Share.ParticipantPermission? {
+        try String.fetchOne(
+            db, sql: "SELECT permission FROM stratusstore_shares WHERE zone_name = ? AND owner_name = ?",
+            arguments: [zoneID.zoneName, zoneID.ownerName]
+        ).flatMap(Share.ParticipantPermission.init(rawValue:))
+    }
+
+    /// Forgets everything the mirror knew of the rows of `zoneID` and of the zone.
+    static func forgetZone(_ zoneID: RecordZone.ID, in db: GRDB.Database) throws {
+        for (table, rowID) in try rows(inZone: zoneID, in: db) {
+            try dropOutboxEntry(table: table, rowID: rowID, in: db)
+            try setServerRecord(nil, values: [:], table: table, rowID: rowID, in: db)
+        }
+        let arguments: StatementArguments = [zoneID.zoneName, zoneID.ownerName]
+        try db.execute(sql: "DELETE FROM stratusstore_row_zones WHERE zone_name = ? AND owner_name = ?", arguments: arguments)
+        try db.execute(sql: "DELETE FROM stratusstore_moved WHERE zone_name = ? AND owner_name = ?", arguments: arguments)
+        try setSharePermission(nil, zone: zoneID, in: db)
     }
 
     // MARK: The mirror's own values

@@ -12,7 +12,8 @@ import Synchronization
 actor StoreMirror: SyncEngineDelegate {
     /// What went into a send, to settle when the server answers.
     private struct Sent {
-        var entry: PendingChange
+        /// The outbox entry sent; `nil` for the delete of a record a row left when it moved to a share.
+        var entry: PendingChange?
         /// The values sent, for a save: the server holds them once it saved the record.
         var values: [String: DatabaseValue]?
     }
@@ -23,6 +24,9 @@ actor StoreMirror: SyncEngineDelegate {
     private let configuration: StratusStore.Mirroring
     private let mapping: RecordMapping
     private let tablesByRecordType: [String: StoreTable]
+    /// The zone of rows not placed elsewhere: the store's zone in the private database; none in the
+    /// shared one, where every row lives in the zone of a share.
+    private let defaultZoneID: RecordZone.ID?
     private var engine: SyncEngine!
     private var inFlight: [Stratus.Record.ID: Sent] = [:]
     /// The highest outbox version handed to the engine.
@@ -39,15 +43,20 @@ actor StoreMirror: SyncEngineDelegate {
     let events = Broadcast<StoreEvent>()
 
     static let zone = RecordZone(zoneID: RecordZone.ID(zoneName: RecordMapping.zoneName))
+    /// The start of the name of each zone the store makes to share rows (Core Data's is
+    /// `com.apple.coredata.cloudkit.share.`).
+    static let shareZonePrefix = RecordMapping.zoneName + ".share."
     private static let engineStateKey = "engine_state"
     private static let zoneSavedKey = "zone_saved"
 
     init(pool: DatabasePool, model: StoreModel, capture: ChangeCapture, configuration: StratusStore.Mirroring) async throws {
-        guard configuration.database.databaseScope == .private else {
+        let scope = configuration.database.databaseScope
+        guard scope != .public else {
             throw CloudError(
                 .invalidArguments,
-                "StratusStore mirrors the private database; the \(configuration.database.databaseScope.rawValue) database is not supported yet")
+                "StratusStore mirrors the private or the shared database; the public database is not supported yet")
         }
+        defaultZoneID = scope == .private ? Self.zone.zoneID : nil
         self.pool = pool
         self.model = model
         self.capture = capture
@@ -59,13 +68,13 @@ actor StoreMirror: SyncEngineDelegate {
         }
         tablesByRecordType = byType
         let (state, zoneSaved) = try await pool.write { db in
-            try StoreMetadata.create(in: db)
             let state = try StoreMetadata.value(Self.engineStateKey, in: db).flatMap(Data.fromDatabaseValue).map {
                 try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: $0)
             }
             return (state, try StoreMetadata.value(Self.zoneSavedKey, in: db).flatMap(Bool.fromDatabaseValue) ?? false)
         }
-        self.zoneSaved = zoneSaved
+        // A store of the shared database makes no zone: its zones are the shares it accepted.
+        self.zoneSaved = zoneSaved || scope == .shared
         let setup = StoreEvent(kind: .setup)
         events.yield(setup)
         runningEvents[.setup] = setup
@@ -73,16 +82,21 @@ actor StoreMirror: SyncEngineDelegate {
             SyncEngine.Configuration(
                 database: configuration.database, stateSerialization: state, delegate: self,
                 automaticallySync: configuration.automaticallySync))
-        if zoneSaved {
+        if self.zoneSaved {
             end(.setup)
         } else {
             engine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
         }
-        // The outbox is the truth: what the engine's saved state lists beyond it is settled.
-        let outbox = try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) }
-        let queued = Set(outbox.map { Self.change(for: $0) })
+        // The outbox (and the records moved rows left) is the truth: what the engine's saved state
+        // lists beyond it is settled.
+        let (outbox, moved) = try await pool.read { db in
+            (try StoreMetadata.outbox(after: 0, in: db), try StoreMetadata.moved(in: db))
+        }
+        let placed = try await placeNewRows(outbox)
+        let queued = Set(placed.compactMap(change(for:)) + moved.map { .deleteRecord($0) })
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges.filter { !queued.contains($0) })
-        queue(outbox)
+        queue(placed)
+        engine.state.add(pendingRecordZoneChanges: moved.map { .deleteRecord($0) })
         capture.afterCapturedCommit.withLock { action in
             action = { [weak self] in Task { try? await self?.queueNewOutboxEntries() } }
         }
@@ -96,44 +110,78 @@ actor StoreMirror: SyncEngineDelegate {
         } catch let error as CloudError where error.code == .partialFailure {
             // Each item's failure was handled as it was reported.
         }
-        try await engine.fetchChanges(Self.fetchOptions)
+        try await engine.fetchChanges()
     }
 
-    /// Fetches read the store's zone alone: other zones of the database belong to other code.
-    private static let fetchOptions = SyncEngine.FetchChangesOptions(scope: .zoneIDs([zone.zoneID]))
+    /// Whether `zoneID` holds rows of the store: its own zone and the zones it shares rows in (in
+    /// the private database; other zones there belong to other code), every zone of the shared one.
+    nonisolated private func ownsZone(_ zoneID: RecordZone.ID) -> Bool {
+        guard let defaultZoneID else { return true }
+        return zoneID == defaultZoneID
+            || (zoneID.ownerName == defaultZoneID.ownerName && zoneID.zoneName.hasPrefix(Self.shareZonePrefix))
+    }
+
+    /// Fetches read the store's zones alone, the zones of shares first: a row moved into a share by
+    /// another device then arrives in its new zone before its delete from the zone it left.
+    func nextFetchChangesOptions(
+        _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.FetchChangesOptions {
+        let zoneIDs = syncEngine.state.zoneIDsWithUnfetchedServerChanges.filter(ownsZone)
+        return SyncEngine.FetchChangesOptions(scope: .zoneIDs(zoneIDs), prioritizedZoneIDs: zoneIDs.filter { $0 != defaultZoneID })
+    }
 
     /// Where mirroring stands.
     func status() async throws -> StoreSyncStatus {
         let pending = try await pool.read { db in try StoreMetadata.outboxCount(in: db) }
-        let serverAhead = engine.state.zoneIDsWithUnfetchedServerChanges.contains(Self.zone.zoneID)
+        let serverAhead = engine.state.zoneIDsWithUnfetchedServerChanges.contains(where: ownsZone)
             || !engine.state.pendingDatabaseChanges.isEmpty
         return StoreSyncStatus(
             pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: lastError,
             isUpToDate: pending == 0 && lastCompleteFetch != nil && !serverAhead && zoneSaved)
     }
 
-    /// Syncs, then compares the digest of the local rows with the server's digest of the zone at a
-    /// moment the server held still: read before and after the local digest at the same token.
+    /// Syncs, then compares the digest of the local rows with the server's digest of each of the
+    /// store's zones at a moment the server held still: read before and after the local digests at
+    /// the same tokens.
     func verify() async throws -> StoreVerification {
-        let zoneID = Self.zone.zoneID
+        let database = configuration.database
         for _ in 0..<3 {
             try await sync()
-            let (server, changeToken) = try await configuration.database.zoneDigest(inZoneWith: zoneID)
-            try await engine.fetchChanges(Self.fetchOptions)
-            let (local, pending) = try await pool.read { [model, mapping] db in
-                let records = try model.syncedTables.flatMap { try mapping.records(of: $0, in: db) }
-                return (try ZoneDigest(records: records), try StoreMetadata.outboxCount(in: db))
+            var server: [RecordZone.ID: ZoneDigest] = [:]
+            var tokens: [RecordZone.ID: ServerChangeToken] = [:]
+            for zone in try await database.allRecordZones() where ownsZone(zone.zoneID) {
+                (server[zone.zoneID], tokens[zone.zoneID]) = try await database.zoneDigest(inZoneWith: zone.zoneID)
             }
-            let (_, laterToken) = try await configuration.database.zoneDigest(inZoneWith: zoneID)
+            try await engine.fetchChanges()
+            let (local, pending) = try await pool.read { [model, mapping, defaultZoneID] db in
+                let zones = try StoreMetadata.rowZones(in: db)
+                var records: [RecordZone.ID: [Stratus.Record]] = [:]
+                for table in model.syncedTables {
+                    for record in try mapping.records(of: table, in: db) {
+                        // A row of the shared database placed in no share yet is in the outbox.
+                        guard let zoneID = UUID(uuidString: record.recordID.recordName).flatMap({ zones[$0] }) ?? defaultZoneID
+                        else { continue }
+                        records[zoneID, default: []].append(record)
+                    }
+                }
+                return (try records.mapValues { try ZoneDigest(records: $0) }, try StoreMetadata.outboxCount(in: db))
+            }
+            var moved = false
+            for (zoneID, token) in tokens where try await database.zoneDigest(inZoneWith: zoneID).changeToken != token {
+                moved = true
+            }
             if pending > 0, let lastError {
                 // A change the server refuses stays in the outbox: the copies cannot be equal.
                 throw lastError
             }
-            guard laterToken == changeToken, pending == 0 else { continue }
-            return StoreVerification(local: local, server: server)
+            guard !moved, pending == 0 else { continue }
+            // A zone of the server with no rows here counts as empty here.
+            let empty = try ZoneDigest(records: [])
+            return StoreVerification(
+                local: local.merging(server.keys.map { ($0, empty) }) { here, _ in here }, server: server)
         }
         throw CloudError(
-            .serviceUnavailable, "the store or its zone kept changing while it was verified; verify again when it is quiet")
+            .serviceUnavailable, "the store or its zones kept changing while it was verified; verify again when it is quiet")
     }
 
     /// Writes the model's record types into the development schema by saving a representative
@@ -169,20 +217,67 @@ actor StoreMirror: SyncEngineDelegate {
 
     // MARK: - The outbox into the engine
 
-    private static func change(for entry: PendingChange) -> SyncEngine.PendingRecordZoneChange {
-        let recordID = RecordMapping.recordID(entry.rowID)
+    /// The change the engine sends for an outbox entry, in the zone of its row; `nil` for a row of
+    /// the shared database that is in no share.
+    nonisolated private func change(for entry: PendingChange) -> SyncEngine.PendingRecordZoneChange? {
+        guard let zoneID = entry.zoneID ?? defaultZoneID else { return nil }
+        let recordID = RecordMapping.recordID(entry.rowID, zoneID: zoneID)
         return entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID)
     }
 
     private func queue(_ entries: [PendingChange]) {
         guard !entries.isEmpty else { return }
-        engine.state.add(pendingRecordZoneChanges: entries.map(Self.change(for:)))
+        var changes: [SyncEngine.PendingRecordZoneChange] = []
+        for entry in entries {
+            if let change = change(for: entry) {
+                changes.append(change)
+            } else {
+                lastError = CloudError(
+                    .invalidArguments,
+                    "row \(entry.rowID) of '\(entry.table)' is in no share: a row written to a store of the shared database "
+                        + "must reference a shared row, whose share it joins")
+            }
+        }
+        engine.state.add(pendingRecordZoneChanges: changes)
         lastQueuedVersion = max(lastQueuedVersion, entries.map(\.version).max() ?? 0)
     }
 
     private func queueNewOutboxEntries() async throws {
         let version = lastQueuedVersion
-        queue(try await pool.read { db in try StoreMetadata.outbox(after: version, in: db) })
+        queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: version, in: db) }))
+    }
+
+    /// Places each new row that references a row of a share in that share's zone (as a to-do added
+    /// to a shared list joins its share): a row the server never held, saved, with no zone yet.
+    /// Returns `entries` with the zones found.
+    private func placeNewRows(_ entries: [PendingChange]) async throws -> [PendingChange] {
+        let unplaced = entries.filter { $0.zoneID == nil && $0.operation == .save }
+        guard !unplaced.isEmpty else { return entries }
+        let placed = try await pool.write { [model, mapping] db -> [UUID: RecordZone.ID] in
+            // Rows are placed in shares only where some row is in one.
+            guard try StoreMetadata.hasRowsInOtherZones(in: db) else { return [:] }
+            var placed: [UUID: RecordZone.ID] = [:]
+            for entry in unplaced {
+                guard let table = model.table(named: entry.table), !table.relationships.isEmpty,
+                    try StoreMetadata.changeTag(table: table.name, rowID: entry.rowID, in: db) == nil,
+                    let values = try mapping.columnValues(of: table, rowID: entry.rowID, columns: StoreColumns(table, in: db), in: db)
+                else { continue }
+                for relationship in table.relationships {
+                    guard let related = values[relationship.column].flatMap(UUID.fromDatabaseValue),
+                        let zoneID = try StoreMetadata.zone(ofRow: related, in: db)
+                    else { continue }
+                    try StoreMetadata.setZone(zoneID, table: table.name, rowID: entry.rowID, in: db)
+                    placed[entry.rowID] = zoneID
+                    break
+                }
+            }
+            return placed
+        }
+        return entries.map { entry in
+            var entry = entry
+            entry.zoneID = entry.zoneID ?? placed[entry.rowID]
+            return entry
+        }
     }
 
     // MARK: - SyncEngineDelegate
@@ -202,9 +297,7 @@ actor StoreMirror: SyncEngineDelegate {
             while scanned < pending.count, sent.count < Self.operationsPerRequest {
                 let chunk = Array(pending[scanned..<min(scanned + Self.operationsPerRequest, pending.count)])
                 scanned += chunk.count
-                let (chunkSent, chunkRecords) = try await pool.read { [model, mapping] db in
-                    try Self.changesToSend(chunk, model: model, mapping: mapping, in: db)
-                }
+                let (chunkSent, chunkRecords) = try await pool.read { db in try self.changesToSend(chunk, in: db) }
                 // Each change is sent as the outbox has it now; one the outbox no longer lists is settled.
                 settled += chunk.filter { chunkSent[$0.recordID] == nil }
                 sent.merge(chunkSent) { $1 }
@@ -229,15 +322,20 @@ actor StoreMirror: SyncEngineDelegate {
     private static let operationsPerRequest = 200
 
     /// What to send for `changes`, as the outbox and the rows have it now: the outbox entry and
-    /// values of each change the outbox still lists, and the records of its saves.
-    private static func changesToSend(
-        _ changes: [SyncEngine.PendingRecordZoneChange], model: StoreModel, mapping: RecordMapping, in db: GRDB.Database
+    /// values of each change the outbox still lists, and the records of its saves; the deletes of
+    /// records that moved rows left.
+    nonisolated private func changesToSend(
+        _ changes: [SyncEngine.PendingRecordZoneChange], in db: GRDB.Database
     ) throws -> ([Stratus.Record.ID: Sent], [Stratus.Record.ID: Stratus.Record]) {
         var sent: [Stratus.Record.ID: Sent] = [:]
         var columns: [String: StoreColumns] = [:]
         for change in changes {
+            if case .deleteRecord(let recordID) = change, try StoreMetadata.isMoved(recordID, in: db) {
+                sent[recordID] = Sent()
+                continue
+            }
             guard let rowID = UUID(uuidString: change.recordID.recordName),
-                let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db), Self.change(for: entry) == change,
+                let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db), self.change(for: entry) == change,
                 let table = model.table(named: entry.table)
             else { continue }
             if entry.operation == .delete {
@@ -250,21 +348,20 @@ actor StoreMirror: SyncEngineDelegate {
             else { continue }
             sent[change.recordID] = Sent(entry: entry, values: values)
         }
-        return (sent, try records(for: sent, model: model, mapping: mapping, columns: columns, in: db))
+        return (sent, try records(for: sent, columns: columns, in: db))
     }
 
     /// The records to save: each based on the server's record this device last knew (so the save
     /// sends what changed since, removals included), holding the row's values.
-    private static func records(
-        for sent: [Stratus.Record.ID: Sent], model: StoreModel, mapping: RecordMapping, columns: [String: StoreColumns],
-        in db: GRDB.Database
+    nonisolated private func records(
+        for sent: [Stratus.Record.ID: Sent], columns: [String: StoreColumns], in db: GRDB.Database
     ) throws -> [Stratus.Record.ID: Stratus.Record] {
         var records: [Stratus.Record.ID: Stratus.Record] = [:]
         for (recordID, item) in sent {
-            guard let values = item.values, let table = model.table(named: item.entry.table),
+            guard let values = item.values, let entry = item.entry, let table = model.table(named: entry.table),
                 let tableColumns = columns[table.name], case .synced(let recordType) = table.configuration
             else { continue }
-            let rowID = item.entry.rowID
+            let rowID = entry.rowID
             var record: Stratus.Record
             if let server = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) {
                 record = try Stratus.Record(
@@ -295,15 +392,17 @@ actor StoreMirror: SyncEngineDelegate {
                 switch change.changeType {
                 case .signIn:
                     // What was written while nobody was signed in is in the outbox, and goes to this account.
-                    syncEngine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
+                    if defaultZoneID != nil { syncEngine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)]) }
                     try await queueAllOutboxEntries()
                 case .signOut, .switchAccounts:
                     // The rows were the previous account's: they go, as Core Data's mirror purges them.
                     try await purge()
                 }
             case .fetchedDatabaseChanges(let changes):
-                if changes.deletions.contains(where: { $0.zoneID.zoneName == RecordMapping.zoneName }) {
-                    try await purge()
+                for deletion in changes.deletions where ownsZone(deletion.zoneID) {
+                    // The store's own zone gone resets the store; a share's zone gone (sharing
+                    // stopped, the participant left) takes its rows.
+                    if deletion.zoneID == defaultZoneID { try await purge() } else { try await purge(zone: deletion.zoneID) }
                 }
             case .fetchedRecordZoneChanges(let changes):
                 do {
@@ -353,6 +452,12 @@ actor StoreMirror: SyncEngineDelegate {
             var merger = Merger(mirror: self, db: db)
             for modification in changes.modifications {
                 let record = modification.record
+                if let share = Share(record) {
+                    try StoreMetadata.setSharePermission(
+                        share.currentUserParticipant?.role == .owner ? .readWrite : share.currentUserParticipant?.permission,
+                        zone: record.recordID.zoneID, in: db)
+                    continue
+                }
                 try merger.applyReadable(server: record, recordID: record.recordID, recordType: record.recordType)
             }
             for deletion in changes.deletions {
@@ -402,9 +507,16 @@ actor StoreMirror: SyncEngineDelegate {
         /// Makes the row of `recordID` what the server's record says (`nil`: deleted), merging
         /// with a local change the server has not received.
         mutating func apply(server record: Stratus.Record?, recordID: Stratus.Record.ID, recordType: String) throws {
-            guard recordID.zoneID.zoneName == RecordMapping.zoneName, let table = mirror.tablesByRecordType[recordType],
+            guard mirror.ownsZone(recordID.zoneID), let table = mirror.tablesByRecordType[recordType],
                 let rowID = UUID(uuidString: recordID.recordName)
             else { return }
+            // The delete of the record a row left when it moved into a share (from another device)
+            // is not the row's.
+            if record == nil, let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) ?? mirror.defaultZoneID,
+                zoneID != recordID.zoneID
+            {
+                return
+            }
             // A record this device already holds at this version (its own save, coming back in the
             // feed) changes nothing.
             if let tag = record?.recordChangeTag, try StoreMetadata.changeTag(table: table.name, rowID: rowID, in: db) == tag {
@@ -426,7 +538,6 @@ actor StoreMirror: SyncEngineDelegate {
                     ? nil : try mirror.mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
                 let conflict = StoreConflict(table: table.name, rowID: rowID, ancestor: known?.values, local: local, server: server)
                 result = mirror.configuration.customMerges[table.name]?(conflict) ?? mirror.configuration.mergePolicy.resolve(conflict)
-                let recordID = RecordMapping.recordID(rowID)
                 switch (result, server) {
                 case (nil, nil), (_?, _?) where result == server:
                     try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
@@ -447,9 +558,29 @@ actor StoreMirror: SyncEngineDelegate {
             try remember(record, values: server, table: table, rowID: rowID)
         }
 
-        /// Keeps the server's record of a row as the ancestor of later merges; `nil`: it is gone.
+        /// Puts the row of `recordID` back as the server last had it (a change it refused: a
+        /// participant's who may only read): the server's values, or no row when the server has none.
+        mutating func rollBack(_ recordID: Stratus.Record.ID, table: StoreTable, rowID: UUID) throws {
+            let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
+            columns[table.name] = tableColumns
+            if let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) {
+                try mirror.mapping.write(known.values, rowID: rowID, to: table, columns: tableColumns, in: db)
+            } else {
+                try mirror.mapping.delete(rowID: rowID, from: table, columns: tableColumns, in: db)
+            }
+            if let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db) {
+                try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
+                outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
+            }
+        }
+
+        /// Keeps the server's record of a row as the ancestor of later merges, and the zone it
+        /// lives in; `nil`: it is gone.
         private func remember(_ record: Stratus.Record?, values: [String: DatabaseValue]?, table: StoreTable, rowID: UUID) throws {
             try StoreMetadata.setServerRecord(record, values: values ?? [:], table: table.name, rowID: rowID, in: db)
+            if let zoneID = record?.recordID.zoneID {
+                try StoreMetadata.setZone(zoneID == mirror.defaultZoneID ? nil : zoneID, table: table.name, rowID: rowID, in: db)
+            }
         }
     }
 
@@ -477,23 +608,22 @@ actor StoreMirror: SyncEngineDelegate {
         let answered = sent.savedRecords.map(\.recordID) + sent.deletedRecordIDs + sent.failedRecordSaves.map(\.record.recordID)
             + Array(sent.failedRecordDeletes.keys)
         let sentNow = answered.reduce(into: [Stratus.Record.ID: Sent]()) { $0[$1] = inFlight.removeValue(forKey: $1) }
-        let (outcome, zoneMissing, refused) = try await writeAsImport { [self] db in
+        let (outcome, zonesGone, refused) = try await writeAsImport { [self] db in
             var merger = Merger(mirror: self, db: db)
-            var zoneMissing = false
+            var zonesGone: Set<RecordZone.ID> = []
             var refused: CloudError?
             for record in sent.savedRecords {
-                guard let item = sentNow[record.recordID], let values = item.values else { continue }
-                try StoreMetadata.confirm(item.entry, in: db)
-                try StoreMetadata.setServerRecord(
-                    record, values: values, table: item.entry.table, rowID: item.entry.rowID, in: db)
+                guard let item = sentNow[record.recordID], let entry = item.entry, let values = item.values else { continue }
+                try StoreMetadata.confirm(entry, in: db)
+                try StoreMetadata.setServerRecord(record, values: values, table: entry.table, rowID: entry.rowID, in: db)
             }
             for recordID in sent.deletedRecordIDs {
                 guard let item = sentNow[recordID] else { continue }
-                try StoreMetadata.confirm(item.entry, in: db)
-                try StoreMetadata.setServerRecord(nil, values: [:], table: item.entry.table, rowID: item.entry.rowID, in: db)
+                try settleDelete(recordID, entry: item.entry, in: db)
             }
             for failure in sent.failedRecordSaves {
-                guard let item = sentNow[failure.record.recordID], let table = model.table(named: item.entry.table),
+                let recordID = failure.record.recordID
+                guard let entry = sentNow[recordID]?.entry, let table = model.table(named: entry.table),
                     case .synced(let recordType) = table.configuration
                 else { continue }
                 switch failure.error.code {
@@ -504,11 +634,18 @@ actor StoreMirror: SyncEngineDelegate {
                     }
                 case .unknownItem:
                     // Deleted on the server since this device last fetched it.
-                    try merger.apply(server: nil, recordID: failure.record.recordID, recordType: recordType)
+                    try merger.apply(server: nil, recordID: recordID, recordType: recordType)
+                case .zoneNotFound where recordID.zoneID == defaultZoneID:
+                    try StoreMetadata.setServerRecord(nil, values: [:], table: table.name, rowID: entry.rowID, in: db)
+                    merger.outcome.requeued.append(.saveRecord(recordID))
+                    zonesGone.insert(recordID.zoneID)
                 case .zoneNotFound:
-                    zoneMissing = true
-                    try StoreMetadata.setServerRecord(nil, values: [:], table: table.name, rowID: item.entry.rowID, in: db)
-                    merger.outcome.requeued.append(.saveRecord(failure.record.recordID))
+                    // A share's zone is gone (sharing stopped): its rows go with it.
+                    zonesGone.insert(recordID.zoneID)
+                case .permissionFailure:
+                    // A participant who may only read: the row goes back to the server's.
+                    try merger.rollBack(recordID, table: table, rowID: entry.rowID)
+                    refused = failure.error
                 default:
                     if !failure.error.keepsChangesPending { refused = failure.error }
                 }
@@ -517,23 +654,192 @@ actor StoreMirror: SyncEngineDelegate {
                 guard let item = sentNow[recordID] else { continue }
                 if error.code == .unknownItem || error.code == .zoneNotFound {
                     // Already gone: what the delete wanted.
-                    try StoreMetadata.confirm(item.entry, in: db)
-                    try StoreMetadata.setServerRecord(nil, values: [:], table: item.entry.table, rowID: item.entry.rowID, in: db)
+                    try settleDelete(recordID, entry: item.entry, in: db)
+                } else if error.code == .permissionFailure, let entry = item.entry, let table = model.table(named: entry.table) {
+                    try merger.rollBack(recordID, table: table, rowID: entry.rowID)
+                    refused = error
                 } else if !error.keepsChangesPending {
                     refused = error
+                    // A left-behind record the server will not delete stays; the row lives on in its share.
+                    if item.entry == nil { try StoreMetadata.removeMoved(recordID, in: db) }
                 }
             }
-            return (merger.outcome, zoneMissing, refused)
+            return (merger.outcome, zonesGone, refused)
         }
-        if zoneMissing {
-            zoneSaved = false
-            engine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
+        for zoneID in zonesGone {
+            if zoneID == defaultZoneID {
+                zoneSaved = false
+                engine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
+            } else {
+                try await purge(zone: zoneID)
+            }
         }
         try await hand(outcome)
         if let refused {
             lastError = refused
             runningEvents[.export]?.error = refused
         }
+    }
+
+    /// Keeps that `recordID` is deleted: the outbox entry sent is settled, or the record a moved row
+    /// left is.
+    nonisolated private func settleDelete(_ recordID: Stratus.Record.ID, entry: PendingChange?, in db: GRDB.Database) throws {
+        guard let entry else { return try StoreMetadata.removeMoved(recordID, in: db) }
+        try StoreMetadata.confirm(entry, in: db)
+        try StoreMetadata.setServerRecord(nil, values: [:], table: entry.table, rowID: entry.rowID, in: db)
+    }
+
+    // MARK: - Sharing
+
+    /// Shares a row of the private database and the rows below it (Core Data's `share(_:to:)`): the
+    /// first time, in a zone of their own with a zone-wide share that `configure` prepares, moving
+    /// them there (each saved in the new zone and deleted from the one it left, through the
+    /// outbox); a row already shared gives its share, configured and saved again.
+    func share(_ rowID: UUID, configure: @Sendable (inout Share) -> Void) async throws -> Share {
+        guard let defaultZoneID else {
+            throw CloudError(
+                .invalidArguments,
+                "rows are shared by their owner's store, which mirrors the private database; this store mirrors the shared one")
+        }
+        let database = configuration.database
+        let (zoneID, table) = try await pool.read { db in
+            (try StoreMetadata.zone(ofRow: rowID, in: db), try self.table(holding: rowID, in: db))
+        }
+        guard table != nil else { throw CloudError(.unknownItem, "no synced table of the store has a row \(rowID)") }
+        if let zoneID {
+            var share = try await existingShare(in: zoneID) ?? Share(recordZoneID: zoneID)
+            configure(&share)
+            return try await database.save(share)
+        }
+        let shareZoneID = RecordZone.ID(zoneName: Self.shareZonePrefix + UUID().uuidString.lowercased())
+        _ = try await database.save(RecordZone(zoneID: shareZoneID))
+        var share = Share(recordZoneID: shareZoneID)
+        configure(&share)
+        share = try await database.save(share)
+        // The rows are gathered in the transaction that moves them: a row added below them
+        // meanwhile moves too.
+        let (leftBehind, entries) = try await pool.write { db in
+            var leftBehind: [Stratus.Record.ID] = []
+            var entries: [PendingChange] = []
+            for (table, row) in try self.rowsToShare(from: rowID, in: db) {
+                if try StoreMetadata.serverRecord(table: table.name, rowID: row, in: db) != nil {
+                    let old = RecordMapping.recordID(row, zoneID: defaultZoneID)
+                    try StoreMetadata.addMoved(old, in: db)
+                    leftBehind.append(old)
+                    try StoreMetadata.setServerRecord(nil, values: [:], table: table.name, rowID: row, in: db)
+                }
+                try StoreMetadata.setZone(shareZoneID, table: table.name, rowID: row, in: db)
+                try StoreMetadata.requeue(.save, table: table.name, rowID: row, in: db)
+                if let entry = try StoreMetadata.outboxEntry(rowID: row, in: db) { entries.append(entry) }
+            }
+            try StoreMetadata.setSharePermission(.readWrite, zone: shareZoneID, in: db)
+            return (leftBehind, entries)
+        }
+        queue(entries)
+        engine.state.add(pendingRecordZoneChanges: leftBehind.map { .deleteRecord($0) })
+        do {
+            try await engine.sendChanges()
+        } catch let error as CloudError where error.code == .partialFailure || error.keepsChangesPending {
+            // What was not sent stays in the outbox for the next send.
+        }
+        return share
+    }
+
+    /// The share of the zone a row is in; `nil` for a row that is not shared.
+    func share(of rowID: UUID) async throws -> Share? {
+        guard let zoneID = try await pool.read({ db in try StoreMetadata.zone(ofRow: rowID, in: db) }) else { return nil }
+        return try await existingShare(in: zoneID)
+    }
+
+    private func existingShare(in zoneID: RecordZone.ID) async throws -> Share? {
+        do {
+            return Share(try await configuration.database.record(for: Share(recordZoneID: zoneID).recordID))
+        } catch let error as CloudError where error.code == .unknownItem {
+            return nil
+        }
+    }
+
+    /// Ends the sharing of a row's share: its owner stops sharing (the rows stay, in their zone); a
+    /// participant leaves, and the share's rows leave this device.
+    func stopSharing(_ rowID: UUID) async throws {
+        guard let zoneID = try await pool.read({ db in try StoreMetadata.zone(ofRow: rowID, in: db) }) else {
+            throw CloudError(.invalidArguments, "row \(rowID) is not shared")
+        }
+        do {
+            _ = try await configuration.database.deleteRecord(withID: Share(recordZoneID: zoneID).recordID)
+        } catch let error as CloudError where error.code == .unknownItem || error.code == .zoneNotFound {
+            // Already stopped.
+        }
+        if defaultZoneID == nil {
+            try await purge(zone: zoneID)
+        } else {
+            try await pool.write { db in try StoreMetadata.setSharePermission(nil, zone: zoneID, in: db) }
+        }
+    }
+
+    /// Accepts a share into a store of the shared database, then fetches its rows.
+    func accept(_ metadata: Share.Metadata) async throws {
+        guard defaultZoneID == nil else {
+            throw CloudError(
+                .invalidArguments,
+                "shares are accepted into a store of the shared database (container.sharedCloudDatabase); this one mirrors the private one")
+        }
+        try await configuration.database.container.accept(metadata)
+        try await sync()
+    }
+
+    /// Whether the signed-in user may change and delete a row: always in their own database; in
+    /// the shared one, where the row's share gives them read-and-write permission.
+    func canWrite(_ rowID: UUID) async throws -> Bool {
+        guard defaultZoneID == nil else { return true }
+        return try await pool.read { db in
+            guard let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) else { return false }
+            return try StoreMetadata.sharePermission(zone: zoneID, in: db) == .readWrite
+        }
+    }
+
+    /// The synced table with a row keyed `rowID`.
+    nonisolated private func table(holding rowID: UUID, in db: GRDB.Database) throws -> StoreTable? {
+        for table in model.syncedTables {
+            let columns = try StoreColumns(table, in: db)
+            let found = try Bool.fetchOne(
+                db,
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM \(table.name.quotedDatabaseIdentifier)
+                    WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?))
+                    """, arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+            if found == true { return table }
+        }
+        return nil
+    }
+
+    /// A row and every row below it: the rows that reference it through a relationship, and theirs
+    /// (a list and its items), leaving out rows already in a share.
+    nonisolated private func rowsToShare(from rowID: UUID, in db: GRDB.Database) throws -> [(StoreTable, UUID)] {
+        guard let root = try table(holding: rowID, in: db) else { return [] }
+        var rows: [(StoreTable, UUID)] = [(root, rowID)]
+        var seen: Set<UUID> = [rowID]
+        var next = 0
+        while next < rows.count {
+            let (parent, parentID) = rows[next]
+            next += 1
+            for table in model.syncedTables {
+                for relationship in table.relationships where relationship.destination == parent.name {
+                    let columns = try StoreColumns(table, in: db)
+                    let children = try DatabaseValue.fetchAll(
+                        db,
+                        sql: """
+                            SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(table.name.quotedDatabaseIdentifier)
+                            WHERE \(relationship.column.quotedDatabaseIdentifier) IN (?, ?, ?)
+                            """, arguments: StatementArguments(StoreColumns.keyForms(parentID)))
+                    for child in children.compactMap(UUID.fromDatabaseValue) where seen.insert(child).inserted {
+                        guard try StoreMetadata.zone(ofRow: child, in: db) == nil else { continue }
+                        rows.append((table, child))
+                    }
+                }
+            }
+        }
+        return rows
     }
 
     // MARK: - Purging
@@ -545,18 +851,37 @@ actor StoreMirror: SyncEngineDelegate {
             try db.execute(
                 sql: """
                     DELETE FROM stratusstore_outbox; DELETE FROM stratusstore_records; DELETE FROM stratusstore_ancestors;
+                    DELETE FROM stratusstore_row_zones; DELETE FROM stratusstore_moved; DELETE FROM stratusstore_shares;
                     DELETE FROM stratusstore_mirror WHERE key = '\(Self.zoneSavedKey)';
                     """)
         }
-        zoneSaved = false
+        zoneSaved = defaultZoneID == nil
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges)
+        try await announcePurge()
+    }
+
+    /// Removes the rows of a share's zone and what the mirror knew of them, as the author `import`:
+    /// the zone is gone (its owner stopped sharing, this participant left).
+    func purge(zone zoneID: RecordZone.ID) async throws {
+        try await writeAsImport { [model, mapping] db in
+            for (tableName, rowID) in try StoreMetadata.rows(inZone: zoneID, in: db) {
+                guard let table = model.table(named: tableName) else { continue }
+                try mapping.delete(rowID: rowID, from: table, columns: StoreColumns(table, in: db), in: db)
+            }
+            try StoreMetadata.forgetZone(zoneID, in: db)
+        }
+        engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges.filter { $0.recordID.zoneID == zoneID })
+        try await announcePurge()
+    }
+
+    private func announcePurge() async throws {
         remoteChanges.yield(StoreRemoteChange(historyToken: try await pool.read { db in
             HistoryToken(transaction: try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM stratusstore_transactions") ?? 0)
         }))
     }
 
     private func queueAllOutboxEntries() async throws {
-        queue(try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) })
+        queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) }))
     }
 
     // MARK: - Helpers

@@ -35,6 +35,7 @@ public final class StratusStore: Sendable {
         let violations = try await pool.read { db in try StoreModelChecker.violations(of: model, in: db) }
         guard violations.isEmpty else { throw StoreModelError(violations: violations) }
         let capture = try await ChangeCapture.install(model, on: pool)
+        try await pool.write { db in try StoreMetadata.create(in: db) }
         var mirror: StoreMirror?
         if let mirroring {
             mirror = try await StoreMirror(pool: pool, model: model, capture: capture, configuration: mirroring)
@@ -78,6 +79,54 @@ public final class StratusStore: Sendable {
     ///   devices kept changing the data through three attempts.
     public func verify() async throws -> StoreVerification {
         try await requireMirror().verify()
+    }
+
+    // MARK: Sharing
+
+    /// Shares a row and the rows below it (those that reference it through a relationship, and
+    /// theirs: a list and its items), as Core Data's `share(_:to:)` does: the first time, the rows
+    /// move into a zone of their own (`com.stratus.store.share.<UUID>`) with a zone-wide share, which
+    /// `configure` prepares (title, participants, public permission) before it is saved. A row
+    /// already shared gives its share, configured and saved again. Rows added later below a shared
+    /// row join its share. Send the returned share's ``Share/url`` to the participants.
+    ///
+    /// - Throws: ``CloudError`` `invalidArguments` for a store of the shared database (only owners
+    ///   share) or one opened without mirroring; `unknownItem` when no synced table has the row;
+    ///   what the server answers for the zone and the share.
+    public func share(_ rowID: UUID, configure: @Sendable (inout Share) -> Void = { _ in }) async throws -> Share {
+        try await requireMirror().share(rowID, configure: configure)
+    }
+
+    /// The share a row is in, as the server has it now; `nil` for a row that is not shared.
+    public func share(of rowID: UUID) async throws -> Share? {
+        try await requireMirror().share(of: rowID)
+    }
+
+    /// Stops the sharing of a row's share: in the owner's store the share is deleted and the rows
+    /// stay; in a participant's store (the shared database) the participant leaves, and the share's
+    /// rows leave the device.
+    public func stopSharing(_ rowID: UUID) async throws {
+        try await requireMirror().stopSharing(rowID)
+    }
+
+    /// Accepts a share (from ``Stratus/Container/shareMetadata(for:)``) into this store, which must
+    /// mirror the shared database, and fetches its rows.
+    public func accept(_ metadata: Share.Metadata) async throws {
+        try await requireMirror().accept(metadata)
+    }
+
+    /// Whether the signed-in user may change a row (Core Data's `canUpdateRecord(forManagedObjectWith:)`):
+    /// always in a store of their private database; in the shared one, when the row's share gives
+    /// them read-and-write permission. A change the server refuses anyway is rolled back to the
+    /// server's version, with the refusal in ``StoreSyncStatus/lastError``.
+    public func canUpdate(_ rowID: UUID) async throws -> Bool {
+        try await requireMirror().canWrite(rowID)
+    }
+
+    /// Whether the signed-in user may delete a row (Core Data's `canDeleteRecord(forManagedObjectWith:)`):
+    /// as ``canUpdate(_:)``, since a participant who may write may also delete.
+    public func canDelete(_ rowID: UUID) async throws -> Bool {
+        try await requireMirror().canWrite(rowID)
     }
 
     /// A notification after each transaction that applied changes from the server (seed 001's
@@ -183,6 +232,8 @@ public struct PendingChange: Sendable, Hashable {
     public var version: Int64
     /// The key as the table stores it (16 bytes, or a string in either case).
     var storedKey: DatabaseValue
+    /// The zone the row lives in when not the store's own (a share's); `nil` in the store's zone.
+    var zoneID: RecordZone.ID?
 }
 
 /// A position in the store's persistent history: after a transaction.
@@ -225,7 +276,8 @@ public struct HistoryChange: Sendable, Equatable {
 extension StratusStore {
     /// How a store mirrors its synced tables (`NSPersistentCloudKitContainerOptions`).
     public struct Mirroring: Sendable {
-        /// The database mirrored to: the signed-in user's private database.
+        /// The database mirrored to: the signed-in user's private database (`NSPersistentCloudKitContainerOptions.databaseScope`
+        /// `.private`), or their shared database, whose rows are those of the shares they accepted.
         public var database: Stratus.Database
         /// What wins when the server's record and an unsent local change disagree
         /// (``StoreMergePolicy/mergeByPropertyObjectTrump`` by default).
@@ -307,12 +359,14 @@ public struct StoreSyncStatus: Sendable {
 }
 
 /// The outcome of ``StratusStore/verify()``: the digests of the local rows and of the server's
-/// records at the same moment.
+/// records at the same moment, zone by zone (the store's zone, and each share's).
 public struct StoreVerification: Hashable, Sendable {
-    /// The digest of the local synced rows, as records.
-    public var local: ZoneDigest
-    /// The server's digest of the store's zone.
-    public var server: ZoneDigest
-    /// Whether the local copy equals the server's.
+    /// The digest of the local synced rows, as records, by the zone they live in.
+    public var local: [RecordZone.ID: ZoneDigest]
+    /// The server's digest of each of the store's zones.
+    public var server: [RecordZone.ID: ZoneDigest]
+    /// Whether the local copy equals the server's, zone by zone.
     public var matches: Bool { local == server }
+    /// How many records the server holds in the store's zones.
+    public var recordCount: Int { server.values.reduce(0) { $0 + $1.recordCount } }
 }

@@ -192,8 +192,11 @@ struct Verify: AsyncParsableCommand {
     func run() async throws {
         let store = try await device.store()
         let verification = try await store.store.verify()
-        say("device: \(verification.local)")
-        say("server: \(verification.server)")
+        for zoneID in Set(verification.local.keys).union(verification.server.keys).sorted(by: { "\($0)" < "\($1)" }) {
+            say("zone \(zoneID)")
+            say("  device: \(verification.local[zoneID].map { "\($0)" } ?? "nothing")")
+            say("  server: \(verification.server[zoneID].map { "\($0)" } ?? "nothing")")
+        }
         guard verification.matches else { throw ExitCode.failure }
         say("— the device's copy equals the server's")
     }

@@ -1,0 +1,160 @@
+import Foundation
+import GRDB
+import Stratus
+import StratusStore
+import StratusTestSupport
+import Testing
+
+/// Sharing rows: the owner's store shares a list with its items, participants' stores mirror their
+/// shared databases, and the owner's other device follows the rows into the share.
+@Suite("StratusStore: sharing rows")
+struct StoreSharingTests {
+    typealias Device = StoreMirrorTests.Device
+
+    static func insertList(_ device: Device, _ list: UUID, _ title: String, items: [(UUID, String)]) async throws {
+        try await device.pool.write { db in
+            try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, ?)", arguments: [list.uuidString, title])
+            for (item, itemTitle) in items {
+                try db.execute(
+                    sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, ?)", arguments: [item, list.uuidString, itemTitle])
+            }
+        }
+    }
+
+    static func title(of item: UUID, on device: Device) async throws -> String? {
+        try await device.item(item)?["title"]
+    }
+
+    @Test("an owner shares a list and its items; a read-write participant's store gets them and writes back, a new item joins the share, a read-only participant's write is rolled back; the owner's other device follows; leaving and stopping purge participants' copies; digests match in every zone")
+    func shareAList() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phone = try await Device.open(
+                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("ada"))
+                let laptop = try await Device.open(directory.appendingPathComponent("laptop"), container: try await server.device(of: "ada"))
+                let bobContainer = try await server.signedInContainer("bob")
+                let cyContainer = try await server.signedInContainer("cy")
+                let bob = try await Device.open(directory.appendingPathComponent("bob"), container: bobContainer, shared: true)
+                let cy = try await Device.open(directory.appendingPathComponent("cy"), container: cyContainer, shared: true)
+
+                let (groceries, milk, eggs) = (UUID(), UUID(), UUID())
+                let (work, report) = (UUID(), UUID())
+                try await Self.insertList(phone, groceries, "Groceries", items: [(milk, "Milk"), (eggs, "Eggs")])
+                try await Self.insertList(phone, work, "Work", items: [(report, "Report")])
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                #expect(try await laptop.contents() == phone.contents())
+
+                // Sharing moves the list and its items into a zone of their own; the other list stays.
+                let bobID = try await bobContainer.userRecordID()
+                let cyID = try await cyContainer.userRecordID()
+                let share = try await phone.store.share(groceries) { share in
+                    share.title = "Groceries"
+                    share.addParticipant(Share.Participant(lookupInfo: .init(userRecordID: bobID), permission: .readWrite))
+                    share.addParticipant(Share.Participant(lookupInfo: .init(userRecordID: cyID), permission: .readOnly))
+                }
+                let url = try #require(share.url)
+                let shareZone = share.recordID.zoneID
+                #expect(shareZone.zoneName.hasPrefix("com.stratus.store.share."))
+                #expect(try await phone.store.share(of: milk)?.recordID == share.recordID)
+                #expect(try await phone.store.share(of: work) == nil)
+                #expect(try await phone.store.syncStatus().pendingChanges == 0)
+                let moved = try await phone.store.verify()
+                #expect(moved.matches, "\(moved)")
+                #expect(moved.server[shareZone]?.recordCount == 3)
+                #expect(moved.server[RecordZone.ID(zoneName: RecordMapping.zoneName)]?.recordCount == 2)
+
+                // The owner's other device follows the rows into the share, losing none.
+                let before = try await laptop.contents()
+                try await laptop.store.sync()
+                #expect(try await laptop.contents() == before)
+                #expect(try await laptop.store.verify() == moved)
+                #expect(try await laptop.store.share(of: eggs)?.recordID == share.recordID)
+
+                // A read-write participant accepts into a store of the shared database.
+                try await bob.store.accept(try await bobContainer.shareMetadata(for: url))
+                let bobsCopy = try await bob.contents()
+                #expect(bobsCopy.count == 3 && bobsCopy["list " + groceries.uuidString] == "Groceries", "\(bobsCopy)")
+                #expect(bobsCopy["list " + work.uuidString] == nil)
+                #expect(try await bob.store.canUpdate(milk))
+                #expect(try await bob.store.canDelete(groceries))
+
+                // Bob edits an item and adds one to the shared list: it joins the share.
+                let bread = UUID()
+                try await bob.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'Oat milk' WHERE id = ?", arguments: [milk])
+                    try db.execute(
+                        sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, 'Bread')", arguments: [bread, groceries.uuidString])
+                }
+                try await bob.store.sync()
+                #expect(try await bob.store.syncStatus().pendingChanges == 0)
+                try await phone.store.sync()
+                #expect(try await Self.title(of: milk, on: phone) == "Oat milk")
+                #expect(try await Self.title(of: bread, on: phone) == "Bread")
+
+                // The owner adds an item to the shared list on the laptop: it goes into the share too.
+                let butter = UUID()
+                try await laptop.store.sync()
+                try await laptop.pool.write { db in
+                    try db.execute(
+                        sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, 'Butter')", arguments: [butter, groceries.uuidString])
+                }
+                try await laptop.store.sync()
+                try await bob.store.sync()
+                #expect(try await Self.title(of: butter, on: bob) == "Butter")
+                let bobVerification = try await bob.store.verify()
+                #expect(bobVerification.matches && bobVerification.server.keys.map(\.zoneName) == [shareZone.zoneName], "\(bobVerification)")
+                try await phone.store.sync()
+                #expect(try await phone.store.verify().matches)
+
+                // A read-only participant may not write; a write made anyway comes back as the server has it.
+                try await cy.store.accept(try await cyContainer.shareMetadata(for: url))
+                #expect(try await cy.contents() == bob.contents())
+                #expect(try await !cy.store.canUpdate(milk))
+                try await cy.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'Cy was here' WHERE id = ?", arguments: [eggs])
+                }
+                try await cy.store.sync()
+                let cyStatus = try await cy.store.syncStatus()
+                #expect(cyStatus.pendingChanges == 0 && cyStatus.lastError?.code == .permissionFailure, "\(cyStatus)")
+                #expect(try await Self.title(of: eggs, on: cy) == "Eggs")
+
+                // Bob leaves: the share's rows leave his device; the others keep theirs.
+                try await bob.store.stopSharing(groceries)
+                #expect(try await bob.contents().isEmpty)
+                try await phone.store.sync()
+                #expect(try await phone.contents().count == 7)
+
+                // The owner stops sharing: the remaining participant's copy goes, the owner's stays.
+                try await phone.store.stopSharing(groceries)
+                #expect(try await phone.store.share(of: groceries) == nil)
+                try await cy.store.sync()
+                #expect(try await cy.contents().isEmpty)
+                #expect(try await phone.contents().count == 7)
+                #expect(try await phone.store.verify().matches)
+            }
+        }
+    }
+
+    @Test("a store of the shared database cannot share, and one of the private database cannot accept")
+    func scopesRefuseTheOtherSide() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let container = try await server.signedInContainer("ada")
+                let owner = try await Device.open(directory.appendingPathComponent("owner"), container: container)
+                let participant = try await Device.open(directory.appendingPathComponent("participant"), container: container, shared: true)
+                let list = UUID()
+                try await Self.insertList(participant, list, "Mine", items: [])
+                let refused = await #expect(throws: CloudError.self) { try await participant.store.share(list) }
+                #expect(refused?.code == .invalidArguments)
+                let missing = await #expect(throws: CloudError.self) { try await owner.store.share(UUID()) }
+                #expect(missing?.code == .unknownItem)
+                // A row written to the shared database's store that references no shared row stays
+                // in the outbox, with the reason.
+                try await participant.store.sync()
+                let status = try await participant.store.syncStatus()
+                #expect(status.pendingChanges == 1 && status.lastError?.message.contains("in no share") == true, "\(status)")
+            }
+        }
+    }
+}
