@@ -20,6 +20,16 @@ public struct RecordMapping: Sendable {
     /// The zone every mirrored record lives in (Core Data's is `com.apple.coredata.cloudkit.zone`).
     public static let zoneName = "com.stratus.store"
 
+    /// The field that marks a record of the public database deleted (`1`; `0` for a live one): the
+    /// public database has no change feed to carry deletions, so a deleted row's record stays, with
+    /// no other field, for other devices to find when they poll.
+    public static let deletedKey = "stratusDeleted"
+
+    /// Whether a record is marked deleted (``deletedKey``).
+    static func isMarkedDeleted(_ record: Stratus.Record) -> Bool {
+        if case .int64(let mark)? = record.fieldValue(forKey: deletedKey) { mark != 0 } else { false }
+    }
+
     /// BLOB values larger than this many bytes travel as assets (1 MB by default, Core Data's threshold).
     public var assetThreshold: Int
     /// Where the files of outgoing assets are written before they are uploaded.

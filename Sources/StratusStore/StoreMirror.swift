@@ -27,6 +27,10 @@ actor StoreMirror: SyncEngineDelegate {
     /// The zone of rows not placed elsewhere: the store's zone in the private database; none in the
     /// shared one, where every row lives in the zone of a share.
     private let defaultZoneID: RecordZone.ID?
+    /// The database's scope: private, shared or public.
+    private let scope: Stratus.Database.Scope
+    /// Polls the public database while the store syncs by itself.
+    private var poller: Task<Void, Never>?
     private var engine: SyncEngine!
     private var inFlight: [Stratus.Record.ID: Sent] = [:]
     /// The highest outbox version handed to the engine.
@@ -51,12 +55,12 @@ actor StoreMirror: SyncEngineDelegate {
 
     init(pool: DatabasePool, model: StoreModel, capture: ChangeCapture, configuration: StratusStore.Mirroring) async throws {
         let scope = configuration.database.databaseScope
-        guard scope != .public else {
-            throw CloudError(
-                .invalidArguments,
-                "StratusStore mirrors the private or the shared database; the public database is not supported yet")
+        self.scope = scope
+        defaultZoneID = switch scope {
+        case .private: Self.zone.zoneID
+        case .shared: nil
+        case .public: RecordZone.ID()
         }
-        defaultZoneID = scope == .private ? Self.zone.zoneID : nil
         self.pool = pool
         self.model = model
         self.capture = capture
@@ -73,15 +77,18 @@ actor StoreMirror: SyncEngineDelegate {
             }
             return (state, try StoreMetadata.value(Self.zoneSavedKey, in: db).flatMap(Bool.fromDatabaseValue) ?? false)
         }
-        // A store of the shared database makes no zone: its zones are the shares it accepted.
-        self.zoneSaved = zoneSaved || scope == .shared
+        // A store of the shared database makes no zone (its zones are the shares it accepted), nor
+        // one of the public database (its records are in the default zone).
+        self.zoneSaved = zoneSaved || scope != .private
         let setup = StoreEvent(kind: .setup)
         events.yield(setup)
         runningEvents[.setup] = setup
         engine = try SyncEngine(
             SyncEngine.Configuration(
                 database: configuration.database, stateSerialization: state, delegate: self,
-                automaticallySync: configuration.automaticallySync))
+                // The public database has no change feed to fetch nor subscription to push: the
+                // store sends and polls by itself.
+                automaticallySync: configuration.automaticallySync && scope != .public))
         if self.zoneSaved {
             end(.setup)
         } else {
@@ -100,9 +107,14 @@ actor StoreMirror: SyncEngineDelegate {
         capture.afterCapturedCommit.withLock { action in
             action = { [weak self] in Task { try? await self?.queueNewOutboxEntries() } }
         }
+        if scope == .public, configuration.automaticallySync { startPolling() }
     }
 
-    /// Sends what is pending, then fetches what changed on the server.
+    deinit {
+        poller?.cancel()
+    }
+
+    /// Sends what is pending, then fetches what changed on the server (polls, in the public database).
     func sync() async throws {
         try await queueNewOutboxEntries()
         do {
@@ -110,7 +122,11 @@ actor StoreMirror: SyncEngineDelegate {
         } catch let error as CloudError where error.code == .partialFailure {
             // Each item's failure was handled as it was reported.
         }
-        try await engine.fetchChanges()
+        if scope == .public {
+            try await poll()
+        } else {
+            try await engine.fetchChanges()
+        }
     }
 
     /// Whether `zoneID` holds rows of the store: its own zone and the zones it shares rows in (in
@@ -145,6 +161,11 @@ actor StoreMirror: SyncEngineDelegate {
     /// the same tokens.
     func verify() async throws -> StoreVerification {
         let database = configuration.database
+        guard scope != .public else {
+            throw CloudError(
+                .invalidArguments,
+                "verify() compares zone digests, which come from change feeds; the public database has none")
+        }
         for _ in 0..<3 {
             try await sync()
             var server: [RecordZone.ID: ZoneDigest] = [:]
@@ -188,7 +209,9 @@ actor StoreMirror: SyncEngineDelegate {
     /// record of each synced table in a zone of its own, then deleting the zone; returns the schema
     /// in CloudKit's schema language.
     func initializeSchema() async throws -> String {
-        let database = configuration.database
+        // The schema is the container's, whatever the database: the records go to a zone of the
+        // private database, which every user has.
+        let database = configuration.database.container.privateCloudDatabase
         guard database.container.environment == .development else {
             throw CloudError(
                 .invalidArguments,
@@ -200,9 +223,10 @@ actor StoreMirror: SyncEngineDelegate {
         let assetFile = configuration.assetDirectory.appendingPathComponent("schema-\(UUID().uuidString)")
         try Data([0]).write(to: assetFile)
         defer { try? FileManager.default.removeItem(at: assetFile) }
+        let softDeletes = scope == .public
         let (schema, records) = try await pool.read { [model] db in
-            (try StoreSchema.schema(of: model, in: db),
-             try StoreSchema.representativeRecords(of: model, zoneID: zoneID, assetFile: assetFile, in: db))
+            (try StoreSchema.schema(of: model, softDeletes: softDeletes, in: db),
+             try StoreSchema.representativeRecords(of: model, softDeletes: softDeletes, zoneID: zoneID, assetFile: assetFile, in: db))
         }
         _ = try await database.save(RecordZone(zoneID: zoneID))
         do {
@@ -222,7 +246,8 @@ actor StoreMirror: SyncEngineDelegate {
     nonisolated private func change(for entry: PendingChange) -> SyncEngine.PendingRecordZoneChange? {
         guard let zoneID = entry.zoneID ?? defaultZoneID else { return nil }
         let recordID = RecordMapping.recordID(entry.rowID, zoneID: zoneID)
-        return entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID)
+        // In the public database a deleted row's record stays, marked deleted.
+        return entry.operation == .save || scope == .public ? .saveRecord(recordID) : .deleteRecord(recordID)
     }
 
     private func queue(_ entries: [PendingChange]) {
@@ -338,12 +363,17 @@ actor StoreMirror: SyncEngineDelegate {
                 let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db), self.change(for: entry) == change,
                 let table = model.table(named: entry.table)
             else { continue }
-            if entry.operation == .delete {
+            if entry.operation == .delete, scope != .public {
                 sent[change.recordID] = Sent(entry: entry)
                 continue
             }
             let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
             columns[table.name] = tableColumns
+            if entry.operation == .delete {
+                // A deletion in the public database is the save of a record with no values, marked deleted.
+                sent[change.recordID] = Sent(entry: entry, values: [:])
+                continue
+            }
             guard let values = try mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
             else { continue }
             sent[change.recordID] = Sent(entry: entry, values: values)
@@ -374,6 +404,9 @@ actor StoreMirror: SyncEngineDelegate {
             for column in tableColumns.fields {
                 for key in [column, RecordMapping.assetKey(column)] { record.setFieldValue(fields[key], forKey: key) }
             }
+            if scope == .public {
+                record.setFieldValue(.int64(entry.operation == .delete ? 1 : 0), forKey: RecordMapping.deletedKey)
+            }
             records[recordID] = record
         }
         return records
@@ -392,7 +425,7 @@ actor StoreMirror: SyncEngineDelegate {
                 switch change.changeType {
                 case .signIn:
                     // What was written while nobody was signed in is in the outbox, and goes to this account.
-                    if defaultZoneID != nil { syncEngine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)]) }
+                    if scope == .private { syncEngine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)]) }
                     try await queueAllOutboxEntries()
                 case .signOut, .switchAccounts:
                     // The rows were the previous account's: they go, as Core Data's mirror purges them.
@@ -448,10 +481,19 @@ actor StoreMirror: SyncEngineDelegate {
 
     /// Applies a page of fetched changes in one transaction, as the author `import`.
     private func importChanges(_ changes: SyncEngine.Event.FetchedRecordZoneChanges) async throws {
+        try await importRecords(
+            changes.modifications.map(\.record), deletions: changes.deletions.map { ($0.recordID, $0.recordType) })
+    }
+
+    /// Applies records saved and deleted on the server in one transaction, as the author `import`,
+    /// with `alsoWrite` (the position a poll reached) in the same transaction.
+    private func importRecords(
+        _ records: [Stratus.Record], deletions: [(recordID: Stratus.Record.ID, recordType: String)] = [],
+        alsoWrite: (@Sendable (GRDB.Database) throws -> Void)? = nil
+    ) async throws {
         let (outcome, transaction) = try await writeAsImport { [self] db in
             var merger = Merger(mirror: self, db: db)
-            for modification in changes.modifications {
-                let record = modification.record
+            for record in records {
                 if let share = Share(record) {
                     try StoreMetadata.setSharePermission(
                         share.currentUserParticipant?.role == .owner ? .readWrite : share.currentUserParticipant?.permission,
@@ -460,9 +502,10 @@ actor StoreMirror: SyncEngineDelegate {
                 }
                 try merger.applyReadable(server: record, recordID: record.recordID, recordType: record.recordType)
             }
-            for deletion in changes.deletions {
+            for deletion in deletions {
                 try merger.applyReadable(server: nil, recordID: deletion.recordID, recordType: deletion.recordType)
             }
+            try alsoWrite?(db)
             return (merger.outcome, capture.capturedTransaction())
         }
         try await hand(outcome)
@@ -524,7 +567,10 @@ actor StoreMirror: SyncEngineDelegate {
             }
             let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
             columns[table.name] = tableColumns
-            let server = try record.map { try mirror.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
+            // A record of the public database marked deleted is a deletion; its system fields are
+            // kept, to base a later save of the same row on.
+            let live = record.flatMap { RecordMapping.isMarkedDeleted($0) ? nil : $0 }
+            let server = try live.map { try mirror.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
             var result = server
             if let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db) {
                 let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
@@ -689,6 +735,71 @@ actor StoreMirror: SyncEngineDelegate {
         try StoreMetadata.setServerRecord(nil, values: [:], table: entry.table, rowID: entry.rowID, in: db)
     }
 
+    // MARK: - Polling the public database
+
+    /// How far before the last modification a poll saw the next poll starts: a save stamped earlier
+    /// but committed after that poll read is still found (records already held are skipped by
+    /// their change tag).
+    private static let pollOverlap: TimeInterval = 60
+
+    /// Sends, then polls, every `pollInterval`, until the store is dropped.
+    private func startPolling() {
+        let interval = configuration.pollInterval
+        poller = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await self?.sync()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// Reads what changed in the public database since the last poll, record type by record type,
+    /// by modification time (the public database has no change feed), and applies each page in one
+    /// transaction with the position it reached.
+    private func poll() async throws {
+        fetchError = nil
+        begin(.import)
+        do {
+            for table in model.syncedTables {
+                guard case .synced(let recordType) = table.configuration else { continue }
+                try await poll(recordType)
+            }
+            lastCompleteFetch = Date()
+            end(.import)
+        } catch {
+            let error = Self.cloudError(error)
+            lastError = error
+            end(.import, error: error)
+            throw error
+        }
+    }
+
+    private func poll(_ recordType: String) async throws {
+        let database = configuration.database
+        let positionKey = "poll_position." + recordType
+        let position = try await pool.read { db in try StoreMetadata.value(positionKey, in: db).flatMap(Double.fromDatabaseValue) }
+        let since = position.map { Date(timeIntervalSince1970: $0 - Self.pollOverlap) }
+        let query = Query(
+            recordType: recordType, predicate: since.map { .greaterThanOrEquals("___modTime", $0) } ?? .all,
+            sortDescriptors: [Query.SortDescriptor(key: "___modTime")])
+        var page: (matchResults: [(Stratus.Record.ID, Result<Stratus.Record, CloudError>)], queryCursor: Query.Cursor?)
+        do {
+            page = try await database.records(matching: query, inZoneWith: defaultZoneID)
+        } catch let error as CloudError where error.code == .unknownItem {
+            // No record of this type was ever saved: the schema does not know it yet.
+            return
+        }
+        while true {
+            let records = page.matchResults.compactMap { try? $0.1.get() }
+            if let reached = records.compactMap(\.modificationDate).max() {
+                let seconds = max(position ?? 0, reached.timeIntervalSince1970)
+                try await importRecords(records) { db in try StoreMetadata.setValue(seconds, for: positionKey, in: db) }
+            }
+            guard let cursor = page.queryCursor else { return }
+            page = try await database.records(continuingMatchFrom: cursor)
+        }
+    }
+
     // MARK: - Sharing
 
     /// Shares a row of the private database and the rows below it (Core Data's `share(_:to:)`): the
@@ -696,10 +807,10 @@ actor StoreMirror: SyncEngineDelegate {
     /// them there (each saved in the new zone and deleted from the one it left, through the
     /// outbox); a row already shared gives its share, configured and saved again.
     func share(_ rowID: UUID, configure: @Sendable (inout Share) -> Void) async throws -> Share {
-        guard let defaultZoneID else {
+        guard scope == .private, let defaultZoneID else {
             throw CloudError(
                 .invalidArguments,
-                "rows are shared by their owner's store, which mirrors the private database; this store mirrors the shared one")
+                "rows are shared by their owner's store, which mirrors the private database; this store mirrors the \(scope.rawValue) one")
         }
         let database = configuration.database
         let (zoneID, table) = try await pool.read { db in
@@ -770,7 +881,7 @@ actor StoreMirror: SyncEngineDelegate {
         } catch let error as CloudError where error.code == .unknownItem || error.code == .zoneNotFound {
             // Already stopped.
         }
-        if defaultZoneID == nil {
+        if scope == .shared {
             try await purge(zone: zoneID)
         } else {
             try await pool.write { db in try StoreMetadata.setSharePermission(nil, zone: zoneID, in: db) }
@@ -779,10 +890,10 @@ actor StoreMirror: SyncEngineDelegate {
 
     /// Accepts a share into a store of the shared database, then fetches its rows.
     func accept(_ metadata: Share.Metadata) async throws {
-        guard defaultZoneID == nil else {
+        guard scope == .shared else {
             throw CloudError(
                 .invalidArguments,
-                "shares are accepted into a store of the shared database (container.sharedCloudDatabase); this one mirrors the private one")
+                "shares are accepted into a store of the shared database (container.sharedCloudDatabase); this one mirrors the \(scope.rawValue) one")
         }
         try await configuration.database.container.accept(metadata)
         try await sync()
@@ -791,10 +902,23 @@ actor StoreMirror: SyncEngineDelegate {
     /// Whether the signed-in user may change and delete a row: always in their own database; in
     /// the shared one, where the row's share gives them read-and-write permission.
     func canWrite(_ rowID: UUID) async throws -> Bool {
-        guard defaultZoneID == nil else { return true }
-        return try await pool.read { db in
-            guard let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) else { return false }
-            return try StoreMetadata.sharePermission(zone: zoneID, in: db) == .readWrite
+        switch scope {
+        case .private:
+            return true
+        case .shared:
+            return try await pool.read { db in
+                guard let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) else { return false }
+                return try StoreMetadata.sharePermission(zone: zoneID, in: db) == .readWrite
+            }
+        case .public:
+            let creator = try await pool.read { db -> Stratus.Record.ID? in
+                guard let table = try self.table(holding: rowID, in: db),
+                    let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
+                else { return nil }
+                return try Stratus.Record(systemFieldsData: known.systemFields).creatorUserRecordID
+            }
+            guard let creator else { return true }
+            return creator.recordName == (try await configuration.database.container.userRecordID()).recordName
         }
     }
 
@@ -855,7 +979,7 @@ actor StoreMirror: SyncEngineDelegate {
                     DELETE FROM stratusstore_mirror WHERE key = '\(Self.zoneSavedKey)';
                     """)
         }
-        zoneSaved = defaultZoneID == nil
+        zoneSaved = scope != .private
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges)
         try await announcePurge()
     }

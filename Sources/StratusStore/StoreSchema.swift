@@ -8,15 +8,18 @@ import StratusModel
 /// column, typed by the column's affinity (`INTEGER` → `INT64`, `REAL` → `DOUBLE`, `TEXT` →
 /// `STRING`, `BLOB` → `BYTES` and its `<column>_ckAsset` `ASSETID`), relationships as `STRING`.
 enum StoreSchema {
-    /// The schema of `model`'s synced tables, with the indexes development gives new fields.
-    static func schema(of model: StoreModel, in db: GRDB.Database) throws -> Schema {
+    /// The schema of `model`'s synced tables, with the indexes development gives new fields; with
+    /// `softDeletes` (a store of the public database), the deletion mark and the modification time
+    /// its polling sorts by.
+    static func schema(of model: StoreModel, softDeletes: Bool, in db: GRDB.Database) throws -> Schema {
         var schema = Schema()
         for table in model.syncedTables {
             guard case .synced(let recordType) = table.configuration else { continue }
             var fields: [String: FieldSchema] = [:]
-            for (name, type) in try fieldTypes(of: table, in: db) {
+            for (name, type) in try fieldTypes(of: table, softDeletes: softDeletes, in: db) {
                 fields[name] = FieldSchema(type: type, indexes: .automatic(for: type))
             }
+            if softDeletes { fields["___modTime"] = FieldSchema(type: .timestamp, indexes: .automatic(for: .timestamp)) }
             schema.recordTypes[recordType] = RecordTypeSchema(fields: fields)
         }
         return schema
@@ -25,12 +28,12 @@ enum StoreSchema {
     /// A record of each synced table with every field set, in `zoneID`: saving them in development
     /// creates the record types and fields. `assetFile` is the content of every asset field.
     static func representativeRecords(
-        of model: StoreModel, zoneID: RecordZone.ID, assetFile: URL, in db: GRDB.Database
+        of model: StoreModel, softDeletes: Bool, zoneID: RecordZone.ID, assetFile: URL, in db: GRDB.Database
     ) throws -> [Stratus.Record] {
         try model.syncedTables.map { table in
             guard case .synced(let recordType) = table.configuration else { preconditionFailure("a synced table") }
             var record = Stratus.Record(recordType: recordType, recordID: Stratus.Record.ID(zoneID: zoneID))
-            for (name, type) in try fieldTypes(of: table, in: db) {
+            for (name, type) in try fieldTypes(of: table, softDeletes: softDeletes, in: db) {
                 let value: RecordFieldValue =
                     switch type {
                     case .int64: .int64(0)
@@ -46,9 +49,9 @@ enum StoreSchema {
     }
 
     /// The fields of a synced table and their types.
-    private static func fieldTypes(of table: StoreTable, in db: GRDB.Database) throws -> [String: FieldType] {
+    private static func fieldTypes(of table: StoreTable, softDeletes: Bool, in db: GRDB.Database) throws -> [String: FieldType] {
         let columns = try StoreColumns(table, in: db)
-        var types: [String: FieldType] = [:]
+        var types: [String: FieldType] = softDeletes ? [RecordMapping.deletedKey: .int64] : [:]
         for column in columns.fields {
             if columns.relationships.contains(column) {
                 types[column] = .string

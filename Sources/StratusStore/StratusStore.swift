@@ -117,7 +117,8 @@ public final class StratusStore: Sendable {
 
     /// Whether the signed-in user may change a row (Core Data's `canUpdateRecord(forManagedObjectWith:)`):
     /// always in a store of their private database; in the shared one, when the row's share gives
-    /// them read-and-write permission. A change the server refuses anyway is rolled back to the
+    /// them read-and-write permission; in the public one, when they created the row's record or it
+    /// is not on the server yet (CloudKit's default grants: only the creator writes). A change the server refuses anyway is rolled back to the
     /// server's version, with the refusal in ``StoreSyncStatus/lastError``.
     public func canUpdate(_ rowID: UUID) async throws -> Bool {
         try await requireMirror().canWrite(rowID)
@@ -276,8 +277,10 @@ public struct HistoryChange: Sendable, Equatable {
 extension StratusStore {
     /// How a store mirrors its synced tables (`NSPersistentCloudKitContainerOptions`).
     public struct Mirroring: Sendable {
-        /// The database mirrored to: the signed-in user's private database (`NSPersistentCloudKitContainerOptions.databaseScope`
-        /// `.private`), or their shared database, whose rows are those of the shares they accepted.
+        /// The database mirrored to (`NSPersistentCloudKitContainerOptions.databaseScope`): the signed-in
+        /// user's private database; their shared database, whose rows are those of the shares they
+        /// accepted; or the public database, whose rows are every user's records of the synced types
+        /// (deletions travel as records marked ``RecordMapping/deletedKey``, changes are polled).
         public var database: Stratus.Database
         /// What wins when the server's record and an unsent local change disagree
         /// (``StoreMergePolicy/mergeByPropertyObjectTrump`` by default).
@@ -289,14 +292,19 @@ extension StratusStore {
         public var automaticallySync: Bool
         /// BLOB values larger than this many bytes travel as assets (1 MB by default).
         public var assetThreshold: Int
+        /// How often a store of the public database, which has no change feed nor database
+        /// subscription, sends and polls while it syncs by itself (every minute by default).
+        public var pollInterval: Duration
         /// Where the files of outgoing assets are written before upload.
         public var assetDirectory: URL
 
         /// Mirroring to `database`, writing outgoing asset files in `assetDirectory`.
         public init(
             database: Stratus.Database, assetDirectory: URL, mergePolicy: StoreMergePolicy = .mergeByPropertyObjectTrump,
-            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = true, assetThreshold: Int = 1_000_000
+            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = true, assetThreshold: Int = 1_000_000,
+            pollInterval: Duration = .seconds(60)
         ) {
+            self.pollInterval = pollInterval
             self.database = database
             self.assetDirectory = assetDirectory
             self.mergePolicy = mergePolicy

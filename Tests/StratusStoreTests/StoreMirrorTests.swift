@@ -19,14 +19,19 @@ struct StoreMirrorTests {
 
         static func open(
             _ directory: URL, container: Container, mergePolicy: StoreMergePolicy = .mergeByPropertyObjectTrump,
-            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = false, shared: Bool = false
+            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = false, scope: Stratus.Database.Scope = .private
         ) async throws -> Device {
+            let database = switch scope {
+            case .private: container.privateCloudDatabase
+            case .shared: container.sharedCloudDatabase
+            case .public: container.publicCloudDatabase
+            }
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let pool = try StoreFoundationTests.makePool(directory)
             let store = try await StratusStore.open(
                 pool, model: StoreFoundationTests.model,
                 mirroring: StratusStore.Mirroring(
-                    database: shared ? container.sharedCloudDatabase : container.privateCloudDatabase, assetDirectory: directory.appendingPathComponent("outgoing"),
+                    database: database, assetDirectory: directory.appendingPathComponent("outgoing"),
                     mergePolicy: mergePolicy, customMerges: customMerges, automaticallySync: automaticallySync,
                     assetThreshold: 1_000))
             return Device(pool: pool, store: store, container: container)

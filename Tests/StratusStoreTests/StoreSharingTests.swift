@@ -34,8 +34,8 @@ struct StoreSharingTests {
                 let laptop = try await Device.open(directory.appendingPathComponent("laptop"), container: try await server.device(of: "ada"))
                 let bobContainer = try await server.signedInContainer("bob")
                 let cyContainer = try await server.signedInContainer("cy")
-                let bob = try await Device.open(directory.appendingPathComponent("bob"), container: bobContainer, shared: true)
-                let cy = try await Device.open(directory.appendingPathComponent("cy"), container: cyContainer, shared: true)
+                let bob = try await Device.open(directory.appendingPathComponent("bob"), container: bobContainer, scope: .shared)
+                let cy = try await Device.open(directory.appendingPathComponent("cy"), container: cyContainer, scope: .shared)
 
                 let (groceries, milk, eggs) = (UUID(), UUID(), UUID())
                 let (work, report) = (UUID(), UUID())
@@ -142,7 +142,7 @@ struct StoreSharingTests {
             try await StoreFoundationTests.withDirectory { directory in
                 let container = try await server.signedInContainer("ada")
                 let owner = try await Device.open(directory.appendingPathComponent("owner"), container: container)
-                let participant = try await Device.open(directory.appendingPathComponent("participant"), container: container, shared: true)
+                let participant = try await Device.open(directory.appendingPathComponent("participant"), container: container, scope: .shared)
                 let list = UUID()
                 try await Self.insertList(participant, list, "Mine", items: [])
                 let refused = await #expect(throws: CloudError.self) { try await participant.store.share(list) }
