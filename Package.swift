@@ -195,8 +195,9 @@ let package = Package(
             dependencies: ["ExampleSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/Support/ExampleCommands", swiftSettings: swiftSettings),
         .target(
-            name: "NotesCore", dependencies: ["Stratus", "StratusSync", "ExampleSupport"], path: "Examples/Notes/NotesCore",
-            swiftSettings: swiftSettings),
+            name: "NotesCore",
+            dependencies: ["Stratus", "StratusSync", "StratusStore", "ExampleSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Examples/Notes/NotesCore", swiftSettings: swiftSettings),
         .executableTarget(
             name: "notes",
             dependencies: [
