@@ -206,7 +206,8 @@ let package = Package(
             ],
             path: "Examples/Notes/notes", swiftSettings: swiftSettings),
         .target(
-            name: "ContactsCore", dependencies: ["Stratus", "StratusSync", "ExampleSupport"],
+            name: "ContactsCore",
+            dependencies: ["Stratus", "StratusSync", "StratusStore", "ExampleSupport", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Examples/Contacts/ContactsCore", swiftSettings: swiftSettings),
         .executableTarget(
             name: "contacts",
@@ -286,7 +287,9 @@ let package = Package(
             path: "Examples/Photos/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "ContactsTests",
-            dependencies: ["ContactsCore", "ExampleSupport", "Stratus", "StratusSync", "StratusTestSupport", "StratusServer"],
+            dependencies: [
+                "ContactsCore", "ExampleSupport", "Stratus", "StratusSync", "StratusStore", "StratusTestSupport", "StratusServer",
+            ],
             path: "Examples/Contacts/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "TodoTests",
