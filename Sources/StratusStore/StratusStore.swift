@@ -1,6 +1,7 @@
 public import Foundation
 public import GRDB
 public import Stratus
+import Synchronization
 
 /// The app's own SQLite database, mirrored to a Stratus server: the app reads and writes its tables
 /// with GRDB, and the store captures every change to the synced ones (``StoreModel``) in the same
@@ -31,7 +32,32 @@ public final class StratusStore: Sendable {
     /// Opens a store over `pool`: checks `model` against the tables and the rules of mirroring
     /// (throwing ``StoreModelError`` with every rule it breaks), installs the change capture and,
     /// with `mirroring`, starts mirroring the synced tables to its database.
+    ///
+    /// - Throws: ``CloudError`` `invalidArguments` while another store is open (or opening) on the
+    ///   same pool: its triggers would report to the second store, and the first would stop mirroring.
     public static func open(_ pool: DatabasePool, model: StoreModel, mirroring: Mirroring? = nil) async throws -> StratusStore {
+        let key = ObjectIdentifier(pool)
+        try openStores.withLock { stores in
+            switch stores[key] {
+            case .opening?:
+                throw CloudError(.invalidArguments, "a store is being opened on this pool already: open one store per pool")
+            case .open(let store)? where store.value != nil:
+                throw CloudError(.invalidArguments, "a store is open on this pool already: open one store per pool, and share it")
+            default:
+                stores[key] = .opening
+            }
+        }
+        do {
+            let store = try await openUnregistered(pool, model: model, mirroring: mirroring)
+            openStores.withLock { $0[key] = .open(WeakStore(value: store)) }
+            return store
+        } catch {
+            openStores.withLock { $0[key] = nil }
+            throw error
+        }
+    }
+
+    private static func openUnregistered(_ pool: DatabasePool, model: StoreModel, mirroring: Mirroring?) async throws -> StratusStore {
         let violations = try await pool.read { db in try StoreModelChecker.violations(of: model, in: db) }
         guard violations.isEmpty else { throw StoreModelError(violations: violations) }
         let capture = try await ChangeCapture.install(model, on: pool)
@@ -42,6 +68,18 @@ public final class StratusStore: Sendable {
         }
         return StratusStore(pool: pool, model: model, capture: capture, mirror: mirror)
     }
+
+    /// The store of each pool, while it lives (a pool outlives no store of it: the store holds it).
+    private enum Registration {
+        case opening
+        case open(WeakStore)
+    }
+
+    private struct WeakStore {
+        weak var value: StratusStore?
+    }
+
+    private static let openStores = Mutex<[ObjectIdentifier: Registration]>([:])
 
     // MARK: Mirroring
 

@@ -182,6 +182,22 @@ struct StoreFoundationTests {
             try await other.write { db in try db.execute(sql: "INSERT INTO thumbnails (id, itemID, bytes) VALUES ('t', x'00', x'00')") }
         }
     }
+
+    @Test("one store per pool: a second open is refused while the first store lives, and allowed once it is gone")
+    func oneStorePerPool() async throws {
+        try await Self.withDirectory { directory in
+            let pool = try Self.makePool(directory)
+            var first: StratusStore? = try await StratusStore.open(pool, model: Self.model)
+            let refused = await #expect(throws: CloudError.self) { try await StratusStore.open(pool, model: Self.model) }
+            #expect(refused?.code == .invalidArguments)
+            try await first?.write { db in try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [UUID().uuidString]) }
+            #expect(try await first?.pendingChanges().count == 1)
+            first = nil
+            let second = try await StratusStore.open(pool, model: Self.model)
+            try await second.write { db in try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [UUID().uuidString]) }
+            #expect(try await second.pendingChanges().count == 2)
+        }
+    }
 }
 
 /// The mapping of rows to records and back, on a real file.
