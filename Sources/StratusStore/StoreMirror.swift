@@ -322,9 +322,11 @@ actor StoreMirror: SyncEngineDelegate {
             while scanned < pending.count, sent.count < Self.operationsPerRequest {
                 let chunk = Array(pending[scanned..<min(scanned + Self.operationsPerRequest, pending.count)])
                 scanned += chunk.count
-                let (chunkSent, chunkRecords) = try await pool.read { db in try self.changesToSend(chunk, in: db) }
-                // Each change is sent as the outbox has it now; one the outbox no longer lists is settled.
-                settled += chunk.filter { chunkSent[$0.recordID] == nil }
+                let (chunkSent, chunkRecords, unsendable) = try await pool.read { db in try self.changesToSend(chunk, in: db) }
+                // Each change is sent as the outbox has it now; one the outbox no longer lists is
+                // settled. A row that cannot be read for sending stays queued, and the rest go.
+                settled += chunk.filter { chunkSent[$0.recordID] == nil && unsendable[$0.recordID] == nil }
+                if let failure = unsendable.values.first { lastError = failure }
                 sent.merge(chunkSent) { $1 }
                 records.merge(chunkRecords) { $1 }
             }
@@ -351,7 +353,7 @@ actor StoreMirror: SyncEngineDelegate {
     /// records that moved rows left.
     nonisolated private func changesToSend(
         _ changes: [SyncEngine.PendingRecordZoneChange], in db: GRDB.Database
-    ) throws -> ([Stratus.Record.ID: Sent], [Stratus.Record.ID: Stratus.Record]) {
+    ) throws -> ([Stratus.Record.ID: Sent], [Stratus.Record.ID: Stratus.Record], unsendable: [Stratus.Record.ID: CloudError]) {
         var sent: [Stratus.Record.ID: Sent] = [:]
         var columns: [String: StoreColumns] = [:]
         for change in changes {
@@ -378,38 +380,46 @@ actor StoreMirror: SyncEngineDelegate {
             else { continue }
             sent[change.recordID] = Sent(entry: entry, values: values)
         }
-        return (sent, try records(for: sent, columns: columns, in: db))
+        var records: [Stratus.Record.ID: Stratus.Record] = [:]
+        var unsendable: [Stratus.Record.ID: CloudError] = [:]
+        for (recordID, item) in sent {
+            do {
+                records[recordID] = try record(for: item, recordID: recordID, columns: columns, in: db)
+            } catch {
+                // An asset file that cannot be written, say: this row waits, the others go.
+                sent[recordID] = nil
+                unsendable[recordID] = CloudError(
+                    .internalError, "row \(recordID.recordName) could not be prepared for sending; it waits: \(error)")
+            }
+        }
+        return (sent, records, unsendable)
     }
 
-    /// The records to save: each based on the server's record this device last knew (so the save
-    /// sends what changed since, removals included), holding the row's values.
-    nonisolated private func records(
-        for sent: [Stratus.Record.ID: Sent], columns: [String: StoreColumns], in db: GRDB.Database
-    ) throws -> [Stratus.Record.ID: Stratus.Record] {
-        var records: [Stratus.Record.ID: Stratus.Record] = [:]
-        for (recordID, item) in sent {
-            guard let values = item.values, let entry = item.entry, let table = model.table(named: entry.table),
-                let tableColumns = columns[table.name], case .synced(let recordType) = table.configuration
-            else { continue }
-            let rowID = entry.rowID
-            var record: Stratus.Record
-            if let server = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) {
-                record = try Stratus.Record(
-                    systemFieldsData: server.systemFields,
-                    serverValues: mapping.fields(of: server.values, table: table, rowID: rowID, columns: tableColumns))
-            } else {
-                record = Stratus.Record(recordType: recordType, recordID: recordID)
-            }
-            let fields = try mapping.fields(of: values, table: table, rowID: rowID, columns: tableColumns)
-            for column in tableColumns.fields {
-                for key in [column, RecordMapping.assetKey(column)] { record.setFieldValue(fields[key], forKey: key) }
-            }
-            if scope == .public {
-                record.setFieldValue(.int64(entry.operation == .delete ? 1 : 0), forKey: RecordMapping.deletedKey)
-            }
-            records[recordID] = record
+    /// The record to save for a sent save: based on the server's record this device last knew (so
+    /// the save sends what changed since, removals included), holding the row's values.
+    nonisolated private func record(
+        for item: Sent, recordID: Stratus.Record.ID, columns: [String: StoreColumns], in db: GRDB.Database
+    ) throws -> Stratus.Record? {
+        guard let values = item.values, let entry = item.entry, let table = model.table(named: entry.table),
+            let tableColumns = columns[table.name], case .synced(let recordType) = table.configuration
+        else { return nil }
+        let rowID = entry.rowID
+        var record: Stratus.Record
+        if let server = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) {
+            record = try Stratus.Record(
+                systemFieldsData: server.systemFields,
+                serverValues: mapping.fields(of: server.values, table: table, rowID: rowID, columns: tableColumns))
+        } else {
+            record = Stratus.Record(recordType: recordType, recordID: recordID)
         }
-        return records
+        let fields = try mapping.fields(of: values, table: table, rowID: rowID, columns: tableColumns)
+        for column in tableColumns.fields {
+            for key in [column, RecordMapping.assetKey(column)] { record.setFieldValue(fields[key], forKey: key) }
+        }
+        if scope == .public {
+            record.setFieldValue(.int64(entry.operation == .delete ? 1 : 0), forKey: RecordMapping.deletedKey)
+        }
+        return record
     }
 
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {

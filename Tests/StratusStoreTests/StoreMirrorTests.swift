@@ -192,6 +192,38 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("a row that cannot be prepared for sending (its asset file cannot be written) waits, with the reason, while the rest of its batch goes")
+    func unsendableRow() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phoneDirectory = directory.appendingPathComponent("phone")
+                let phone = try await Device.open(phoneDirectory, container: try await server.signedInContainer("mei"))
+                let laptop = try await Device.open(directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"))
+                // The asset directory is a file: no asset can be written there.
+                let assets = phoneDirectory.appendingPathComponent("outgoing")
+                try Data().write(to: assets)
+                let (list, large) = (UUID(), UUID())
+                try await phone.pool.write { db in
+                    try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'Groceries')", arguments: [list.uuidString])
+                    try db.execute(
+                        sql: "INSERT INTO items (id, listID, title, attachment) VALUES (?, ?, 'Photo', ?)",
+                        arguments: [large, list.uuidString, Data(repeating: 7, count: 5_000)])
+                }
+                try await phone.store.sync()
+                let waiting = try await phone.store.syncStatus()
+                #expect(waiting.pendingChanges == 1 && waiting.lastError?.message.contains(large.uuidString) == true, "\(waiting)")
+                try await laptop.store.sync()
+                #expect(try await laptop.contents().count == 1, "the list went without the item")
+
+                try FileManager.default.removeItem(at: assets)
+                try await phone.store.sync()
+                #expect(try await phone.store.syncStatus().pendingChanges == 0)
+                try await laptop.store.sync()
+                #expect(try await laptop.contents() == phone.contents())
+            }
+        }
+    }
+
     @Test("a fetched record no row can hold is skipped, its reason kept; the rest of its page is applied and nothing of it is written")
     func unreadableRecord() async throws {
         try await Self.withDevices(["phone"]) { _, devices in
