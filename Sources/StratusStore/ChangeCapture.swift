@@ -7,12 +7,11 @@ import Synchronization
 /// its author and time) changed which row of which table, and how. Changes to local-only tables, and
 /// updates of a synced table's local columns alone, are not captured.
 ///
-/// The same triggers keep the outbox, `stratusstore_outbox`: one entry per row with a change the
-/// server has not confirmed, `save` or `delete` (the last change wins, so a row deleted and inserted
-/// again is a save of the new row), and a version that every change bumps, so that a confirmation of
-/// an older version leaves a newer change in place. Writes by ``StratusStore/importAuthor`` (what came
-/// from the server) do not enter it. Being written in the app's own transaction, the outbox survives
-/// any crash that the write itself survives.
+/// The changes are the outbox's source: ``StoreMetadata`` folds the app's changes (not those of
+/// ``StratusStore/importAuthor``, what came from the server) into `stratusstore_outbox`, one entry per
+/// row, in batches, and reads changes not folded yet as entries too. The app's write thus appends to
+/// one table in key order, instead of also updating an index keyed by random UUIDs; being written in
+/// the app's own transaction, a change survives any crash that the write itself survives.
 ///
 /// The triggers call two functions the store registers on the pool's writer connection: the
 /// transaction's number and its author. A pool the store has not opened therefore cannot write to a
@@ -35,6 +34,7 @@ final class ChangeCapture: Sendable {
     static func install(_ model: StoreModel, on pool: DatabasePool) async throws -> ChangeCapture {
         try await pool.writeWithoutTransaction { db in
             try db.inTransaction {
+                try StoreMetadata.create(in: db)
                 try db.execute(
                     sql: """
                         CREATE TABLE IF NOT EXISTS stratusstore_transactions (
@@ -45,10 +45,10 @@ final class ChangeCapture: Sendable {
                             table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL);
                         CREATE INDEX IF NOT EXISTS stratusstore_changes_transaction
                             ON stratusstore_changes (transaction_id);
-                        CREATE TABLE IF NOT EXISTS stratusstore_outbox (
-                            table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL,
-                            version INTEGER NOT NULL, PRIMARY KEY (table_name, row_id));
                         """)
+                try createOutbox(in: db)
+                // A file whose outbox earlier triggers kept has every change folded already.
+                try StoreMetadata.startFolding(in: db)
                 // Every earlier trigger goes, those of tables no longer in the model included.
                 let earlier = try String.fetchAll(
                     db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'stratusstore\\_%' ESCAPE '\\'")
@@ -71,6 +71,29 @@ final class ChangeCapture: Sendable {
             db.add(transactionObserver: TransactionEnd(capture: capture), extent: .databaseLifetime)
             return capture
         }
+    }
+
+    /// The outbox, keyed by row first (a UUID names one row of all synced tables, and the mirror
+    /// looks entries up by it); a table of an earlier layout is rebuilt in this one.
+    private static func createOutbox(in db: Database) throws {
+        let key = "PRIMARY KEY (row_id, table_name)"
+        let definition = """
+            CREATE TABLE stratusstore_outbox (
+                table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL, version INTEGER NOT NULL,
+                \(key)) WITHOUT ROWID
+            """
+        guard let existing = try String.fetchOne(
+            db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'stratusstore_outbox'")
+        else { return try db.execute(sql: definition) }
+        guard !existing.contains(key) else { return }
+        try db.execute(sql: "ALTER TABLE stratusstore_outbox RENAME TO stratusstore_outbox_earlier")
+        try db.execute(sql: definition)
+        try db.execute(
+            sql: """
+                INSERT INTO stratusstore_outbox (table_name, row_id, operation, version)
+                SELECT table_name, row_id, operation, version FROM stratusstore_outbox_earlier;
+                DROP TABLE stratusstore_outbox_earlier;
+                """)
     }
 
     static func triggerName(_ table: String, _ operation: String) -> String {
@@ -97,14 +120,6 @@ final class ChangeCapture: Sendable {
                 + "SELECT \(number), \(literal), \(row).\(keyColumn), \(operation)"
                 + (condition.map { " WHERE \($0)" } ?? "") + ";"
         }
-        // The version is the change's own sequence number, which never repeats: a confirmation of an
-        // older send can never match a newer change, even after the entry was confirmed and made again.
-        func outbox(_ row: String, _ operation: String, when condition: String = "1") -> String {
-            "INSERT INTO stratusstore_outbox (table_name, row_id, operation, version) "
-                + "SELECT \(literal), \(row).\(keyColumn), '\(operation)', (SELECT max(seq) FROM stratusstore_changes) "
-                + "WHERE stratusstore_author() IS NOT '\(StratusStore.importAuthor)' AND \(condition) "
-                + "ON CONFLICT (table_name, row_id) DO UPDATE SET operation = excluded.operation, version = excluded.version;"
-        }
         // An update that writes every column (as a GRDB record's update does) changes nothing to
         // mirror unless a synced column's value differs.
         let changed = synced.map { "OLD.\($0.quotedDatabaseIdentifier) IS NOT NEW.\($0.quotedDatabaseIdentifier)" }
@@ -112,7 +127,7 @@ final class ChangeCapture: Sendable {
         return [
             """
             CREATE TRIGGER \(triggerName(table.name, "insert").quotedDatabaseIdentifier) AFTER INSERT ON \(name) BEGIN
-                \(transaction) \(change("NEW", "'insert'")) \(outbox("NEW", "save"))
+                \(transaction) \(change("NEW", "'insert'"))
             END
             """,
             """
@@ -121,13 +136,11 @@ final class ChangeCapture: Sendable {
                 \(transaction)
                 \(change("OLD", "'delete'", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
                 \(change("NEW", "CASE WHEN OLD.\(keyColumn) IS NEW.\(keyColumn) THEN 'update' ELSE 'insert' END"))
-                \(outbox("OLD", "delete", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
-                \(outbox("NEW", "save"))
             END
             """,
             """
             CREATE TRIGGER \(triggerName(table.name, "delete").quotedDatabaseIdentifier) AFTER DELETE ON \(name) BEGIN
-                \(transaction) \(change("OLD", "'delete'")) \(outbox("OLD", "delete"))
+                \(transaction) \(change("OLD", "'delete'"))
             END
             """,
         ]

@@ -5,10 +5,10 @@ import Stratus
 /// What the mirror keeps beside the app's tables, in its own (`stratusstore_`) tables:
 ///
 /// - `stratusstore_records`: per mirrored row, the system fields of the server's record as this
-///   device last fetched or saved it (its change tag bases the next save), and that change tag
-///   apart, so that a fetched record this device already holds is recognised without decoding;
-/// - `stratusstore_ancestors`: that record's values, one row per column holding SQLite's own value
-///   (the common ancestor a merge compares both sides with);
+///   device last fetched or saved it (its change tag bases the next save), that change tag apart,
+///   so that a fetched record this device already holds is recognised without decoding, and that
+///   record's values as SQLite holds them, encoded in one value (``AncestorEncoding``): the common
+///   ancestor a merge compares both sides with;
 /// - `stratusstore_row_zones`: the zone of each row that lives elsewhere than the store's own zone
 ///   (a share's zone; in a store of the shared database, every row's), with its table;
 /// - `stratusstore_moved`: records of rows moved into a share's zone, still to delete from the
@@ -21,10 +21,7 @@ enum StoreMetadata {
             sql: """
                 CREATE TABLE IF NOT EXISTS stratusstore_records (
                     table_name TEXT NOT NULL, row_id TEXT NOT NULL, system_fields BLOB NOT NULL, change_tag TEXT,
-                    PRIMARY KEY (table_name, row_id)) WITHOUT ROWID;
-                CREATE TABLE IF NOT EXISTS stratusstore_ancestors (
-                    table_name TEXT NOT NULL, row_id TEXT NOT NULL, column_name TEXT NOT NULL, value,
-                    PRIMARY KEY (table_name, row_id, column_name)) WITHOUT ROWID;
+                    ancestor BLOB, PRIMARY KEY (table_name, row_id)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS stratusstore_mirror (key TEXT PRIMARY KEY NOT NULL, value);
                 CREATE TABLE IF NOT EXISTS stratusstore_row_zones (
                     row_id TEXT PRIMARY KEY NOT NULL, table_name TEXT NOT NULL, zone_name TEXT NOT NULL,
@@ -37,6 +34,26 @@ enum StoreMetadata {
                     zone_name TEXT NOT NULL, owner_name TEXT NOT NULL, permission TEXT NOT NULL,
                     PRIMARY KEY (zone_name, owner_name)) WITHOUT ROWID;
                 """)
+        try migrateAncestors(in: db)
+    }
+
+    /// Moves the ancestors a file keeps in the table of earlier versions (one row per column) into
+    /// the records' `ancestor` values, once.
+    private static func migrateAncestors(in db: GRDB.Database) throws {
+        guard try db.tableExists("stratusstore_ancestors") else { return }
+        if try !db.columns(in: "stratusstore_records").contains(where: { $0.name == "ancestor" }) {
+            try db.execute(sql: "ALTER TABLE stratusstore_records ADD COLUMN ancestor BLOB")
+        }
+        var ancestors: [[String]: [String: DatabaseValue]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT table_name, row_id, column_name, value FROM stratusstore_ancestors") {
+            ancestors[[row["table_name"], row["row_id"]], default: [:]][row["column_name"]] = row["value"]
+        }
+        for (key, values) in ancestors {
+            try db.execute(
+                sql: "UPDATE stratusstore_records SET ancestor = ? WHERE table_name = ? AND row_id = ?",
+                arguments: [AncestorEncoding.encode(values), key[0], key[1]])
+        }
+        try db.execute(sql: "DROP TABLE stratusstore_ancestors")
     }
 
     // MARK: The server's last record of a row
@@ -48,18 +65,12 @@ enum StoreMetadata {
     }
 
     static func serverRecord(table: String, rowID: UUID, in db: GRDB.Database) throws -> ServerRecord? {
-        guard let systemFields = try Data.fetchOne(
-            db.cachedStatement(sql: "SELECT system_fields FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT system_fields, ancestor FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
             arguments: [table, rowID.uuidString])
         else { return nil }
-        var values: [String: DatabaseValue] = [:]
-        for row in try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT column_name, value FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?"),
-            arguments: [table, rowID.uuidString])
-        {
-            values[row["column_name"]] = row["value"]
-        }
-        return ServerRecord(systemFields: systemFields, values: values)
+        let ancestor: Data? = row["ancestor"]
+        return ServerRecord(systemFields: row["system_fields"], values: try ancestor.map(AncestorEncoding.decode) ?? [:])
     }
 
     /// The change tag of the server's record of a row as last known.
@@ -75,9 +86,6 @@ enum StoreMetadata {
         _ record: Stratus.Record?, values: [String: DatabaseValue], table: String, rowID: UUID, in db: GRDB.Database
     ) throws {
         let arguments: StatementArguments = [table, rowID.uuidString]
-        try db.cachedStatement(
-            sql: "DELETE FROM stratusstore_ancestors WHERE table_name = ? AND row_id = ?"
-        ).execute(arguments: arguments)
         guard let record else {
             try db.cachedStatement(
                 sql: "DELETE FROM stratusstore_records WHERE table_name = ? AND row_id = ?"
@@ -85,48 +93,124 @@ enum StoreMetadata {
             return
         }
         try db.cachedStatement(
-            sql: "INSERT OR REPLACE INTO stratusstore_records (table_name, row_id, system_fields, change_tag) VALUES (?, ?, ?, ?)"
-        ).execute(arguments: arguments + [record.encodeSystemFields(), record.recordChangeTag])
-        for (column, value) in values where !value.isNull {
-            try db.cachedStatement(
-                sql: "INSERT INTO stratusstore_ancestors (table_name, row_id, column_name, value) VALUES (?, ?, ?, ?)"
-            ).execute(arguments: arguments + [column, value])
-        }
+            sql: """
+                INSERT OR REPLACE INTO stratusstore_records (table_name, row_id, system_fields, change_tag, ancestor)
+                VALUES (?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: arguments + [record.encodeSystemFields(), record.recordChangeTag, AncestorEncoding.encode(values)])
     }
 
     // MARK: The outbox
 
-    /// The outbox entry of a row, found whatever form its key is stored in (a UUID names one row
-    /// of all synced tables: it is the record's name in the store's one zone).
-    static func outboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
-        try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
-            arguments: StatementArguments(StoreColumns.keyForms(rowID))
-        ).flatMap { try pendingChange($0, in: db) }
+    // The outbox is `stratusstore_outbox` (one entry per row, folded in) plus the app's changes
+    // after `outbox_folded` in `stratusstore_changes` (not folded yet), a later change of a row
+    // superseding its entry. Every writer of the outbox folds first; readers read both.
+
+    private static let foldedKey = "outbox_folded"
+    private static let importAuthorLiteral = "'" + StratusStore.importAuthor + "'"
+
+    /// Marks where folding starts on a file that has none: after every change it holds, whose
+    /// outbox the triggers of earlier versions kept.
+    static func startFolding(in db: GRDB.Database) throws {
+        try db.execute(
+            sql: """
+                INSERT OR IGNORE INTO stratusstore_mirror (key, value)
+                VALUES (?, (SELECT coalesce(max(seq), 0) FROM stratusstore_changes))
+                """, arguments: [foldedKey])
     }
 
-    /// The outbox entry of `row`, with the zone its row lives in.
-    private static func pendingChange(_ row: Row, in db: GRDB.Database) throws -> PendingChange? {
-        guard var change = PendingChange(row: row) else { return nil }
-        change.zoneID = try zone(ofRow: change.rowID, in: db)
-        return change
+    private static func folded(in db: GRDB.Database) throws -> Int64 {
+        try value(foldedKey, in: db).flatMap(Int64.fromDatabaseValue) ?? 0
+    }
+
+    /// Folds the app's changes since the last fold into the outbox: the last change of a row wins
+    /// (a row deleted and inserted again is a save), with its sequence number as the version, which
+    /// never repeats, so a confirmation of an older send never matches a newer change.
+    static func fold(in db: GRDB.Database) throws {
+        let folded = try folded(in: db)
+        guard let last = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(seq) FROM stratusstore_changes")),
+            last > folded
+        else { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO stratusstore_outbox (table_name, row_id, operation, version)
+                SELECT c.table_name, c.row_id, CASE c.operation WHEN 'delete' THEN 'delete' ELSE 'save' END, c.seq
+                FROM stratusstore_changes c JOIN stratusstore_transactions t ON t.id = c.transaction_id
+                WHERE c.seq > ? AND t.author IS NOT \(importAuthorLiteral) ORDER BY c.seq
+                ON CONFLICT (table_name, row_id) DO UPDATE SET operation = excluded.operation, version = excluded.version
+                """
+        ).execute(arguments: [folded])
+        try setValue(last, for: foldedKey, in: db)
+    }
+
+    /// The last unfolded change of each row changed by the app after the change `seq`, as entries.
+    private static func unfoldedEntries(after seq: Int64, rowID: UUID? = nil, in db: GRDB.Database) throws -> [PendingChange] {
+        var sql = """
+            SELECT c.table_name, c.row_id, CASE c.operation WHEN 'delete' THEN 'delete' ELSE 'save' END AS operation,
+                max(c.seq) AS version
+            FROM stratusstore_changes c JOIN stratusstore_transactions t ON t.id = c.transaction_id
+            WHERE c.seq > ? AND t.author IS NOT \(importAuthorLiteral)
+            """
+        var arguments: StatementArguments = [max(seq, try folded(in: db))]
+        if let rowID {
+            sql += " AND c.row_id IN (?, ?, ?)"
+            arguments += StatementArguments(StoreColumns.keyForms(rowID))
+        }
+        sql += " GROUP BY c.table_name, c.row_id"
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap(PendingChange.init(row:))
+    }
+
+    /// The outbox entry of a row, found whatever form its key is stored in (a UUID names one row
+    /// of all synced tables: it is the record's name in its zone).
+    static func outboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
+        var entry = try unfoldedEntries(after: 0, rowID: rowID, in: db).max { $0.version < $1.version }
+        if entry == nil {
+            entry = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
+                arguments: StatementArguments(StoreColumns.keyForms(rowID))
+            ).flatMap(PendingChange.init(row:))
+        }
+        return try entry.map { try withZone($0, in: db) }
+    }
+
+    /// An entry with the zone its row lives in.
+    private static func withZone(_ entry: PendingChange, in db: GRDB.Database) throws -> PendingChange {
+        var entry = entry
+        entry.zoneID = try zone(ofRow: entry.rowID, in: db)
+        return entry
     }
 
     /// How many rows have a change the server has not confirmed.
     static func outboxCount(in db: GRDB.Database) throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT count(*) FROM stratusstore_outbox") ?? 0
+        let unfolded = try unfoldedEntries(after: 0, in: db)
+        var count = try Int.fetchOne(db, sql: "SELECT count(*) FROM stratusstore_outbox") ?? 0
+        for entry in unfolded {
+            let folded = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM stratusstore_outbox WHERE table_name = ? AND row_id = ?)"),
+                arguments: [entry.table, entry.storedKey]) ?? false
+            if !folded { count += 1 }
+        }
+        return count
     }
 
     /// The outbox entries with a version above `version`, oldest first.
     static func outbox(after version: Int64, in db: GRDB.Database) throws -> [PendingChange] {
-        try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE version > ? ORDER BY version"),
-            arguments: [version])
-            .compactMap { try pendingChange($0, in: db) }
+        let unfolded = try unfoldedEntries(after: version, in: db)
+        var entries: [PendingChange] = []
+        if version < (try folded(in: db)) {
+            // Folded entries newer than `version`, unless a change not folded yet supersedes them.
+            let superseding = Set(try unfoldedEntries(after: 0, in: db).map { [$0.table.databaseValue, $0.storedKey] })
+            entries = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE version > ? ORDER BY version"),
+                arguments: [version]
+            ).compactMap(PendingChange.init(row:)).filter { !superseding.contains([$0.table.databaseValue, $0.storedKey]) }
+        }
+        return try (entries + unfolded.sorted { $0.version < $1.version }).map { try withZone($0, in: db) }
     }
 
     /// Removes `change`'s entry if the row changed no more since that version.
     static func confirm(_ change: PendingChange, in db: GRDB.Database) throws {
+        try fold(in: db)
         try db.cachedStatement(
             sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?"
         ).execute(arguments: [change.table, change.storedKey, change.version])
@@ -135,6 +219,7 @@ enum StoreMetadata {
     /// Makes the row's entry `operation` (keeping its version when there is one), after a merge
     /// decided the server needs the local side.
     static func requeue(_ operation: PendingChange.Operation, table: String, rowID: UUID, in db: GRDB.Database) throws {
+        try fold(in: db)
         if let entry = try outboxEntry(rowID: rowID, in: db) {
             try db.cachedStatement(
                 sql: "UPDATE stratusstore_outbox SET operation = ? WHERE table_name = ? AND row_id = ?"
@@ -150,9 +235,16 @@ enum StoreMetadata {
 
     /// Drops the row's entry whatever its version: the server holds what the row holds.
     static func dropOutboxEntry(table: String, rowID: UUID, in db: GRDB.Database) throws {
+        try fold(in: db)
         try db.cachedStatement(
             sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?)"
         ).execute(arguments: StatementArguments([table.databaseValue] + StoreColumns.keyForms(rowID)))
+    }
+
+    /// Empties the outbox, changes not folded yet included.
+    static func clearOutbox(in db: GRDB.Database) throws {
+        try fold(in: db)
+        try db.execute(sql: "DELETE FROM stratusstore_outbox")
     }
 
     // MARK: Zones
@@ -283,5 +375,63 @@ extension PendingChange {
             let operation = Operation(rawValue: row["operation"])
         else { return nil }
         self.init(table: row["table_name"], rowID: rowID, operation: operation, version: row["version"], storedKey: row["row_id"])
+    }
+}
+
+/// The ancestor's column values in one BLOB: for each non-null value, its column's name (a 2-byte
+/// length, then UTF-8), a type byte, then the value (`1` INTEGER: 8 bytes; `2` REAL: the 8 bytes of
+/// its bit pattern; `3` TEXT and `4` BLOB: a 4-byte length, then the bytes), big-endian.
+enum AncestorEncoding {
+    struct Malformed: Error, CustomStringConvertible {
+        var description: String { "a stored ancestor is malformed" }
+    }
+
+    static func encode(_ values: [String: DatabaseValue]) -> Data {
+        var bytes: [UInt8] = []
+        func append<T: FixedWidthInteger>(_ number: T) {
+            withUnsafeBytes(of: number.bigEndian) { bytes.append(contentsOf: $0) }
+        }
+        for (column, value) in values.sorted(by: { $0.key < $1.key }) {
+            let tagged: (UInt8, [UInt8])
+            switch value.storage {
+            case .null: continue
+            case .int64(let integer): tagged = (1, withUnsafeBytes(of: integer.bigEndian, Array.init))
+            case .double(let real): tagged = (2, withUnsafeBytes(of: real.bitPattern.bigEndian, Array.init))
+            case .string(let text): tagged = (3, Array(text.utf8))
+            case .blob(let data): tagged = (4, Array(data))
+            }
+            let name = Array(column.utf8)
+            append(UInt16(name.count))
+            bytes += name
+            bytes.append(tagged.0)
+            if tagged.0 >= 3 { append(UInt32(tagged.1.count)) }
+            bytes += tagged.1
+        }
+        return Data(bytes)
+    }
+
+    static func decode(_ data: Data) throws -> [String: DatabaseValue] {
+        let bytes = [UInt8](data)
+        var offset = 0
+        func take(_ count: Int) throws -> ArraySlice<UInt8> {
+            guard count >= 0, offset + count <= bytes.count else { throw Malformed() }
+            defer { offset += count }
+            return bytes[offset..<offset + count]
+        }
+        func number(_ count: Int) throws -> UInt64 {
+            try take(count).reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        var values: [String: DatabaseValue] = [:]
+        while offset < bytes.count {
+            let name = String(decoding: try take(Int(try number(2))), as: UTF8.self)
+            switch try take(1).first {
+            case 1: values[name] = Int64(bitPattern: try number(8)).databaseValue
+            case 2: values[name] = Double(bitPattern: try number(8)).databaseValue
+            case 3: values[name] = String(decoding: try take(Int(try number(4))), as: UTF8.self).databaseValue
+            case 4: values[name] = Data(try take(Int(try number(4)))).databaseValue
+            default: throw Malformed()
+            }
+        }
+        return values
     }
 }

@@ -313,6 +313,9 @@ actor StoreMirror: SyncEngineDelegate {
         let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
         guard !pending.isEmpty else { return nil }
         do {
+            // The app's changes are folded into the outbox here, off the app's writes, so that the
+            // batch reads each row's entry by key.
+            try await pool.write { db in try StoreMetadata.fold(in: db) }
             // Rows are read a request's worth at a time, from the front of the queue, until a request
             // is full: a long outbox costs each batch one request's reads, not the whole outbox's.
             var sent: [Stratus.Record.ID: Sent] = [:]
@@ -981,10 +984,11 @@ actor StoreMirror: SyncEngineDelegate {
     /// Removes every synced row and what the mirror knew of them, as the author `import`.
     private func purge() async throws {
         try await writeAsImport { [model] db in
+            try StoreMetadata.clearOutbox(in: db)
             for table in model.syncedTables { try db.execute(sql: "DELETE FROM \(table.name.quotedDatabaseIdentifier)") }
             try db.execute(
                 sql: """
-                    DELETE FROM stratusstore_outbox; DELETE FROM stratusstore_records; DELETE FROM stratusstore_ancestors;
+                    DELETE FROM stratusstore_records;
                     DELETE FROM stratusstore_row_zones; DELETE FROM stratusstore_moved; DELETE FROM stratusstore_shares;
                     DELETE FROM stratusstore_mirror WHERE key = '\(Self.zoneSavedKey)';
                     """)
@@ -1020,9 +1024,11 @@ actor StoreMirror: SyncEngineDelegate {
 
     // MARK: - Helpers
 
+    /// Writes as the author `import`, the outbox folded first (merges read it row by row).
     private func writeAsImport<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
         try await pool.write { [capture] db in
-            try capture.writing(as: StratusStore.importAuthor) { try body(db) }
+            try StoreMetadata.fold(in: db)
+            return try capture.writing(as: StratusStore.importAuthor) { try body(db) }
         }
     }
 

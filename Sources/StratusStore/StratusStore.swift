@@ -61,7 +61,6 @@ public final class StratusStore: Sendable {
         let violations = try await pool.read { db in try StoreModelChecker.violations(of: model, in: db) }
         guard violations.isEmpty else { throw StoreModelError(violations: violations) }
         let capture = try await ChangeCapture.install(model, on: pool)
-        try await pool.write { db in try StoreMetadata.create(in: db) }
         var mirror: StoreMirror?
         if let mirroring {
             mirror = try await StoreMirror(pool: pool, model: model, capture: capture, configuration: mirroring)

@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+import Stratus
+@testable import StratusStore
+import Testing
+
+/// The mirror's own tables: the ancestor's encoding, and files written by earlier versions.
+@Suite("StratusStore: metadata")
+struct StoreMetadataTests {
+    @Test("an ancestor comes back from its encoding value for value, each SQLite type kept; NULLs are left out; a malformed one is refused")
+    func ancestorEncoding() throws {
+        let values: [String: DatabaseValue] = [
+            "count": 42.databaseValue, "negative": (-7 as Int64).databaseValue, "ratio": 2.0.databaseValue,
+            "pi": Double.pi.databaseValue, "title": "Café ☕️".databaseValue, "empty": "".databaseValue,
+            "bytes": Data([0, 1, 255]).databaseValue, "none": .null,
+        ]
+        let decoded = try AncestorEncoding.decode(AncestorEncoding.encode(values))
+        var expected = values
+        expected["none"] = nil
+        #expect(decoded == expected)
+        #expect(decoded["ratio"]?.storage == .double(2.0), "a whole REAL stays REAL")
+        #expect(try AncestorEncoding.decode(Data()) == [:])
+        #expect(throws: AncestorEncoding.Malformed.self) { try AncestorEncoding.decode(Data([0, 1, 0x61, 9])) }
+        #expect(throws: AncestorEncoding.Malformed.self) { try AncestorEncoding.decode(Data([0, 5, 0x61])) }
+    }
+
+    @Test("a file whose ancestors earlier versions kept one row per column is migrated once, values intact")
+    func ancestorsMigrate() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try DatabasePool(path: directory.appendingPathComponent("old.sqlite").path)
+            let rowID = UUID()
+            let record = Stratus.Record(recordType: "Item", recordID: RecordMapping.recordID(rowID))
+            try await pool.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE stratusstore_records (
+                            table_name TEXT NOT NULL, row_id TEXT NOT NULL, system_fields BLOB NOT NULL, change_tag TEXT,
+                            PRIMARY KEY (table_name, row_id)) WITHOUT ROWID;
+                        CREATE TABLE stratusstore_ancestors (
+                            table_name TEXT NOT NULL, row_id TEXT NOT NULL, column_name TEXT NOT NULL, value,
+                            PRIMARY KEY (table_name, row_id, column_name)) WITHOUT ROWID;
+                        """)
+                try db.execute(
+                    sql: "INSERT INTO stratusstore_records VALUES ('items', ?, ?, 'tag')",
+                    arguments: [rowID.uuidString, record.encodeSystemFields()])
+                for (column, value) in [("title", "Milk".databaseValue), ("done", 1.databaseValue)] {
+                    try db.execute(
+                        sql: "INSERT INTO stratusstore_ancestors VALUES ('items', ?, ?, ?)", arguments: [rowID.uuidString, column, value])
+                }
+            }
+            try await pool.write { db in
+                try StoreMetadata.create(in: db)
+                try StoreMetadata.create(in: db)
+            }
+            let known = try await pool.read { db in try StoreMetadata.serverRecord(table: "items", rowID: rowID, in: db) }
+            #expect(known?.values == ["title": "Milk".databaseValue, "done": 1.databaseValue])
+            #expect(try await pool.read { db in try db.tableExists("stratusstore_ancestors") } == false)
+        }
+    }
+
+    @Test("an outbox of the earlier layout (keyed by table first, kept by triggers) is rebuilt keyed by row, its entries kept, and folding starts after its changes")
+    func outboxMigrates() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try StoreFoundationTests.makePool(directory)
+            let rowID = UUID()
+            try await pool.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE stratusstore_transactions (id INTEGER PRIMARY KEY, author TEXT NOT NULL, time_ms INTEGER NOT NULL);
+                        CREATE TABLE stratusstore_changes (
+                            seq INTEGER PRIMARY KEY AUTOINCREMENT, transaction_id INTEGER NOT NULL,
+                            table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL);
+                        CREATE TABLE stratusstore_outbox (
+                            table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL,
+                            version INTEGER NOT NULL, PRIMARY KEY (table_name, row_id));
+                        INSERT INTO stratusstore_transactions VALUES (1, 'app', 0);
+                        """)
+                try db.execute(
+                    sql: "INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation) VALUES (1, 'lists', ?, 'insert')",
+                    arguments: [rowID.uuidString])
+                try db.execute(
+                    sql: "INSERT INTO stratusstore_outbox VALUES ('lists', ?, 'save', 1)", arguments: [rowID.uuidString])
+            }
+            let store = try await StratusStore.open(pool, model: StoreFoundationTests.model)
+            #expect(try await store.pendingChanges().map(\.rowID) == [rowID])
+            let layout = try await pool.read { db in
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'stratusstore_outbox'")
+            }
+            #expect(layout?.contains("PRIMARY KEY (row_id, table_name)") == true)
+            let next = UUID()
+            try await store.write { db in try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [next.uuidString]) }
+            #expect(try await store.pendingChanges().map(\.rowID) == [rowID, next])
+        }
+    }
+}
