@@ -9,11 +9,11 @@ import TodoCore
 
 @Suite("to-do example: StratusStore on devices of one server")
 struct TodoTests {
-    func account(_ server: TestServer, _ name: String) -> DeviceDirectory.Account {
+    func account(_ server: TestServer, _ name: String, username: String = "mei") -> DeviceDirectory.Account {
         DeviceDirectory.Account(
             stateDirectory: server.directory.appendingPathComponent("todo-\(name)"),
             serverURL: URL(string: server.baseURL)!, containerIdentifier: server.container, apiToken: server.apiToken,
-            username: "mei", password: "correct horse")
+            username: username, password: "correct horse")
     }
 
     @Test("lists, items, a relationship and an attachment reach the other device; the local-only table and column stay; the copies prove equal")
@@ -94,6 +94,63 @@ struct TodoTests {
             #expect(try await laptop.lists() == lists, "the server holds every row the phone committed")
             let verification = try await laptop.store.verify()
             #expect(verification.matches && verification.recordCount == local.count, "\(verification)")
+        }
+    }
+
+    @Test("a list shared by link reaches another user, who edits it; a read-only one refuses their edits; leaving takes it off their device")
+    func sharedLists() async throws {
+        try await withServer { server in
+            try await TodoStore.signUp(account(server, "mei"))
+            try await TodoStore.signUp(account(server, "bob", username: "bob"))
+            let mei = try await TodoStore(stateDirectory: account(server, "mei").stateDirectory)
+            let bob = try await TodoStore(stateDirectory: account(server, "bob", username: "bob").stateDirectory)
+
+            let trip = try await mei.addList(title: "Trip")
+            let tent = try await mei.addItem(to: trip, title: "Tent", attachment: Data(repeating: 7, count: 3_000))
+            let recipes = try await mei.addList(title: "Recipes")
+            try await mei.addItem(to: recipes, title: "Soup")
+            try await mei.addList(title: "Diary")
+            let tripLink = try await mei.share(trip)
+            let recipesLink = try await mei.share(recipes, readOnly: true)
+            #expect(try await mei.sync() == .synced)
+
+            try await bob.accept(tripLink)
+            try await bob.accept(recipesLink)
+            #expect(try await bob.sync() == .synced)
+            let shared = try await bob.lists()
+            #expect(shared.map(\.title) == ["Recipes", "Trip"], "the shared lists arrive with their items, the diary does not")
+            #expect(shared.map(\.sharedWithMe) == [true, true])
+            #expect(try await bob.attachment(of: tent) == Data(repeating: 7, count: 3_000))
+            #expect(try await bob.canChange(trip))
+            #expect(try await bob.canChange(recipes) == false)
+            #expect(try await mei.canChange(recipes))
+            // An edit the read-only share does not allow is refused by the server and undone on Bob's device.
+            try await bob.addItem(to: recipes, title: "Cake")
+            #expect(try await bob.sync() == .synced)
+            #expect(try await bob.lists().first { $0.id == recipes }?.items.map(\.title) == ["Soup"])
+
+            // Bob's item joins Mei's list; Mei's rename reaches Bob.
+            try await bob.addItem(to: trip, title: "Stove")
+            try await bob.setDone(tent, true)
+            #expect(try await bob.sync() == .synced)
+            try await mei.rename(trip, to: "Camping")
+            #expect(try await mei.sync() == .synced)
+            #expect(try await bob.sync() == .synced)
+            let camping = try #require(try await mei.lists().first { $0.id == trip })
+            #expect(camping.items.map(\.title) == ["Stove", "Tent"] && camping.items.map(\.done) == [false, true])
+            #expect(try await bob.lists().first { $0.id == trip }?.title == "Camping")
+            #expect(try await mei.lists().map(\.sharedWithMe) == [false, false, false])
+
+            // Bob leaves the trip: it leaves his device and stays Mei's; both copies prove equal to the server's.
+            try await bob.stopSharing(trip)
+            #expect(try await bob.sync() == .synced)
+            #expect(try await bob.lists().map(\.title) == ["Recipes"])
+            #expect(try await mei.sync() == .synced)
+            #expect(try await mei.lists().map(\.title) == ["Camping", "Diary", "Recipes"])
+            for store in [mei.store, mei.sharedStore, bob.store, bob.sharedStore] {
+                let verification = try await store.verify()
+                #expect(verification.matches, "\(verification)")
+            }
         }
     }
 }

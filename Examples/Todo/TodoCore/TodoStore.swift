@@ -5,7 +5,9 @@ public import Stratus
 public import StratusStore
 
 /// A to-do app on StratusStore: the app reads and writes its own SQLite file with GRDB, and the
-/// store mirrors the synced part of it to the user's private database.
+/// store mirrors the synced part of it to the user's private database. Lists others shared with
+/// the user live in a second file, `shared.sqlite`, mirrored to their shared database (as Core
+/// Data keeps a private and a shared store); the app shows and edits both alike.
 ///
 /// The model shows each kind of table the store knows:
 /// - `lists` is synced as `List` records, except its `expanded` column, which stays on the device
@@ -19,6 +21,8 @@ public final class TodoStore: Sendable {
         public var id: UUID
         public var title: String
         public var items: [Item]
+        /// Whether another user shared it with this one.
+        public var sharedWithMe: Bool
     }
 
     /// An item of a list.
@@ -55,13 +59,30 @@ public final class TodoStore: Sendable {
     public let pool: DatabasePool
     /// The store over it.
     public let store: StratusStore
+    /// The database of the lists shared with this user.
+    public let sharedPool: DatabasePool
+    /// The store over it, mirroring the shared database.
+    public let sharedStore: StratusStore
+    private let container: Container
 
     /// The device whose state is in `stateDirectory` (set up by ``signUp(_:)`` or ``signIn(_:)``):
     /// opens `todo.sqlite`, creating its tables the first time, and the store mirroring it.
     public init(stateDirectory: URL, automaticallySync: Bool = false) async throws {
         let directory = DeviceDirectory(stateDirectory)
-        let container = try directory.device(app: "todo").container
-        pool = try DatabasePool(path: directory.file("todo.sqlite").path)
+        container = try directory.device(app: "todo").container
+        (pool, store) = try await Self.open(
+            directory.file("todo.sqlite"), database: container.privateCloudDatabase,
+            assetDirectory: directory.file("outgoing-assets"), automaticallySync: automaticallySync)
+        (sharedPool, sharedStore) = try await Self.open(
+            directory.file("shared.sqlite"), database: container.sharedCloudDatabase,
+            assetDirectory: directory.file("outgoing-shared-assets"), automaticallySync: automaticallySync)
+    }
+
+    /// Opens a file of the app's tables, creating them the first time, and the store mirroring it.
+    private static func open(
+        _ file: URL, database: Stratus.Database, assetDirectory: URL, automaticallySync: Bool
+    ) async throws -> (DatabasePool, StratusStore) {
+        let pool = try DatabasePool(path: file.path)
         try await pool.write { db in
             // No foreign keys between synced tables: an item may arrive before its list.
             try db.execute(
@@ -75,11 +96,11 @@ public final class TodoStore: Sendable {
                     CREATE TABLE IF NOT EXISTS views (id TEXT PRIMARY KEY NOT NULL, listID TEXT, viewedAt REAL NOT NULL DEFAULT 0);
                     """)
         }
-        store = try await StratusStore.open(
-            pool, model: Self.model,
+        let store = try await StratusStore.open(
+            pool, model: model,
             mirroring: StratusStore.Mirroring(
-                database: container.privateCloudDatabase, assetDirectory: directory.file("outgoing-assets"),
-                automaticallySync: automaticallySync))
+                database: database, assetDirectory: assetDirectory, automaticallySync: automaticallySync))
+        return (pool, store)
     }
 
     /// Creates the account and sets `account`'s state directory up as a device of it.
@@ -98,8 +119,13 @@ public final class TodoStore: Sendable {
 
     // MARK: Reading
 
-    /// Every list with its items, by title.
+    /// Every list with its items, by title: this user's and those shared with them.
     public func lists() async throws -> [List] {
+        let lists = try await Self.lists(in: pool, sharedWithMe: false) + Self.lists(in: sharedPool, sharedWithMe: true)
+        return lists.sorted { ($0.title, $0.id.uuidString) < ($1.title, $1.id.uuidString) }
+    }
+
+    private static func lists(in pool: DatabasePool, sharedWithMe: Bool) async throws -> [List] {
         try await pool.read { db in
             var items: [String: [Item]] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, listID, title, done, length(attachment) AS size FROM items ORDER BY title, id") {
@@ -109,24 +135,27 @@ public final class TodoStore: Sendable {
             }
             return try Row.fetchAll(db, sql: "SELECT id, title FROM lists ORDER BY title, id").compactMap { row in
                 guard let id = UUID(uuidString: row["id"]) else { return nil }
-                return List(id: id, title: row["title"], items: items[row["id"]] ?? [])
+                return List(id: id, title: row["title"], items: items[row["id"]] ?? [], sharedWithMe: sharedWithMe)
             }
         }
     }
 
     /// An item's attachment.
     public func attachment(of item: UUID) async throws -> Data? {
-        try await pool.read { db in
+        try await holder(of: item).pool.read { db in
             try Data.fetchOne(db, sql: "SELECT attachment FROM items WHERE id = ?", arguments: [item.uuidString])
         }
     }
 
     /// The list or item whose ID is `id` or starts with it.
     public func resolve(_ id: String) async throws -> UUID {
-        let matches = try await pool.read { db in
-            try String.fetchAll(
-                db, sql: "SELECT id FROM lists WHERE id LIKE ?1 UNION SELECT id FROM items WHERE id LIKE ?1",
-                arguments: [id.uppercased() + "%"])
+        var matches: [String] = []
+        for pool in [pool, sharedPool] {
+            matches += try await pool.read { db in
+                try String.fetchAll(
+                    db, sql: "SELECT id FROM lists WHERE id LIKE ?1 UNION SELECT id FROM items WHERE id LIKE ?1",
+                    arguments: [id.uppercased() + "%"])
+            }
         }
         guard matches.count == 1, let match = UUID(uuidString: matches[0]) else { throw UnknownID(id: id) }
         return match
@@ -144,11 +173,21 @@ public final class TodoStore: Sendable {
         return id
     }
 
-    /// Adds an item to `list`, with an attachment when given.
+    /// The store holding a list or an item: the shared one for what others shared with this user.
+    private func holder(of id: UUID) async throws -> StratusStore {
+        let shared = try await sharedPool.read { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM lists WHERE id = ?1 UNION SELECT 1 FROM items WHERE id = ?1)",
+                arguments: [id.uuidString]) ?? false
+        }
+        return shared ? sharedStore : store
+    }
+
+    /// Adds an item to `list`, with an attachment when given (in a shared list, it joins the share).
     @discardableResult
     public func addItem(to list: UUID, title: String, attachment: Data? = nil) async throws -> UUID {
         let id = UUID()
-        try await store.write { db in
+        try await holder(of: list).write { db in
             try db.execute(
                 sql: "INSERT INTO items (id, listID, title, attachment) VALUES (?, ?, ?, ?)",
                 arguments: [id.uuidString, list.uuidString, title, attachment])
@@ -158,14 +197,14 @@ public final class TodoStore: Sendable {
 
     /// Marks an item done or not done.
     public func setDone(_ item: UUID, _ done: Bool) async throws {
-        try await store.write { db in
+        try await holder(of: item).write { db in
             try db.execute(sql: "UPDATE items SET done = ? WHERE id = ?", arguments: [done, item.uuidString])
         }
     }
 
     /// Renames a list or an item.
     public func rename(_ id: UUID, to title: String) async throws {
-        try await store.write { db in
+        try await holder(of: id).write { db in
             for table in ["lists", "items"] {
                 try db.execute(sql: "UPDATE \(table) SET title = ? WHERE id = ?", arguments: [title, id.uuidString])
             }
@@ -174,7 +213,7 @@ public final class TodoStore: Sendable {
 
     /// Deletes an item, or a list with its items (in one transaction).
     public func delete(_ id: UUID) async throws {
-        try await store.write { db in
+        try await holder(of: id).write { db in
             try db.execute(sql: "DELETE FROM items WHERE id = ?1 OR listID = ?1", arguments: [id.uuidString])
             try db.execute(sql: "DELETE FROM views WHERE listID = ?", arguments: [id.uuidString])
             try db.execute(sql: "DELETE FROM lists WHERE id = ?", arguments: [id.uuidString])
@@ -183,7 +222,7 @@ public final class TodoStore: Sendable {
 
     /// Notes that `list` was opened now, on this device only.
     public func markViewed(_ list: UUID, at date: Date = Date()) async throws {
-        try await store.write { db in
+        try await holder(of: list).write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO views (id, listID, viewedAt) VALUES (?, ?, ?)",
                 arguments: [list.uuidString, list.uuidString, date.timeIntervalSince1970])
@@ -197,9 +236,37 @@ public final class TodoStore: Sendable {
     public func sync() async throws -> SyncOutcome {
         do {
             try await store.sync()
+            try await sharedStore.sync()
         } catch let error as CloudError where error.isTransient || error.code == .serverResponseLost {
             return .offline(error.message)
         }
         return .synced
+    }
+
+    // MARK: Sharing
+
+    /// Shares a list and its items with whoever has the returned link, who may change them, or only
+    /// read them with `readOnly`.
+    public func share(_ list: UUID, readOnly: Bool = false) async throws -> URL {
+        let share = try await store.share(list) { share in share.publicPermission = readOnly ? .readOnly : .readWrite }
+        guard let url = share.url else { throw CloudError(.serverRejectedRequest, "the server answered the share without its link") }
+        return url
+    }
+
+    /// Accepts a list shared through `url`: it appears among the lists, and syncs like them.
+    public func accept(_ url: URL) async throws {
+        try await sharedStore.accept(try await container.shareMetadata(for: url))
+    }
+
+    /// Whether this user may change a list or an item (always their own; a shared one, when its
+    /// share lets them).
+    public func canChange(_ id: UUID) async throws -> Bool {
+        try await holder(of: id).canUpdate(id)
+    }
+
+    /// Stops sharing a list: its owner keeps it, unshared; a participant leaves it, and it leaves
+    /// their device.
+    public func stopSharing(_ list: UUID) async throws {
+        try await holder(of: list).stopSharing(list)
     }
 }

@@ -15,11 +15,12 @@ struct TodoCommand: AsyncParsableCommand {
             Each state directory (--state) is one device, its data in todo.sqlite. Set it up once with 'signup' \
             or 'signin', then 'add-list', 'add', 'done', 'rename', 'delete' and 'sync' (or 'show'). Every change is \
             committed to the device's database first and sent when the server is reachable; 'status' shows what \
-            waits, 'verify' proves the device's copy equal to the server's.
+            waits, 'verify' proves the device's copy equal to the server's. 'share' prints a link to a list that \
+            another user opens with 'accept'; 'leave' stops sharing it (or, for whom it was shared with, leaves it).
             """,
         subcommands: [
             SignUp.self, SignIn.self, Sync.self, AddList.self, Add.self, Done.self, Rename.self, Delete.self,
-            Status.self, Verify.self, Schema.self, Import.self, Watch.self,
+            Status.self, Verify.self, Schema.self, Import.self, Watch.self, Share.self, Accept.self, Leave.self,
         ])
 }
 
@@ -172,14 +173,16 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await device.store()
-        for change in try await store.store.pendingChanges() {
-            say("waiting: \(change.operation.rawValue) \(change.table) \(change.rowID)")
+        for (name, mirror) in [("own lists", store.store), ("lists shared with you", store.sharedStore)] {
+            for change in try await mirror.pendingChanges() {
+                say("waiting: \(change.operation.rawValue) \(change.table) \(change.rowID)")
+            }
+            let status = try await mirror.syncStatus()
+            say("\(name): \(status.pendingChanges) change(s) waiting")
+            // The status of this run: a store just opened has not fetched yet, so it cannot say it is up to date.
+            say(status.isUpToDate ? "  up to date" : "  not known to be up to date: run 'todo sync' to send and fetch")
+            if let error = status.lastError { say("  last error: \(error.message)") }
         }
-        let status = try await store.store.syncStatus()
-        say("\(status.pendingChanges) change(s) waiting")
-        // The status of this run: a store just opened has not fetched yet, so it cannot say it is up to date.
-        say(status.isUpToDate ? "up to date" : "not known to be up to date: run 'todo sync' to send and fetch")
-        if let error = status.lastError { say("last error: \(error.message)") }
     }
 }
 
@@ -191,13 +194,17 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await device.store()
-        let verification = try await store.store.verify()
-        for zoneID in Set(verification.local.keys).union(verification.server.keys).sorted(by: { "\($0)" < "\($1)" }) {
-            say("zone \(zoneID)")
-            say("  device: \(verification.local[zoneID].map { "\($0)" } ?? "nothing")")
-            say("  server: \(verification.server[zoneID].map { "\($0)" } ?? "nothing")")
+        var matches = true
+        for mirror in [store.store, store.sharedStore] {
+            let verification = try await mirror.verify()
+            for zoneID in Set(verification.local.keys).union(verification.server.keys).sorted(by: { "\($0)" < "\($1)" }) {
+                say("zone \(zoneID)")
+                say("  device: \(verification.local[zoneID].map { "\($0)" } ?? "nothing")")
+                say("  server: \(verification.server[zoneID].map { "\($0)" } ?? "nothing")")
+            }
+            matches = matches && verification.matches
         }
-        guard verification.matches else { throw ExitCode.failure }
+        guard matches else { throw ExitCode.failure }
         say("— the device's copy equals the server's")
     }
 }
@@ -251,12 +258,72 @@ struct Watch: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await device.store(automaticallySync: true)
-        let changes = store.store.remoteChanges()
+        // Subscribed before the first show, so nothing that arrives in between is missed.
+        let changes = [store.store.remoteChanges(), store.sharedStore.remoteChanges()]
         try await show(store)
-        for await _ in changes {
-            say("—")
-            try await show(store)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for changes in changes {
+                group.addTask {
+                    for await _ in changes {
+                        say("—")
+                        try await show(store)
+                    }
+                }
+            }
+            try await group.waitForAll()
         }
+    }
+}
+
+struct Share: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Share a list and its items, and print the link that lets another user accept it.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "The list's ID, or its start.")
+    var list: String
+
+    @Flag(help: "Those who accept may read the list but not change it.")
+    var readOnly = false
+
+    func run() async throws {
+        let store = try await device.store()
+        let url = try await store.share(try await store.resolve(list), readOnly: readOnly)
+        try await report(store, store.sync())
+        say("share link: \(url.absoluteString)")
+    }
+}
+
+struct Accept: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Accept a list another user shared, from its link.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "The link 'todo share' printed.")
+    var link: String
+
+    func run() async throws {
+        guard let url = URL(string: link) else { throw ValidationError("'\(link)' is not a link") }
+        let store = try await device.store()
+        try await store.accept(url)
+        try await report(store, store.sync())
+    }
+}
+
+struct Leave: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop sharing a list you shared (you keep it), or leave a list shared with you (it leaves this device).")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "The list's ID, or its start.")
+    var list: String
+
+    func run() async throws {
+        let store = try await device.store()
+        try await store.stopSharing(try await store.resolve(list))
+        try await report(store, store.sync())
     }
 }
 
@@ -265,7 +332,7 @@ func show(_ store: TodoStore) async throws {
     let lists = try await store.lists()
     if lists.isEmpty { say("(no lists yet: add one with 'todo add-list TITLE')") }
     for list in lists {
-        say("\(list.id)  \(list.title)")
+        say("\(list.id)  \(list.title)\(list.sharedWithMe ? "  (shared with you)" : "")")
         for item in list.items {
             let attachment = item.attachmentSize.map { "  [\($0) bytes attached]" } ?? ""
             say("  \(item.id)  [\(item.done ? "x" : " ")] \(item.title)\(attachment)")
@@ -280,7 +347,7 @@ func report(_ store: TodoStore, _ outcome: TodoStore.SyncOutcome) async throws {
     case .synced:
         say("— synced")
     case .offline(let reason):
-        let waiting = try await store.store.syncStatus().pendingChanges
+        let waiting = try await store.store.syncStatus().pendingChanges + store.sharedStore.syncStatus().pendingChanges
         say("— the server is unreachable (\(reason)); \(waiting) change(s) wait on this device for the next sync")
     }
 }
