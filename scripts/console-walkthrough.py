@@ -128,11 +128,34 @@ try:
     driver.find_element(By.CSS_SELECTOR, "#filters .field").send_keys("title")
     driver.find_element(By.CSS_SELECTOR, "#filters .value").send_keys("Hello again")
     query.find_element(By.NAME, "sortField").send_keys("priority")
+    driver.find_element(By.ID, "add-sort").click()
+    driver.find_elements(By.CSS_SELECTOR, "#sorts .sort .field")[1].send_keys("title")
     driver.find_element(By.ID, "run-query").click()
     wait.until(lambda d: "first-note" in text_of("results") or text_of("query-error"))
     if "first-note" not in driver.find_element(By.ID, "results").text:
         raise SystemExit("the query failed: " + driver.find_element(By.ID, "query-error").text)
     step("query")
+
+    # A zone of ada's, a record in it, and every record of the zone without naming a type.
+    driver.find_element(By.ID, "new-zone").send_keys("Trips")
+    driver.find_element(By.ID, "create-zone").click()
+    wait.until(lambda d: "Trips" in Select(d.find_element(By.ID, "zone")).first_selected_option.text or text_of("query-error"))
+    if text_of("query-error"):
+        raise SystemExit("creating the zone failed: " + text_of("query-error"))
+    form = driver.find_element(By.ID, "create-record")
+    form.find_element(By.NAME, "recordType").clear()
+    form.find_element(By.NAME, "recordType").send_keys("Trip")
+    form.find_element(By.NAME, "recordName").clear()
+    form.find_element(By.NAME, "recordName").send_keys("trip-1")
+    form.find_element(By.ID, "create").click()
+    wait.until(lambda d: "trip-1" in text_of("record-title") or "saved" not in form.find_element(By.TAG_NAME, "output").text)
+    if "trip-1" not in text_of("record-title"):
+        raise SystemExit("creating the record in the zone failed: " + form.find_element(By.TAG_NAME, "output").text)
+    driver.find_element(By.ID, "browse-zone").click()
+    wait.until(lambda d: "trip-1" in text_of("results") or text_of("query-error"))
+    if "trip-1" not in text_of("results") or "first-note" in text_of("results"):
+        raise SystemExit("browsing the zone failed: " + text_of("results") + text_of("query-error"))
+    step("zone-browsed")
 
     # The schema: the new type is in development only, until it is deployed.
     driver.get(base + "/console/containers/" + container + "/schema")

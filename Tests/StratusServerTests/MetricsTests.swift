@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import StratusServer
+import StratusStorage
 import StratusTestSupport
 import Testing
 
@@ -61,12 +62,41 @@ struct MetricsTests {
             #expect(after.value("stratus_http_request_duration_seconds_count", ["endpoint": modify]) == 2)
             #expect(after.value("stratus_records_written_total") == 3)
             #expect(after.value("stratus_item_errors_total", ["code": "CONFLICT"]) == 1)
+            #expect(after.value("stratus_conflicts_total") == 1)
             #expect(after.value("stratus_records_read_total", ["source": "changes"]) == 3)
             #expect(after.value("stratus_records_read_total", ["source": "lookup"]) == 1)
             #expect(after.value("stratus_change_feed_pages_total", ["feed": "zone"]) == Double(feed.pages))
             #expect(after.value("stratus_errors_total", ["code": "BAD_REQUEST"]) == 1)
             #expect(after.value("stratus_storage_write_seconds_count") == 2)
             #expect(after.has("stratus_push_devices_connected") && after.has("stratus_request_body_buffered_bytes"))
+        }
+    }
+
+    @Test("throttles and sync-token expiries have series of their own")
+    func throttlesAndExpiries() async throws {
+        let configuration = ServerConfiguration(
+            port: 0, passwordHashCost: 4, rateLimit: RateLimit(requestsPerSecond: 0.01, burst: 8))
+        try await withServer(configuration) { server in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify([operation("create", "a")], zone: "Z", user: alice)
+            let first = try await server.database("private", "records/changes", ["zoneID": ["zoneName": "Z"]], user: alice)
+            let token = try #require(first.body["syncToken"] as? String)
+            _ = try await server.modify([operation("forceDelete", "a", recordType: nil)], zone: "Z", user: alice)
+            #expect(try await server.storage.purgeTombstones(before: Int64(Date().timeIntervalSince1970 * 1000) + 60_000) == 1)
+            let expired = try await server.database(
+                "private", "records/changes", ["zoneID": ["zoneName": "Z"], "syncToken": token], user: alice)
+            #expect(expired.status == 410 && expired.code == "CHANGE_TOKEN_EXPIRED", "\(expired.text)")
+            var throttled = 0
+            for _ in 0..<8 where try await server.database("private", "zones/list", user: alice).status == 429 {
+                throttled += 1
+            }
+            #expect(throttled > 0)
+
+            let figures = try await Self.scrape(server, token: server.credentials.adminToken)
+            #expect(figures.value("stratus_sync_token_expiries_total") == 1)
+            #expect(figures.value("stratus_throttles_total") == Double(throttled))
+            #expect(figures.value("stratus_conflicts_total") == 0)
         }
     }
 

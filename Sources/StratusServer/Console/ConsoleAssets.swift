@@ -81,16 +81,40 @@ enum ConsoleAssets {
           const show = (element, error) => { element.className = "error"; element.textContent = error.message; };
           let current = null;
 
-          document.getElementById("load-zones").addEventListener("click", async () => {
+          // The zones of the database, `selected` chosen when it is among them.
+          async function loadZones(selected) {
             try {
               const answer = await api(base() + "zones/list", "GET", undefined, user());
               scope.zone.replaceChildren(...answer.zones.map((zone) => {
                 const option = document.createElement("option");
                 option.value = zone.zoneID.zoneName + (zone.zoneID.ownerRecordName ? "\u0000" + zone.zoneID.ownerRecordName : "");
                 option.textContent = zone.zoneID.zoneName + (zone.zoneID.ownerRecordName ? ` (${zone.zoneID.ownerRecordName})` : "");
+                option.selected = zone.zoneID.zoneName === selected;
                 return option;
               }));
               queryError.textContent = "";
+            } catch (error) { show(queryError, error); }
+          }
+          document.getElementById("load-zones").addEventListener("click", () => loadZones());
+
+          // Zones are created and deleted through zones/modify, as the user the page acts as.
+          const zoneChange = async (operationType, zone) => {
+            const answer = await api(base() + "zones/modify", "POST", { operations: [{ operationType, zone }] }, user());
+            const failed = answer.zones?.find((item) => item.serverErrorCode);
+            if (failed) throw new Error(`${failed.serverErrorCode}: ${failed.reason}`);
+          };
+          document.getElementById("create-zone").addEventListener("click", async () => {
+            const name = document.getElementById("new-zone").value;
+            try {
+              await zoneChange("create", { zoneID: { zoneName: name } });
+              await loadZones(name);
+            } catch (error) { show(queryError, error); }
+          });
+          document.getElementById("delete-zone").addEventListener("click", async () => {
+            if (!confirm(`Delete the zone ${scope.zone.value.split("\u0000")[0]} and every record in it?`)) return;
+            try {
+              await zoneChange("delete", { zoneID: zoneID() });
+              await loadZones();
             } catch (error) { show(queryError, error); }
           });
 
@@ -105,6 +129,30 @@ enum ConsoleAssets {
             document.getElementById("filters").append(row);
           });
 
+          document.getElementById("add-sort").addEventListener("click", () => {
+            const row = document.createElement("span");
+            row.className = "sort";
+            row.innerHTML = `<label>then by <input class="field" placeholder="field"></label>
+              <label><input type="checkbox" class="ascending" checked> ascending</label>`;
+            document.getElementById("sorts").append(row);
+          });
+
+          // The zone's live records, whatever their type: its change feed from the start, up to 1,000.
+          document.getElementById("browse-zone").addEventListener("click", async () => {
+            try {
+              let records = [], syncToken, more = true;
+              while (more && records.length < 1000) {
+                const answer = await api(base() + "records/changes", "POST",
+                  { zoneID: zoneID(), resultsLimit: 200, ...(syncToken ? { syncToken } : {}) }, user());
+                records = records.concat(answer.records.filter((record) => !record.deleted));
+                syncToken = answer.syncToken;
+                more = answer.moreComing;
+              }
+              renderResults(records);
+              queryError.textContent = "";
+            } catch (error) { show(queryError, error); }
+          });
+
           // A value typed as JSON (a number, a list) is sent as such, anything else as a string.
           const parsed = (text) => { try { return JSON.parse(text); } catch { return text; } };
 
@@ -117,7 +165,10 @@ enum ConsoleAssets {
                 comparator: row.querySelector(".comparator").value,
                 fieldValue: { value: parsed(row.querySelector(".value").value) } });
             }
-            if (form.sortField.value) query.sortBy.push({ fieldName: form.sortField.value, ascending: form.ascending.checked });
+            for (const row of document.querySelectorAll("#sorts .sort")) {
+              const fieldName = row.querySelector(".field").value;
+              if (fieldName) query.sortBy.push({ fieldName, ascending: row.querySelector(".ascending").checked });
+            }
             try {
               const answer = await api(base() + "records/query", "POST", { zoneID: zoneID(), query, resultsLimit: 200 }, user());
               renderResults(answer.records);

@@ -52,7 +52,7 @@ struct ConsoleEndpoints: Sendable {
         page(console, "containers/:container/people", title: "Devices and subscriptions") { request, context in
             try await peoplePage(try context.parameters.require("container"), user: request.query("user"))
         }
-        page(console, "requests", title: "Requests") { request, _ in requestsPage(request) }
+        page(console, "requests", title: "Requests") { request, _ in try await requestsPage(request) }
         page(console, "requests/:id", title: "Request") { _, context in try requestPage(try context.parameters.require("id")) }
         page(console, "activity", title: "Activity") { _, _ in activityPage() }
         page(console, "health", title: "Health") { _, _ in try await healthPage() }
@@ -207,15 +207,24 @@ struct ConsoleEndpoints: Sendable {
                 ["recordName": $0.recordName, "username": $0.username, "selected": $0.recordName == user.recordName]
             }
         }
-        let devices = hub.devices(container: container).filter { $0.owner.userRecordName == user.recordName }
-            .map { device -> [String: Any] in
-                [
-                    "deviceID": device.deviceID ?? "(unnamed)", "environment": device.owner.environment.rawValue,
-                    "connected": device.connected ? "yes" : "no", "waiting": device.waiting,
-                    "missed": device.missed ? "yes: it will be told to fetch everything" : "no",
-                    "lastSeen": Self.time(device.lastSeen),
-                ]
-            }
+        let pushDevices = hub.devices(container: container).filter { $0.owner.userRecordName == user.recordName }
+        let now = configuration.clock.milliseconds
+        let devices = pushDevices.map { device -> [String: Any] in
+            [
+                "deviceID": device.deviceID ?? "(unnamed)", "requestsPath": device.deviceID.map(Self.pathSegment) ?? "",
+                "environment": device.owner.environment.rawValue, "connected": device.connected ? "yes" : "no",
+                "waitingCount": device.waiting.count, "hasWaiting": !device.waiting.isEmpty,
+                "waiting": zip(device.waiting, device.waitingSince).map { notification, queuedAt in
+                    [
+                        "subscription": notification.subscriptionID, "database": notification.databaseScope.rawValue,
+                        "zone": notification.zoneID?.zoneName ?? "", "record": notification.recordName ?? "",
+                        "age": String(format: "%.1f s", Double(max(0, now - queuedAt)) / 1_000),
+                    ]
+                },
+                "missed": device.missed ? "yes: it will be told to fetch everything" : "no",
+                "lastSeen": Self.time(device.lastSeen),
+            ]
+        }
         var subscriptions: [[String: Any]] = []
         var shares: [[String: Any]] = []
         for environment in ContainerEnvironment.allCases {
@@ -246,7 +255,20 @@ struct ConsoleEndpoints: Sendable {
                 ])
             }
         }
-        let recent = log.entries(limit: 50) { $0.container == container && $0.userRecordName == user.recordName }
+        // A device's requests that failed before it was known as the user's (an expired session, a
+        // bad token) carry no user, only its device ID: the user's devices are those of its push
+        // connections and of its requests this instance still keeps.
+        var deviceIDs = Set(pushDevices.compactMap(\.deviceID))
+        for entry in log.entries(limit: log.capacity, where: {
+            $0.container == container && $0.userRecordName == user.recordName && $0.deviceID != nil
+        }) {
+            deviceIDs.insert(entry.deviceID!)
+        }
+        let recent = log.entries(limit: 50) { entry in
+            entry.container == container
+                && (entry.userRecordName == user.recordName
+                    || (entry.userRecordName == nil && entry.deviceID.map(deviceIDs.contains) == true))
+        }
         values["user"] = [
             "devices": devices, "subscriptions": subscriptions, "shares": shares,
             "requests": ConsoleTemplates.render("requestTable", ["entries": recent.map(Self.row)]),
@@ -255,24 +277,45 @@ struct ConsoleEndpoints: Sendable {
         return ("people", values, container)
     }
 
-    private func requestsPage(_ request: Request) -> Page {
+    private func requestsPage(_ request: Request) async throws -> Page {
         let user = request.query("user")
         let device = request.query("device")
         let endpoint = request.query("endpoint")
         let status = request.query("status")
         let id = request.query("id")
+        // A user is named by record name or by username (in any container).
+        var userRecordNames: Set<String> = []
+        if let user {
+            userRecordNames.insert(user)
+            for container in try await storage.containers() {
+                if let account = try await storage.users(container: container.identifier).first(where: { $0.username == user }) {
+                    userRecordNames.insert(account.recordName)
+                }
+            }
+        }
         let entries = log.entries(limit: 200) { entry in
-            (user == nil || entry.userRecordName == user) && (device == nil || entry.deviceID == device)
+            (user == nil || entry.userRecordName.map(userRecordNames.contains) == true)
+                && (device == nil || entry.deviceID == device)
                 && (endpoint == nil || entry.endpoint.contains(endpoint!) || entry.path.contains(endpoint!))
                 && (id == nil || entry.id == id)
-                && (status == nil || (status == "5xx" ? entry.status >= 500 : entry.status >= 400))
+                && Self.status(entry.status, matches: status)
         }
         let table = ConsoleTemplates.render("requestTable", ["entries": entries.map(Self.row)])
         let filter: [String: Any] = [
-            "user": user ?? "", "device": device ?? "", "endpoint": endpoint ?? "", "id": id ?? "",
-            "errors": status == "error", "failures": status == "5xx", "live": request.query("live") == "1",
+            "user": user ?? "", "device": device ?? "", "endpoint": endpoint ?? "", "id": id ?? "", "status": status ?? "",
+            "live": request.query("live") == "1",
         ]
         return ("requests", ["filter": filter, "table": table], nil)
+    }
+
+    /// Whether a status passes the log's status filter: `error` (4xx and 5xx), `5xx`, or one code.
+    private static func status(_ status: Int, matches filter: String?) -> Bool {
+        switch filter {
+        case nil, "": true
+        case "error": status >= 400
+        case "5xx": status >= 500
+        case let code?: Int(code) == status
+        }
     }
 
     private func requestPage(_ id: String) throws -> Page {
@@ -364,7 +407,7 @@ struct ConsoleEndpoints: Sendable {
         Date(timeIntervalSince1970: Double(milliseconds) / 1_000).formatted(.iso8601)
     }
 
-    /// A container identifier as one path segment.
+    /// A value (a container identifier, a device ID) as one path segment or query value.
     static func pathSegment(_ value: String) -> String {
         value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? value
     }

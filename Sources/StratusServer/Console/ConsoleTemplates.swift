@@ -97,13 +97,16 @@ enum ConsoleTemplates {
             <label>Act as <select name="user"><option value="">nobody (public reads)</option>
             {{#users}}<option value="{{recordName}}">{{username}}</option>{{/users}}</select></label>
             <button id="load-zones" type="button">Load zones</button>
-            <label>Zone <select name="zone" id="zone"><option value="_defaultZone">_defaultZone</option></select></label></form>
+            <label>Zone <select name="zone" id="zone"><option value="_defaultZone">_defaultZone</option></select></label>
+            <button type="button" id="delete-zone" class="danger">Delete zone</button>
+            <label>New zone <input id="new-zone" placeholder="name"></label><button type="button" id="create-zone">Create zone</button></form>
             <h2>Query</h2>
             <form id="query" class="bar"><label>Record type <input name="recordType" required></label>
             <span id="filters"></span><button type="button" id="add-filter">+ filter</button>
-            <label>Sort by <input name="sortField" placeholder="field"></label>
-            <label><input type="checkbox" name="ascending" checked> ascending</label>
-            <button id="run-query">Run query</button></form>
+            <span id="sorts"><span class="sort"><label>Sort by <input class="field" name="sortField" placeholder="field"></label>
+            <label><input type="checkbox" class="ascending" name="ascending" checked> ascending</label></span></span>
+            <button type="button" id="add-sort">+ sort</button>
+            <button id="run-query">Run query</button> <button type="button" id="browse-zone">Every record of the zone</button></form>
             <p class="error" id="query-error"></p>
             <table id="results"></table>
             <section id="record" hidden><h2 id="record-title"></h2><table id="record-fields"></table><div id="previews"></div>
@@ -132,7 +135,10 @@ enum ConsoleTemplates {
             {{#user}}
             <h2>Push devices</h2>
             <table id="devices"><tr><th>Device</th><th>Environment</th><th>Connected</th><th>Waiting</th><th>Missed notifications</th><th>Last seen</th></tr>
-            {{#devices}}<tr><td>{{deviceID}}</td><td>{{environment}}</td><td>{{connected}}</td><td>{{waiting}}</td><td>{{missed}}</td><td>{{lastSeen}}</td></tr>{{/devices}}</table>
+            {{#devices}}<tr><td>{{#requestsPath}}<a href="/console/requests?device={{requestsPath}}">{{deviceID}}</a>{{/requestsPath}}{{^requestsPath}}{{deviceID}}{{/requestsPath}}</td>
+            <td>{{environment}}</td><td>{{connected}}</td><td>{{waitingCount}}</td><td>{{missed}}</td><td>{{lastSeen}}</td></tr>
+            {{#hasWaiting}}<tr><td colspan="6"><table class="waiting"><tr><th>Waiting notification of subscription</th><th>Database</th><th>Zone</th><th>Record</th><th>Waiting for</th></tr>
+            {{#waiting}}<tr><td>{{subscription}}</td><td>{{database}}</td><td>{{zone}}</td><td>{{record}}</td><td>{{age}}</td></tr>{{/waiting}}</table></td></tr>{{/hasWaiting}}{{/devices}}</table>
             {{^devices}}<p>No push device of this user is known to this instance.</p>{{/devices}}
             <h2>Subscriptions</h2>
             <table id="subscriptions"><tr><th>Environment</th><th>Database</th><th>Subscription</th></tr>
@@ -141,6 +147,7 @@ enum ConsoleTemplates {
             <table><tr><th>Environment</th><th>Zone</th><th>Owner</th><th>Accepted by</th></tr>
             {{#shares}}<tr><td>{{environment}}</td><td>{{zone}}</td><td>{{owner}}</td><td>{{participants}}</td></tr>{{/shares}}</table>
             <h2>Recent requests</h2>
+            <p>Of this user, and of its devices before they were known as its (a request refused for an expired session carries only its device ID).</p>
             {{{requests}}}
             {{/user}}
             """,
@@ -151,11 +158,11 @@ enum ConsoleTemplates {
             {{^entries}}<p>No request matches.</p>{{/entries}}
             """,
         "requests": """
-            <form class="bar" method="get" id="request-filter"><label>User <input name="user" value="{{filter.user}}"></label>
+            <form class="bar" method="get" id="request-filter"><label>User (name or record name) <input name="user" value="{{filter.user}}"></label>
             <label>Device <input name="device" value="{{filter.device}}"></label>
             <label>Endpoint contains <input name="endpoint" value="{{filter.endpoint}}"></label>
-            <label>Status <select name="status"><option value="">any</option><option value="error" {{#filter.errors}}selected{{/filter.errors}}>errors (4xx, 5xx)</option>
-            <option value="5xx" {{#filter.failures}}selected{{/filter.failures}}>5xx</option></select></label>
+            <label>Status <input name="status" list="statuses" size="6" value="{{filter.status}}" placeholder="any"></label>
+            <datalist id="statuses"><option value="error">4xx and 5xx</option><option value="5xx">5xx</option><option value="401"><option value="409"><option value="429"></datalist>
             <label>Request ID <input name="id" value="{{filter.id}}"></label>
             <label><input type="checkbox" name="live" value="1" {{#filter.live}}checked{{/filter.live}}> live</label><button>Filter</button></form>
             <div id="request-log" data-live="{{#filter.live}}1{{/filter.live}}">{{{table}}}</div>

@@ -1,6 +1,7 @@
 public import CoreMetrics
 import Foundation
 public import Prometheus
+import StratusModel
 
 /// What one server counts and measures, through swift-metrics into a Prometheus registry that
 /// `GET /metrics` writes out (docs/deploy.md lists every series).
@@ -23,6 +24,12 @@ public final class ServerMetrics: Sendable {
     private let notificationsSentCounter: CoreMetrics.Counter
     /// Notifications dropped from a full queue (the device is told it missed some).
     let notificationsDropped: CoreMetrics.Counter
+    /// Conflicts (`CONFLICT`: a save whose change tag was stale), throttles (`THROTTLED`, and the
+    /// body budget's `TRY_AGAIN_LATER`) and sync-token expiries (`CHANGE_TOKEN_EXPIRED`, of any
+    /// feed), whether the whole request or one item of it was refused (counted by ``refused(_:)``).
+    private let conflicts: CoreMetrics.Counter
+    private let throttles: CoreMetrics.Counter
+    private let syncTokenExpiries: CoreMetrics.Counter
     /// Asset bytes uploaded.
     let assetBytesIn: CoreMetrics.Counter
     /// Asset bytes downloaded.
@@ -68,6 +75,9 @@ public final class ServerMetrics: Sendable {
         notificationsQueued = CoreMetrics.Counter(label: "stratus_notifications_queued_total", factory: factory)
         notificationsSentCounter = CoreMetrics.Counter(label: "stratus_notifications_sent_total", factory: factory)
         notificationsDropped = CoreMetrics.Counter(label: "stratus_notifications_dropped_total", factory: factory)
+        conflicts = CoreMetrics.Counter(label: "stratus_conflicts_total", factory: factory)
+        throttles = CoreMetrics.Counter(label: "stratus_throttles_total", factory: factory)
+        syncTokenExpiries = CoreMetrics.Counter(label: "stratus_sync_token_expiries_total", factory: factory)
         assetBytesIn = CoreMetrics.Counter(label: "stratus_asset_bytes_in_total", factory: factory)
         assetBytesOut = CoreMetrics.Counter(label: "stratus_asset_bytes_out_total", factory: factory)
         storageWriteTime = CoreMetrics.Timer(label: "stratus_storage_write_seconds", factory: factory)
@@ -92,6 +102,7 @@ public final class ServerMetrics: Sendable {
         CoreMetrics.Timer(label: Self.requestDuration, dimensions: [("endpoint", endpoint)], factory: factory).recordInterval(duration)
         if let errorCode {
             CoreMetrics.Counter(label: "stratus_errors_total", dimensions: [("code", errorCode)], factory: factory).increment()
+            refused(errorCode)
         }
         timeline.add { bucket in
             bucket.requests += 1
@@ -128,6 +139,17 @@ public final class ServerMetrics: Sendable {
     /// `CHANGE_TOKEN_EXPIRED`, …), by its code.
     func itemFailed(_ code: String) {
         CoreMetrics.Counter(label: "stratus_item_errors_total", dimensions: [("code", code)], factory: factory).increment()
+        refused(code)
+    }
+
+    /// Counts a refusal, of a request or of one item, in the series of its kind when it has one.
+    private func refused(_ code: String) {
+        switch code {
+        case ServerErrorCode.conflict.rawValue: conflicts.increment()
+        case ServerErrorCode.throttled.rawValue, ServerErrorCode.tryAgainLater.rawValue: throttles.increment()
+        case ServerErrorCode.changeTokenExpired.rawValue: syncTokenExpiries.increment()
+        default: break
+        }
     }
 
     /// Counts records answered to clients, by how they were read: `lookup`, `query` or `changes`.

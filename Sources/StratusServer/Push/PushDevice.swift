@@ -155,8 +155,10 @@ final class PushDevice: Sendable {
         var owner: Owner
         var deviceID: String?
         var connected: Bool
-        /// Notifications waiting in its queue.
-        var waiting: Int
+        /// Notifications waiting in its queue, oldest first.
+        var waiting: [PushNotificationDictionary]
+        /// When each of `waiting` was queued, in milliseconds since 1970.
+        var waitingSince: [Int64]
         /// Whether it will be told it may have missed notifications.
         var missed: Bool
         /// When a connection last took or left its queue, in milliseconds since 1970.
@@ -165,9 +167,10 @@ final class PushDevice: Sendable {
 
     var snapshot: Snapshot {
         state.withLock { state in
-            Snapshot(
-                owner: owner, deviceID: deviceID, connected: state.connection != nil, waiting: state.order.count,
-                missed: state.missed, lastSeen: state.lastSeen)
+            let waiting = state.order.compactMap { state.entries[$0] }
+            return Snapshot(
+                owner: owner, deviceID: deviceID, connected: state.connection != nil, waiting: waiting.map(\.payload),
+                waitingSince: waiting.map(\.queuedAt), missed: state.missed, lastSeen: state.lastSeen)
         }
     }
 
