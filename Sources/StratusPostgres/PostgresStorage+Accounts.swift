@@ -63,6 +63,13 @@ extension PostgresStorage {
         try await column(String.self, "SELECT container_id FROM api_tokens WHERE token_hash = \(hash)").first
     }
 
+    public func deleteAPIToken(hash: String, container: String) async throws -> Bool {
+        try await column(
+            String.self,
+            "DELETE FROM api_tokens WHERE token_hash = \(hash) AND container_id = \(container) RETURNING token_hash"
+        ).count == 1
+    }
+
     public func createUser(_ user: UserInfo) async throws {
         try await requireContainer(user.container)
         let inserted = try await column(

@@ -54,6 +54,14 @@ extension SQLiteStorage {
         }
     }
 
+    public func deleteAPIToken(hash: String, container: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM api_tokens WHERE token_hash = ? AND container_id = ?", arguments: [hash, container])
+            return db.changesCount == 1
+        }
+    }
+
     public func createUser(_ user: UserInfo) async throws {
         try await pool.write { db in
             try Self.requireContainer(db, user.container)

@@ -105,6 +105,8 @@ public protocol AccountStorage: Sendable {
     func createAPIToken(hash: String, container: String, name: String, createdAt: Int64) async throws
     /// The container an API token belongs to.
     func containerForAPIToken(hash: String) async throws -> String?
+    /// Deletes an API token of a container by its hash; `false` when the container has no such token.
+    func deleteAPIToken(hash: String, container: String) async throws -> Bool
     /// Creates a user; `EXISTS` if the username is taken in the container.
     func createUser(_ user: UserInfo) async throws
     /// A user by username.

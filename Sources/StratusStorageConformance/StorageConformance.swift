@@ -152,6 +152,12 @@ public enum StorageConformance {
         try await storage.createAPIToken(hash: "h1", container: "c", name: "app", createdAt: 1)
         #expect(try await storage.containerForAPIToken(hash: "h1") == "c")
         #expect(try await storage.containerForAPIToken(hash: "h2") == nil)
+        try await storage.createAPIToken(hash: "h3", container: "c", name: "old", createdAt: 2)
+        #expect(try await storage.deleteAPIToken(hash: "h3", container: "other") == false)
+        #expect(try await storage.deleteAPIToken(hash: "h3", container: "c"))
+        #expect(try await storage.deleteAPIToken(hash: "h3", container: "c") == false)
+        #expect(try await storage.containerForAPIToken(hash: "h3") == nil)
+        #expect(try await storage.apiTokens(container: "c").map(\.name) == ["app"])
 
         let user = UserInfo(container: "c", recordName: "_u1", username: "ann", passwordHash: "x", createdAt: 1)
         try await storage.createUser(user)

@@ -8,12 +8,16 @@ import Testing
 /// resetting a password, each ending the user's sessions at once.
 @Suite("Admin: users and API tokens")
 struct AdminAccountTests {
+    static func bearer(_ server: TestServer) -> [String: String] {
+        ["Authorization": "Bearer \(server.credentials.adminToken)"]
+    }
+
     static func admin(
         _ server: TestServer, _ method: HTTPMethod, _ path: String, _ body: Any? = nil
     ) async throws -> TestServer.Reply {
         try await server.request(
             method, "/admin/1/containers/\(server.container)/\(path)", body: body,
-            headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            headers: bearer(server))
     }
 
     static func signIn(_ server: TestServer, password: String) async throws -> TestServer.Reply {
@@ -66,6 +70,34 @@ struct AdminAccountTests {
             #expect(!listed.text.contains(server.apiToken))
             let anonymous = try await server.request(.GET, "/admin/1/containers/\(server.container)/tokens")
             #expect(anonymous.status == 401)
+        }
+    }
+
+    @Test("a revoked API token is refused at once; revoking needs the admin token and a token of that container")
+    func revokeToken() async throws {
+        try await withServer { server in
+            let created = try await Self.admin(server, .POST, "tokens", ["name": "leaked"])
+            let leaked = try #require(created.body["apiToken"] as? String)
+            func signUp(_ token: String, _ name: String) async throws -> Int {
+                try await server.request(
+                    .POST, "/auth/1/\(server.container)/signup", body: ["username": name, "password": "correct horse"],
+                    query: ["ckAPIToken": token]).status
+            }
+            #expect(try await signUp(leaked, "ann") == 200)
+            let listed = try await Self.admin(server, .GET, "tokens")
+            let entry = try #require((listed.body["tokens"] as? [[String: Any]])?.first { $0["name"] as? String == "leaked" })
+            let id = try #require(entry["id"] as? String)
+            #expect(id.count == 64 && !id.contains(leaked), "the ID is the token's hash, not the token")
+
+            let path = "/admin/1/containers/\(server.container)/tokens/\(id)"
+            #expect(try await server.request(.DELETE, path).status == 401)
+            #expect(try await server.request(.DELETE, "/admin/1/containers/iCloud.none/tokens/\(id)", headers: Self.bearer(server)).status == 404)
+            #expect(try await server.request(.DELETE, path, headers: Self.bearer(server)).status == 204)
+            #expect(try await server.request(.DELETE, path, headers: Self.bearer(server)).status == 404)
+            #expect(try await signUp(leaked, "bob") == 401, "the revoked token opens nothing")
+            #expect(try await signUp(server.apiToken, "bob") == 200, "the container's other token still works")
+            let remaining = try await Self.admin(server, .GET, "tokens")
+            #expect(!remaining.text.contains("leaked"))
         }
     }
 }

@@ -185,6 +185,12 @@ struct ConsoleTests {
             let aliceOK = try await server.request(
                 .GET, "/console/requests", query: ["user": "alice", "status": "200"], headers: ["Cookie": session.cookie])
             #expect(aliceOK.text.contains("records/modify") && !aliceOK.text.contains("bobs-phone"))
+
+            // The container's page lists the databases written, by owner, and a way to revoke each API token.
+            let containerPage = try await server.request(
+                .GET, "/console/containers/\(server.container)", headers: ["Cookie": session.cookie])
+            #expect(containerPage.text.contains("<td>development</td><td>private</td><td>alice</td>"), "\(containerPage.text)")
+            #expect(containerPage.text.contains("data-method=\"DELETE\" data-confirm=\"Revoke the API token default?"))
         }
     }
 

@@ -69,6 +69,17 @@ public struct AccountService: Sendable {
         return token
     }
 
+    /// Revokes an API token of a container, named by its ID (the SHA-256 of the token in hex, as the
+    /// token list shows it); `NOT_FOUND` when the container has no such token. This instance refuses
+    /// it at once; another instance on the same database within the credential cache's lifetime.
+    public func revokeAPIToken(container: String, id: String) async throws {
+        try await storage.requireContainer(container)
+        guard try await storage.deleteAPIToken(hash: id, container: container) else {
+            throw StratusError(.notFound, "container '\(container)' has no API token '\(id)'")
+        }
+        apiTokens.remove(id)
+    }
+
     /// Registers a server-to-server key for a container and environment: `publicKeyPEM` must be an
     /// ECDSA P-256 public key in PEM. The key gets a new ID (64 hexadecimal digits, as Apple's) and
     /// its own user, who cannot sign in and is the creator of what the key writes.

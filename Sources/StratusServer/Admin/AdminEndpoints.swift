@@ -71,6 +71,12 @@ struct AdminEndpoints: Sendable {
             writer.endObject()
             return Response.json(writer, status: .created)
         }
+        admin.delete("containers/:container/tokens/:tokenID") { request, context in
+            try await credential.authenticate(request, context: context)
+            try await accounts.revokeAPIToken(
+                container: try context.parameters.require("container"), id: try context.parameters.require("tokenID"))
+            return Response(status: .noContent)
+        }
         addSchemaRoutes(to: admin)
         admin.post("containers/:container/users") { request, context in
             try await credential.authenticate(request, context: context)
@@ -160,6 +166,7 @@ struct AdminEndpoints: Sendable {
             try await storage.requireContainer(container)
             return Response.jsonList("tokens", try await storage.apiTokens(container: container)) { token, writer in
                 writer.beginObject()
+                writer.field("id", token.hash)
                 writer.field("name", token.name)
                 writer.field("created", token.createdAt)
                 writer.endObject()

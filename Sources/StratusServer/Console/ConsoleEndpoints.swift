@@ -132,17 +132,17 @@ struct ConsoleEndpoints: Sendable {
         try await storage.requireContainer(container)
         let api = "/admin/1/containers/" + Self.pathSegment(container)
         let path = Self.pathSegment(container)
-        let users = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
+        let accounts = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
             .sorted { $0.username < $1.username }
-            .map { user -> [String: Any] in
-                [
-                    "username": user.username, "recordName": user.recordName, "email": user.emailAddress ?? "",
-                    "created": Self.time(user.createdAt), "disabled": user.disabledAt.map(Self.time) ?? false,
-                    "api": api, "path": path,
-                ]
-            }
+        let users = accounts.map { user -> [String: Any] in
+            [
+                "username": user.username, "recordName": user.recordName, "email": user.emailAddress ?? "",
+                "created": Self.time(user.createdAt), "disabled": user.disabledAt.map(Self.time) ?? false,
+                "api": api, "path": path,
+            ]
+        }
         let tokens = try await storage.apiTokens(container: container).map { token -> [String: Any] in
-            ["name": token.name, "created": Self.time(token.createdAt)]
+            ["name": token.name, "created": Self.time(token.createdAt), "id": token.hash, "api": api]
         }
         let keys = try await storage.serverKeys(container: container).map { key -> [String: Any] in
             [
@@ -150,8 +150,28 @@ struct ConsoleEndpoints: Sendable {
                 "revoked": key.revokedAt.map(Self.time) ?? false, "api": api,
             ]
         }
-        return ("container", ["users": users, "tokens": tokens, "keys": keys, "api": api], container)
+        let usernames = Dictionary(accounts.map { ($0.recordName, $0.username) }) { first, _ in first }
+        let written = try await storage.databases(container: container)
+        var databases: [[String: Any]] = []
+        for database in written.prefix(Self.databasesShown) {
+            databases.append([
+                "environment": database.environment.rawValue, "scope": database.scope.rawValue,
+                "owner": database.scope == .public ? "everyone" : usernames[database.owner] ?? database.owner,
+                "zones": try await storage.zones(in: database).count,
+            ])
+        }
+        return (
+            "container",
+            [
+                "users": users, "tokens": tokens, "keys": keys, "api": api, "databases": databases,
+                "moreDatabases": written.count > Self.databasesShown, "shown": Self.databasesShown, "count": written.count,
+            ],
+            container
+        )
     }
+
+    /// How many of a container's databases its page lists (each costs a read of its zones).
+    private static let databasesShown = 200
 
     private func dataPage(_ container: String) async throws -> Page {
         try await storage.requireContainer(container)

@@ -80,7 +80,8 @@ enum ConsoleTemplates {
             <form id="new-user" data-api="{{api}}/users" data-method="POST"><label>Username <input name="username" required></label>
             <label>Password <input type="password" name="password" required></label><button>Create user</button><output></output></form>
             <h2>API tokens</h2>
-            <table><tr><th>Name</th><th>Created</th></tr>{{#tokens}}<tr><td>{{name}}</td><td>{{created}}</td></tr>{{/tokens}}</table>
+            <table id="tokens"><tr><th>Name</th><th>Created</th><th></th></tr>{{#tokens}}<tr data-token="{{name}}"><td>{{name}}</td><td>{{created}}</td>
+            <td><form class="inline" data-api="{{api}}/tokens/{{id}}" data-method="DELETE" data-confirm="Revoke the API token {{name}}? Apps that use it are refused from now on."><button>Revoke</button><output></output></form></td></tr>{{/tokens}}</table>
             <form id="new-token" data-api="{{api}}/tokens" data-method="POST" data-reveal="apiToken">
             <label>Name <input name="name" placeholder="web"></label><button>Create API token</button><output></output></form>
             <h2>Server-to-server keys</h2>
@@ -90,6 +91,11 @@ enum ConsoleTemplates {
             <form data-api="{{api}}/keys" data-method="POST"><label>Environment <select name="environment">
             <option>development</option><option>production</option></select></label>
             <label>Public key (PEM) <textarea name="publicKey" rows="4" required></textarea></label><button>Register key</button><output></output></form>
+            <h2>Databases</h2>
+            <p>Each environment has a public database, and each user a private and a shared one; those written so far:</p>
+            <table id="databases"><tr><th>Environment</th><th>Database</th><th>Owner</th><th>Zones</th></tr>
+            {{#databases}}<tr><td>{{environment}}</td><td>{{scope}}</td><td>{{owner}}</td><td>{{zones}}</td></tr>{{/databases}}</table>
+            {{#moreDatabases}}<p>The first {{shown}} of {{count}}.</p>{{/moreDatabases}}
             """,
         "data": """
             <form id="scope" class="bar"><label>Environment <select name="environment"><option>development</option><option>production</option></select></label>

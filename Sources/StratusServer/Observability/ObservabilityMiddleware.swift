@@ -79,12 +79,13 @@ struct ObservabilityMiddleware: RouterMiddleware {
                     metadata: ["actor": "\(audited.actor)", "action": "\(audited.action)", "error": "\(error)"])
             }
         }
-        context.logger.debug(
-            "answered",
-            metadata: [
-                "method": "\(entry.method)", "path": "\(entry.path)", "status": "\(entry.status)",
-                "ms": "\(entry.milliseconds)",
-            ])
+        // A refused request is logged at `info`, with its error: the log alone tells why a client fails.
+        var metadata: Logger.Metadata = [
+            "method": "\(entry.method)", "path": "\(entry.path)", "status": "\(entry.status)", "ms": "\(entry.milliseconds)",
+        ]
+        if let code = entry.errorCode { metadata["error"] = "\(code)" }
+        if let reason = entry.reason { metadata["reason"] = "\(reason)" }
+        context.logger.log(level: entry.status >= 400 ? .info : .debug, "answered", metadata: metadata)
         return response
     }
 
