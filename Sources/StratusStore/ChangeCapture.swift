@@ -108,16 +108,20 @@ final class ChangeCapture: Sendable {
         let name = table.name.quotedDatabaseIdentifier
         let literal = "'" + table.name.replacingOccurrences(of: "'", with: "''") + "'"
         let keyColumn = key.quotedDatabaseIdentifier
-        let number = "stratusstore_transaction((SELECT max(id) FROM stratusstore_transactions))"
-        // No conflict clause (an outer INSERT OR REPLACE would override it): the row is added once.
+        let latest = "(SELECT max(id) FROM stratusstore_transactions)"
+        // No conflict clause (an outer INSERT OR REPLACE would override it): the row is added once,
+        // and added again if a rolled-back savepoint took it. The transaction's number is one more
+        // than the last committed one, so once its row is there it is the latest: the change takes
+        // that, without asking the capture a second time.
         let transaction = """
             INSERT INTO stratusstore_transactions (id, author, time_ms)
-                SELECT \(number), stratusstore_author(), CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
-                WHERE NOT EXISTS (SELECT 1 FROM stratusstore_transactions WHERE id = \(number));
+                SELECT stratusstore_transaction(\(latest)), stratusstore_author(),
+                    CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+                WHERE \(latest) IS NOT stratusstore_transaction(\(latest));
             """
         func change(_ row: String, _ operation: String, when condition: String? = nil) -> String {
             "INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation) "
-                + "SELECT \(number), \(literal), \(row).\(keyColumn), \(operation)"
+                + "SELECT \(latest), \(literal), \(row).\(keyColumn), \(operation)"
                 + (condition.map { " WHERE \($0)" } ?? "") + ";"
         }
         // An update that writes every column (as a GRDB record's update does) changes nothing to

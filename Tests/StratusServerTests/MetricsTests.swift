@@ -68,6 +68,8 @@ struct MetricsTests {
             #expect(after.value("stratus_change_feed_pages_total", ["feed": "zone"]) == Double(feed.pages))
             #expect(after.value("stratus_errors_total", ["code": "BAD_REQUEST"]) == 1)
             #expect(after.value("stratus_storage_write_seconds_count") == 2)
+            #expect(after.value("stratus_storage_read_seconds_count", ["source": "lookup"]) == 1)
+            #expect(after.value("stratus_storage_read_seconds_count", ["source": "changes"]) == Double(feed.pages))
             #expect(after.has("stratus_push_devices_connected") && after.has("stratus_request_body_buffered_bytes"))
         }
     }

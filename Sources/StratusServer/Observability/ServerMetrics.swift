@@ -67,7 +67,7 @@ public final class ServerMetrics: Sendable {
                 .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
                 .seconds(10), .seconds(60),
             ],
-            "stratus_storage_write_seconds": fast, "stratus_instance_bus_lag_seconds": fast,
+            "stratus_storage_write_seconds": fast, "stratus_storage_read_seconds": fast, "stratus_instance_bus_lag_seconds": fast,
             "stratus_notification_wait_seconds": fast,
         ]
         self.factory = factory
@@ -163,6 +163,16 @@ public final class ServerMetrics: Sendable {
     /// (`changes/database`, `zones/changes`).
     func feedPageServed(_ feed: String) {
         CoreMetrics.Counter(label: "stratus_change_feed_pages_total", dimensions: [("feed", feed)], factory: factory).increment()
+    }
+
+    /// Measures `body` as a storage read: `lookup`, `query` or `changes` (a zone's feed page).
+    func timingStorageRead<T>(_ source: String, _ body: () async throws -> T) async rethrows -> T {
+        let start = ContinuousClock.now
+        defer {
+            CoreMetrics.Timer(label: "stratus_storage_read_seconds", dimensions: [("source", source)], factory: factory)
+                .recordInterval(ContinuousClock.now - start)
+        }
+        return try await body()
     }
 
     /// Measures `body` as a storage write.

@@ -47,11 +47,12 @@ extension DatabaseEndpoints {
         if let type {
             var createdBy: String?
             if case .createdBy(let user) = readAccess { createdBy = user }
-            page = try await storage.queryRecords(
-                RecordQuery(
-                    recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,
-                    createdBy: createdBy, limit: resultsLimit(body.resultsLimit), after: after),
-                zones: zones, in: locator)
+            let recordQuery = RecordQuery(
+                recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,
+                createdBy: createdBy, limit: try resultsLimit(body.resultsLimit), after: after)
+            page = try await metrics.timingStorageRead("query") {
+                try await storage.queryRecords(recordQuery, zones: zones, in: locator)
+            }
         } else {
             page = QueryPage(items: [], cursor: nil)
         }

@@ -273,8 +273,9 @@ struct DatabaseEndpoints: Sendable {
                 throw StratusError.badRequest("records[\(index)].recordName \(violation)")
             }
         }
-        let found = try await storage.lookupRecords(
-            names: body.records.map(\.recordName), zone: zoneName, in: zone.locator)
+        let found = try await metrics.timingStorageRead("lookup") {
+            try await storage.lookupRecords(names: body.records.map(\.recordName), zone: zoneName, in: zone.locator)
+        }
         let zoneIDJSON = zone.wireZoneID.jsonBytes
         let assetURL = downloadURLs(target, zone: zoneName, in: zone.locator)
         let shareKeys = target.shareKeys
@@ -324,10 +325,11 @@ struct DatabaseEndpoints: Sendable {
         }
         let zoneAccess = try await access.zone(requestedZoneID, field: "\(field).zoneID", limits: limits, shares: storage)
         let since = try tokens.position(from: zone.syncToken, kind: .zone, field: "\(field).syncToken")
-        let page = try await storage.recordChanges(
-            zone: zoneName, in: zoneAccess.locator, after: since,
-            limit: resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit"),
-            recordTypes: zone.recordTypes.map(Set.init))
+        let limit = try resultsLimit(zone.resultsLimit, field: "\(field).resultsLimit")
+        let page = try await metrics.timingStorageRead("changes") {
+            try await storage.recordChanges(
+                zone: zoneName, in: zoneAccess.locator, after: since, limit: limit, recordTypes: zone.recordTypes.map(Set.init))
+        }
         let zoneIDJSON = zoneAccess.wireZoneID.jsonBytes
         let assetURL = downloadURLs(target, zone: zoneName, in: zoneAccess.locator)
         let shareKeys = target.shareKeys
