@@ -78,6 +78,9 @@ struct AssetTests {
             #expect(tail.status == 206 && tail.bytes == Array(bytes.suffix(10)))
             let outside = try await Self.download(server, url, user: alice, range: "bytes=\(bytes.count)-")
             #expect(outside.status == 416)
+            let figures = try await MetricsTests.scrape(server, token: server.credentials.adminToken)
+            #expect(figures.value("stratus_asset_bytes_in_total") == Double(bytes.count))
+            #expect(figures.value("stratus_asset_bytes_out_total") == Double(bytes.count + 1_000 + 10), "ranges count what they send")
 
             // The downloadURL is signed: it works as returned, without tokens, like Apple's. The
             // authenticated form still checks who asks: another user's private asset is not served.

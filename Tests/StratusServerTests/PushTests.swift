@@ -215,6 +215,10 @@ struct PushTests {
             #expect(overflow.notifications.count == 5)
             #expect(overflow.missed, "dropped notifications are reported")
             #expect(overflow.notifications.compactMap { $0["subscriptionID"] as? String } == ["z2", "z3", "z4", "z5", "z6"])
+            // The metrics count what was dropped.
+            let figures = try await MetricsTests.scrape(server, token: server.credentials.adminToken)
+            #expect(figures.value("stratus_notifications_dropped_total") == 2)
+            #expect(figures.value("stratus_notifications_sent_total") == 7)
         }
     }
 
