@@ -46,16 +46,12 @@ public final class ContactsDatabase: Sendable {
 
     /// Creates the account and sets `account`'s state directory up as a device of it.
     public static func signUp(_ account: DeviceDirectory.Account) async throws {
-        try await DeviceDirectory.setUp(account, app: "contacts-store") {
-            try await $0.signUp(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "contacts-store", .signUp)
     }
 
     /// Signs in and sets `account`'s state directory up as a device of it.
     public static func signIn(_ account: DeviceDirectory.Account) async throws {
-        try await DeviceDirectory.setUp(account, app: "contacts-store") {
-            try await $0.signIn(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "contacts-store", .signIn)
     }
 
     /// The contacts, by name.

@@ -76,16 +76,12 @@ public actor ContactsStore: SyncEngineDelegate {
 
     /// Creates the account and sets `account`'s state directory up as a device of it.
     public static func signUp(_ account: DeviceDirectory.Account) async throws {
-        try await DeviceDirectory.setUp(account, app: "contacts") {
-            try await $0.signUp(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "contacts", .signUp)
     }
 
     /// Signs in and sets `account`'s state directory up as a device of it.
     public static func signIn(_ account: DeviceDirectory.Account) async throws {
-        try await DeviceDirectory.setUp(account, app: "contacts") {
-            try await $0.signIn(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "contacts", .signIn)
     }
 
     // MARK: - Reading and editing

@@ -89,18 +89,14 @@ public actor NotesDevice: SyncEngineDelegate {
     /// Creates the account and sets this state directory up as a device of it.
     @discardableResult
     public static func signUp(_ account: Account) async throws -> NotesDevice {
-        try await DeviceDirectory.setUp(account, app: "notes") {
-            try await $0.signUp(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "notes", .signUp)
         return try await NotesDevice(stateDirectory: account.stateDirectory)
     }
 
     /// Signs in and sets this state directory up as a device of the account.
     @discardableResult
     public static func signIn(_ account: Account) async throws -> NotesDevice {
-        try await DeviceDirectory.setUp(account, app: "notes") {
-            try await $0.signIn(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "notes", .signIn)
         return try await NotesDevice(stateDirectory: account.stateDirectory)
     }
 

@@ -66,18 +66,14 @@ public final class NotesStore: Sendable {
     /// Creates the account and sets this state directory up as a device of it.
     @discardableResult
     public static func signUp(_ account: DeviceDirectory.Account) async throws -> NotesStore {
-        try await DeviceDirectory.setUp(account, app: "notes-store") {
-            try await $0.signUp(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "notes-store", .signUp)
         return try await NotesStore(stateDirectory: account.stateDirectory)
     }
 
     /// Signs in and sets this state directory up as a device of the account.
     @discardableResult
     public static func signIn(_ account: DeviceDirectory.Account) async throws -> NotesStore {
-        try await DeviceDirectory.setUp(account, app: "notes-store") {
-            try await $0.signIn(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "notes-store", .signIn)
         return try await NotesStore(stateDirectory: account.stateDirectory)
     }
 

@@ -80,16 +80,12 @@ public actor PhotosStore: SyncEngineDelegate {
 
     /// Creates the account and sets `account`'s state directory up as a device of it.
     public static func signUp(_ account: DeviceDirectory.Account) async throws {
-        try await DeviceDirectory.setUp(account, app: "photos") {
-            try await $0.signUp(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "photos", .signUp)
     }
 
     /// Signs in and sets `account`'s state directory up as a device of it.
     public static func signIn(_ account: DeviceDirectory.Account) async throws {
-        try await DeviceDirectory.setUp(account, app: "photos") {
-            try await $0.signIn(username: account.username, password: account.password)
-        }
+        try await DeviceDirectory.setUp(account, app: "photos", .signIn)
     }
 
     // MARK: - Reading

@@ -94,17 +94,26 @@ public struct DeviceDirectory: Sendable {
         return (setup, container)
     }
 
-    /// Signs in with `signIn` (a sign-up or a sign-in of `account`) and sets the account's state
-    /// directory up as a device of `app`, keeping its device ID if it had one.
-    public static func setUp(
-        _ account: Account, app: String, signIn: (Container) async throws -> Void
-    ) async throws {
+    /// How a device joins its account.
+    public enum Enrollment: Sendable {
+        /// The account is created.
+        case signUp
+        /// The account exists: its password signs in.
+        case signIn
+    }
+
+    /// Signs up or in as `account` and sets the account's state directory up as a device of `app`,
+    /// keeping its device ID if it had one.
+    public static func setUp(_ account: Account, app: String, _ enrollment: Enrollment) async throws {
         let directory = DeviceDirectory(account.stateDirectory)
         let deviceID = try directory.read(Setup.self, from: "device.json")?.deviceID
             ?? "\(app)-\(UUID().uuidString.prefix(8).lowercased())"
         let container = Container(
             identifier: account.containerIdentifier, serverURL: account.serverURL, apiToken: account.apiToken)
-        try await signIn(container)
+        switch enrollment {
+        case .signUp: try await container.signUp(username: account.username, password: account.password)
+        case .signIn: try await container.signIn(username: account.username, password: account.password)
+        }
         try directory.write(
             Setup(
                 serverURL: account.serverURL, containerIdentifier: account.containerIdentifier,
