@@ -10,6 +10,8 @@ import Synchronization
 /// a row changed on both sides is decided by the merge policy against the server record this device
 /// last agreed on.
 actor StoreMirror: SyncEngineDelegate {
+    /// Whether a task to queue new outbox entries is about to start.
+    private nonisolated let queueingScheduled = Atomic<Bool>(false)
     /// What went into a send, to settle when the server answers.
     private struct Sent {
         /// The outbox entry sent; `nil` for the delete of a record a row left when it moved to a share.
@@ -104,8 +106,17 @@ actor StoreMirror: SyncEngineDelegate {
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges.filter { !queued.contains($0) })
         queue(placed)
         engine.state.add(pendingRecordZoneChanges: moved.map { .deleteRecord($0) })
+        // Commits that come while a queueing is waiting to start are queued by it: one task at a
+        // time, however fast the app commits.
         capture.afterCapturedCommit.withLock { action in
-            action = { [weak self] in Task { try? await self?.queueNewOutboxEntries() } }
+            action = { [weak self] in
+                guard let self, self.queueingScheduled.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+                else { return }
+                Task {
+                    self.queueingScheduled.store(false, ordering: .releasing)
+                    try? await self.queueNewOutboxEntries()
+                }
+            }
         }
         if scope == .public, configuration.automaticallySync { startPolling() }
     }
@@ -277,9 +288,9 @@ actor StoreMirror: SyncEngineDelegate {
     /// Returns `entries` with the zones found.
     private func placeNewRows(_ entries: [PendingChange]) async throws -> [PendingChange] {
         let unplaced = entries.filter { $0.zoneID == nil && $0.operation == .save }
-        guard !unplaced.isEmpty else { return entries }
+        // Rows are placed in shares only where some row is in one (asked without taking the writer).
+        guard !unplaced.isEmpty, try await pool.read(StoreMetadata.hasRowsInOtherZones) else { return entries }
         let placed = try await pool.write { [model, mapping] db -> [UUID: RecordZone.ID] in
-            // Rows are placed in shares only where some row is in one.
             guard try StoreMetadata.hasRowsInOtherZones(in: db) else { return [:] }
             var placed: [UUID: RecordZone.ID] = [:]
             for entry in unplaced {
