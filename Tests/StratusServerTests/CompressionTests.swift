@@ -72,6 +72,23 @@ struct CompressionTests {
             let page = try JSONSerialization.jsonObject(with: Data(inflated.readableBytesView)) as? [String: Any]
             #expect((page?["records"] as? [Any])?.count == 100)
 
+            // Every large answer of a reading endpoint is the same, byte for byte, once inflated.
+            let reads: [(String, Any)] = [
+                ("records/query", ["zoneID": ["zoneName": "Z"], "query": ["recordType": "Note"]]),
+                ("records/lookup", ["zoneID": ["zoneName": "Z"], "records": (0..<100).map { ["recordName": "note-\($0)"] }]),
+                ("changes/zone", ["zones": [["zoneID": ["zoneName": "Z"]]]]),
+                ("changes/database", [String: Any]()),
+            ]
+            for (path, request) in reads {
+                let body = try Self.json(request)
+                let plain = try await Self.send(server, path, user: user, body: body, headers: [:])
+                var gzipped = try await Self.send(server, path, user: user, body: body, headers: ["Accept-Encoding": "gzip"])
+                #expect(plain.status == 200 && gzipped.status == 200, "\(path): \(String(buffer: plain.body))")
+                guard plain.body.readableBytes >= 1_024 else { continue }
+                #expect(gzipped.headers.first(name: "Content-Encoding") == "gzip", "\(path)")
+                #expect(try gzipped.body.decompress(with: .gzip()) == plain.body, "\(path): the same answer once inflated")
+            }
+
             // Small answers, and clients that refuse gzip, get plain bodies.
             let small = try await Self.send(
                 server, "records/lookup", user: user,
