@@ -1,6 +1,10 @@
 public import Foundation
 
-public import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A server running as a child process of a benchmark or a test: its memory can be read apart from
 /// the clients', each side has its own file descriptors, and it can be killed.
@@ -11,7 +15,7 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     /// The running process.
-    public let process: Process
+    public let process: SpawnedProcess
     /// The URL it printed once listening.
     public let url: String
     /// What it printed on its standard output up to and including the URL's line.
@@ -24,25 +28,18 @@ public final class ServerProcess: @unchecked Sendable {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw StartError(description: "\(executable.path) is missing: build it first (swift build)")
         }
-        process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
-        let output = Pipe()
-        process.standardOutput = output
+        var errors = SpawnedProcess.Output.discard
         if let log {
             guard FileManager.default.createFile(atPath: log.path, contents: nil),
                 let handle = FileHandle(forWritingAtPath: log.path)
             else { throw StartError(description: "cannot write the log file \(log.path)") }
-            process.standardError = handle
-        } else {
-            process.standardError = FileHandle.nullDevice
+            errors = .file(handle)
         }
-        try process.run()
+        process = try SpawnedProcess(
+            executable: executable, arguments: arguments, environment: environment, standardOutput: .pipe,
+            standardError: errors)
+        guard let handle = process.standardOutput else { throw StartError(description: "no pipe from the server") }
         var text = ""
-        let handle = output.fileHandleForReading
         while true {
             let data = handle.availableData
             guard !data.isEmpty else {
@@ -78,13 +75,13 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Asks the server to stop (SIGTERM) and waits for it.
     public func stop() {
-        process.terminate()
+        process.send(SIGTERM)
         process.waitUntilExit()
     }
 
     /// Kills the server at once (SIGKILL), as a crash or a lost machine would, and waits for it.
     public func kill() {
-        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.send(SIGKILL)
         process.waitUntilExit()
     }
 }

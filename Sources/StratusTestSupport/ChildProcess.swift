@@ -1,8 +1,9 @@
 package import Foundation
+import StratusProcess
 
 /// What a finished child process printed, and how it ended.
 package struct ChildProcessResult: Sendable {
-    /// The exit status.
+    /// The exit status (128 plus the signal's number when a signal ended it, as shells say).
     package let status: Int32
     /// Its standard output.
     package let output: String
@@ -15,29 +16,25 @@ package struct ChildProcessResult: Sendable {
 /// (on a two-core machine the pool has two threads) keep going. Both pipes are drained together, so
 /// a child that writes much to one of them cannot block on it.
 package func runChildProcess(_ executable: URL, _ arguments: [String]) async throws -> ChildProcessResult {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
+    let process = try SpawnedProcess(executable: executable, arguments: arguments, standardOutput: .pipe, standardError: .pipe)
     return await withCheckedContinuation { continuation in
         Thread.detachNewThread {
             let group = DispatchGroup()
             nonisolated(unsafe) var errorData = Data()
             group.enter()
             Thread.detachNewThread {
-                errorData = errors.fileHandleForReading.readDataToEndOfFile()
+                errorData = process.standardError?.readDataToEndOfFile() ?? Data()
                 group.leave()
             }
-            let outputData = output.fileHandleForReading.readDataToEndOfFile()
+            let outputData = process.standardOutput?.readDataToEndOfFile() ?? Data()
             group.wait()
-            process.waitUntilExit()
+            let status: Int32 = switch process.waitUntilExit() {
+            case .exit(let code): code
+            case .signal(let signal): 128 + signal
+            }
             continuation.resume(
                 returning: ChildProcessResult(
-                    status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                    status: status, output: String(decoding: outputData, as: UTF8.self),
                     errors: String(decoding: errorData, as: UTF8.self)))
         }
     }

@@ -1,4 +1,5 @@
 package import Foundation
+import StratusProcess
 
 #if canImport(Glibc)
 import Glibc
@@ -7,34 +8,27 @@ import Darwin
 #endif
 
 /// Runs the package's executable `name` with `arguments`, kills it with SIGKILL once it printed
-/// `afterLines` lines, and returns every line it printed and why it ended (`.uncaughtSignal` when
-/// the kill, not its own end, stopped it): the crash of an app between two of its steps.
-package func runKilled(
-    _ name: String, _ arguments: [String], afterLines: Int
-) async throws -> (lines: [String], reason: Process.TerminationReason) {
-    let process = Process()
-    process.executableURL = productsDirectory.appendingPathComponent(name)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
+/// `afterLines` lines, and returns every line it printed and whether the kill, not its own end,
+/// stopped it: the crash of an app between two of its steps.
+package func runKilled(_ name: String, _ arguments: [String], afterLines: Int) async throws -> (lines: [String], killed: Bool) {
+    let process = try SpawnedProcess(
+        executable: productsDirectory.appendingPathComponent(name), arguments: arguments, standardOutput: .pipe)
     // The reads block until the child prints, and the child may wait on this process's server: read
     // on a thread of its own, never on Swift's cooperative pool, whose threads the server needs.
-    let lines = await withCheckedContinuation { continuation in
+    return await withCheckedContinuation { continuation in
         Thread.detachNewThread {
-            continuation.resume(returning: readUntilKilled(process, output: output, afterLines: afterLines))
+            let lines = readUntilKilled(process, afterLines: afterLines)
+            continuation.resume(returning: (lines, process.waitUntilExit() == .signal(SIGKILL)))
         }
     }
-    return (lines, process.terminationReason)
 }
 
 /// Reads `process`'s lines until `afterLines` came, kills it with SIGKILL, and returns every line
 /// it printed.
-private func readUntilKilled(_ process: Process, output: Pipe, afterLines: Int) -> [String] {
+private func readUntilKilled(_ process: SpawnedProcess, afterLines: Int) -> [String] {
     var lines: [String] = []
     var pending = Data()
-    let handle = output.fileHandleForReading
+    guard let handle = process.standardOutput else { return [] }
     while lines.count < afterLines, process.isRunning || !pending.isEmpty {
         let chunk = handle.availableData
         if chunk.isEmpty { break }
@@ -44,7 +38,7 @@ private func readUntilKilled(_ process: Process, output: Pipe, afterLines: Int) 
             pending.removeSubrange(...newline)
         }
     }
-    kill(process.processIdentifier, SIGKILL)
+    process.send(SIGKILL)
     process.waitUntilExit()
     // Lines written before the kill but not read yet count too.
     pending.append(handle.readDataToEndOfFile())

@@ -329,7 +329,7 @@ struct VersusPair {
 
 /// A Kinto server started for the run, on a free loopback port.
 struct KintoServer {
-    let process: Process
+    let process: SpawnedProcess
     let directory: URL
     let peer: KintoPeer
 
@@ -396,12 +396,8 @@ struct KintoServer {
             format = %(message)s
             """.write(to: ini, atomically: true, encoding: .utf8)
         if postgres != nil { try runToEnd(executable, ["migrate", "--ini", ini.path]) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["start", "--ini", ini.path, "--port", "\(port)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try SpawnedProcess(
+            executable: URL(fileURLWithPath: executable), arguments: ["start", "--ini", ini.path, "--port", "\(port)"])
         let peer = KintoPeer(base: "http://127.0.0.1:\(port)/v1", database: postgres)
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
@@ -411,26 +407,20 @@ struct KintoServer {
             guard process.isRunning else { throw BenchError("kinto exited at start; try it by hand: \(executable) start --ini \(ini.path)") }
             try await Task.sleep(for: .milliseconds(200))
         }
-        process.terminate()
+        process.send(SIGTERM)
         throw BenchError("kinto did not answer within 60 s")
     }
 
     /// Kills the server (its WSGI server may take its time over SIGTERM).
     func stop() {
-        kill(process.processIdentifier, SIGKILL)
+        process.send(SIGKILL)
         process.waitUntilExit()
         try? FileManager.default.removeItem(at: directory)
     }
 
     private static func runToEnd(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw BenchError("kinto \(arguments.joined(separator: " ")) failed") }
+        let process = try SpawnedProcess(executable: URL(fileURLWithPath: executable), arguments: arguments)
+        guard process.waitUntilExit() == .exit(0) else { throw BenchError("kinto \(arguments.joined(separator: " ")) failed") }
     }
 }
 

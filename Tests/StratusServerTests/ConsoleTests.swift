@@ -165,6 +165,21 @@ struct ConsoleTests {
             _ = try await server.database("private", "records/changes", ["zoneID": ["zoneName": "Notes"]], user: bob.token, headers: ["X-Stratus-Device-ID": "bobs-phone"])
             _ = try await server.database("private", "records/changes", [:], user: "expired", headers: ["X-Stratus-Device-ID": "bobs-phone"])
 
+            // Alice shares the zone with Bob, who has not accepted yet.
+            let shared = try await server.modify(
+                [[
+                    "operationType": "create",
+                    "record": [
+                        "recordName": "cloudkit.zoneshare", "recordType": "cloudkit.share", "fields": [String: Any](),
+                        "publicPermission": "NONE",
+                        "participants": [[
+                            "type": "USER", "permission": "READ_WRITE", "acceptanceStatus": "INVITED",
+                            "userIdentity": ["lookupInfo": ["userRecordName": bob.recordName]],
+                        ]],
+                    ] as [String: Any],
+                ]], zone: "Notes", user: alice.token)
+            #expect(shared.status == 200 && !shared.text.contains("serverErrorCode"), "\(shared.text)")
+
             let session = try await Self.signIn(server)
             let people = try await server.request(
                 .GET, "/console/containers/\(server.container)/people", query: ["user": alice.recordName],
@@ -175,6 +190,7 @@ struct ConsoleTests {
             #expect(page.contains("<td>notes</td><td>private</td><td>Notes</td>"), "the waiting notification is listed: \(page)")
             #expect(page.contains("AUTHENTICATION_FAILED"), "the phone's refused request is among the user's")
             #expect(!page.contains("bobs-phone"), "another user's device is not")
+            #expect(page.contains("<td>Notes</td><td>this user</td><td>bob (read-write, invited)</td>"), "the share lists who is invited")
 
             let byName = try await server.request(
                 .GET, "/console/requests", query: ["user": "alice", "status": "401"], headers: ["Cookie": session.cookie])

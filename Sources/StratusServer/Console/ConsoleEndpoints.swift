@@ -227,6 +227,7 @@ struct ConsoleEndpoints: Sendable {
                 ["recordName": $0.recordName, "username": $0.username, "selected": $0.recordName == user.recordName]
             }
         }
+        let usernames = Dictionary(users.map { ($0.recordName, $0.username) }) { first, _ in first }
         let pushDevices = hub.devices(container: container).filter { $0.owner.userRecordName == user.recordName }
         let now = configuration.clock.milliseconds
         let devices = pushDevices.map { device -> [String: Any] in
@@ -261,7 +262,17 @@ struct ConsoleEndpoints: Sendable {
             }
             let own = DatabaseLocator(container: container, environment: environment, scope: .private, owner: user.recordName)
             for zone in try await storage.zones(in: own) {
-                let participants = try await storage.acceptedParticipants(zone: zone.name, in: own)
+                // A zone-wide share lists everyone it names, invited and removed too, with what they
+                // may do; for shares rooted at records, the share index tells who accepted.
+                let zoneShare = try await storage.lookupRecords(names: [ShareKeys.zoneWideRecordName], zone: zone.name, in: own)
+                    .first??.shareState
+                let participants: [String]
+                if let zoneShare {
+                    participants = Self.participants(of: zoneShare, usernames: usernames)
+                } else {
+                    participants = try await storage.acceptedParticipants(zone: zone.name, in: own)
+                        .map { (usernames[$0] ?? $0) + " (accepted)" }
+                }
                 guard !participants.isEmpty else { continue }
                 shares.append([
                     "environment": environment.rawValue, "zone": zone.name, "owner": "this user",
@@ -270,7 +281,7 @@ struct ConsoleEndpoints: Sendable {
             }
             for shared in try await storage.sharedZones(user: user.recordName, container: container, environment: environment) {
                 shares.append([
-                    "environment": environment.rawValue, "zone": shared.zone.name, "owner": shared.owner,
+                    "environment": environment.rawValue, "zone": shared.zone.name, "owner": usernames[shared.owner] ?? shared.owner,
                     "participants": "this user",
                 ])
             }
@@ -326,6 +337,20 @@ struct ConsoleEndpoints: Sendable {
             "live": request.query("live") == "1",
         ]
         return ("requests", ["filter": filter, "table": table], nil)
+    }
+
+    /// A share's participants besides its owner, as the people page lists them: who, what they may do,
+    /// and whether they accepted; and, for a public share, what anyone with its link may do.
+    private static func participants(of share: ShareState, usernames: [String: String]) -> [String] {
+        let names: [SharePermission: String] = [.readOnly: "read-only", .readWrite: "read-write", .none: "no access"]
+        // Those who joined through a public link are listed once they accepted.
+        var listed = share.participants.filter { $0.type == .user || ($0.type == .publicUser && $0.status == .accepted) }
+            .map { participant in
+                "\(usernames[participant.userRecordName] ?? participant.userRecordName) "
+                    + "(\(names[participant.permission] ?? participant.permission.rawValue), \(participant.status.rawValue.lowercased()))"
+            }
+        if share.publicPermission != .none { listed.append("anyone with the link (\(names[share.publicPermission]!))") }
+        return listed
     }
 
     /// Whether a status passes the log's status filter: `error` (4xx and 5xx), `5xx`, or one code.

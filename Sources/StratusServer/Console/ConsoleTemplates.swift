@@ -150,7 +150,7 @@ enum ConsoleTemplates {
             <table id="subscriptions"><tr><th>Environment</th><th>Database</th><th>Subscription</th></tr>
             {{#subscriptions}}<tr><td>{{environment}}</td><td>{{database}}</td><td><code>{{definition}}</code></td></tr>{{/subscriptions}}</table>
             <h2>Shares</h2>
-            <table><tr><th>Environment</th><th>Zone</th><th>Owner</th><th>Accepted by</th></tr>
+            <table id="shares"><tr><th>Environment</th><th>Zone</th><th>Owner</th><th>Participants</th></tr>
             {{#shares}}<tr><td>{{environment}}</td><td>{{zone}}</td><td>{{owner}}</td><td>{{participants}}</td></tr>{{/shares}}</table>
             <h2>Recent requests</h2>
             <p>Of this user, and of its devices before they were known as its (a request refused for an expired session carries only its device ID).</p>
