@@ -29,13 +29,14 @@ struct BenchServer {
         DatabaseLocator(container: credentials.container, environment: .development, scope: .private, owner: userRecordName)
     }
 
-    static func start(durability: SQLiteStorage.Durability) async throws -> BenchServer {
+    /// Starts a server on `host` (loopback by default; every address for the shaped network).
+    static func start(durability: SQLiteStorage.Durability, host: String = "127.0.0.1") async throws -> BenchServer {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let storage = try SQLiteStorage(
             path: directory.appendingPathComponent("stratus.sqlite").path, configuration: .init(durability: durability))
         let configuration = ServerConfiguration(
-            port: 0, passwordHashCost: 4, assetsDirectory: directory.appendingPathComponent("assets").path)
+            host: host, port: 0, passwordHashCost: 4, assetsDirectory: directory.appendingPathComponent("assets").path)
         let credentials = try await ServerBootstrap.prepare(
             storage: storage, configuration: configuration,
             credentialsFile: directory.appendingPathComponent("credentials.json")

@@ -19,7 +19,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus-bench",
         abstract: "Measures Stratus beside baselines measured in the same run.",
-        subcommands: [StratusBench.self, WebSocketFloor.self, VersusCommand.self], defaultSubcommand: StratusBench.self)
+        subcommands: [
+            StratusBench.self, WebSocketFloor.self, VersusCommand.self, ShapedNetworkCommand.self, DelayRelayCommand.self,
+        ], defaultSubcommand: StratusBench.self)
 }
 
 struct StratusBench: AsyncParsableCommand {

@@ -125,14 +125,7 @@ struct SyncBench {
     private func measureInitialSync(on bench: BenchServer, records: Int) async throws -> InitialSyncRound {
         var round = InitialSyncRound(records: records)
         progress("initial sync: seeding \(records) records through storage")
-        _ = try await bench.storage.createZone(named: "Sync", in: bench.locator, timestamp: 0)
-        let context = WriteContext(userRecordName: bench.userRecordName, timestamp: 1_700_000_000_000)
-        for start in stride(from: 0, to: records, by: 1000) {
-            let writes = (start..<min(start + 1000, records)).map {
-                RecordWrite(operationType: .create, recordName: "n\($0)", recordType: "Note", fields: Workload.fields($0))
-            }
-            _ = try await bench.storage.modifyRecords(writes, zone: "Sync", in: bench.locator, atomic: true, context: context)
-        }
+        try await Self.seed(bench, zone: "Sync", records: records)
 
         progress("initial sync: raw change-feed read of \(records) records")
         let url = "\(bench.databaseURL())/records/changes\(bench.tokens)"
@@ -175,6 +168,18 @@ struct SyncBench {
         }
         round.engineRate = Double(records) / engineSeconds
         return round
+    }
+
+    /// Writes `records` notes into a new zone of the bench user's, straight through storage.
+    static func seed(_ bench: BenchServer, zone: String, records: Int) async throws {
+        _ = try await bench.storage.createZone(named: zone, in: bench.locator, timestamp: 0)
+        let context = WriteContext(userRecordName: bench.userRecordName, timestamp: 1_700_000_000_000)
+        for start in stride(from: 0, to: records, by: 1000) {
+            let writes = (start..<min(start + 1000, records)).map {
+                RecordWrite(operationType: .create, recordName: "n\($0)", recordType: "Note", fields: Workload.fields($0))
+            }
+            _ = try await bench.storage.modifyRecords(writes, zone: zone, in: bench.locator, atomic: true, context: context)
+        }
     }
 
     private func seconds(_ duration: Duration) -> Double {
@@ -271,10 +276,11 @@ final class BenchDevice: SyncEngineDelegate {
 }
 
 extension BenchServer {
-    /// A container of the bench user on device `device`, retrying nothing.
-    func container(device: String) -> Container {
+    /// A container of the bench user on device `device`, retrying nothing, reaching the server at
+    /// `url` (its own address by default; a relay's, for the shaped network).
+    func container(device: String, url: String? = nil) -> Container {
         Container(
-            identifier: credentials.container, serverURL: URL(string: server.baseURL)!, apiToken: credentials.apiToken,
+            identifier: credentials.container, serverURL: URL(string: url ?? server.baseURL)!, apiToken: credentials.apiToken,
             session: Container.Session(webAuthToken: webAuthToken, userRecordName: userRecordName, expirationDate: .distantFuture),
             configuration: Container.Configuration(deviceID: device))
     }
