@@ -11,7 +11,8 @@ import Darwin
 ///
 /// Foundation's `Process.run()` on Linux lists `/proc/self/fd` with a read past each directory
 /// entry (swift-corelibs-foundation #5472) and crashes the whole test process now and then when
-/// many descriptors are open; this starts children without it. The pipes it makes are
+/// many descriptors are open; this starts children without it. The child gets only its three
+/// standard streams (every other descriptor is closed in it, as `Process` does). The pipes it makes are
 /// close-on-exec (set before any other spawn of this class runs), so another child never holds
 /// their write end, which would keep a reader waiting for an end of file; the child gets a clean
 /// signal mask and default handlers.
@@ -47,6 +48,18 @@ public final class SpawnedProcess: Sendable {
     public let standardError: FileHandle?
     private let termination = Mutex<Termination?>(nil)
     private static let spawning = NSLock()
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc
+    /// module does not import.
+    private nonisolated(unsafe) static let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        #if canImport(Glibc)
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(
+            symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+        #else
+        return nil
+        #endif
+    }()
 
     /// Starts `executable` with `arguments`; `environment` is added to this process's.
     public init(
@@ -92,6 +105,9 @@ public final class SpawnedProcess: Sendable {
             for descriptor in parentEnds { close(descriptor) }
             throw error
         }
+        // Nothing else of this process reaches the child: a listening socket it inherited would keep
+        // the port taken after this process closed it.
+        Self.closeFrom?(&actions, 3)
 
         // The child starts with no signal blocked and every signal at its default.
         var attributes = posix_spawnattr_t()
