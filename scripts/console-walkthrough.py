@@ -43,6 +43,14 @@ def text_of(element_id):
         return ""
 
 
+def selected_option(element_id):
+    """The text of a select's chosen option, or "" while its options are being replaced."""
+    try:
+        return Select(driver.find_element(By.ID, element_id)).first_selected_option.text
+    except Exception:
+        return ""
+
+
 def output_of(form):
     """Waits until the form's <output> says something, and returns it."""
     wait.until(lambda d: form.find_element(By.TAG_NAME, "output").text != "")
@@ -139,7 +147,7 @@ try:
     # A zone of ada's, a record in it, and every record of the zone without naming a type.
     driver.find_element(By.ID, "new-zone").send_keys("Trips")
     driver.find_element(By.ID, "create-zone").click()
-    wait.until(lambda d: "Trips" in Select(d.find_element(By.ID, "zone")).first_selected_option.text or text_of("query-error"))
+    wait.until(lambda d: "Trips" in selected_option("zone") or text_of("query-error"))
     if text_of("query-error"):
         raise SystemExit("creating the zone failed: " + text_of("query-error"))
     form = driver.find_element(By.ID, "create-record")
