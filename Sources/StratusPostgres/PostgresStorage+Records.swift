@@ -356,22 +356,46 @@ extension PostgresStorage {
     ) async throws -> RecordChangesPage {
         try await withDatabase(database) { connection, databaseID in
             let zoneState = try await requireZone(connection, databaseID, zone)
-            let start = try ChangePosition.start(
-                after: position, scopeID: zoneState.id, sequence: zoneState.sequence,
-                purged: zoneState.purgedSequence, what: "zone '\(zone)'")
-            // Only changes up to the zone's sequence as read above: a later commit may already have
-            // moved records past it, and they come with the next read.
-            let types = recordTypes.map { Array($0) }
             let records = try await Self.storedRecords(
-                connection.run(
-                    """
-                    SELECT \(unescaped: Self.recordColumns) FROM records
-                    WHERE zone_id = \(zoneState.id) AND seq > \(start) AND seq <= \(zoneState.sequence)
-                        AND (\(types == nil) OR deleted OR record_type = ANY(\(types ?? [])))
-                    ORDER BY seq LIMIT \(limit + 1)
-                    """, logger: logger))
+                changeFeedRows(
+                    Self.recordColumns, connection, zone: zoneState, after: position, recordTypes: recordTypes,
+                    limit: limit + 1))
             return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
+    }
+
+    public func recordChangePageEnds(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?, count: Int
+    ) async throws -> [ChangePosition] {
+        try await withDatabase(database) { connection, databaseID in
+            let zoneState = try await requireZone(connection, databaseID, zone)
+            let sequences = try await changeFeedRows(
+                "seq", connection, zone: zoneState, after: position, recordTypes: recordTypes, limit: count * limit + 1
+            ).decode(Int64.self).collect()
+            return RecordChangesPage.ends(ofSequences: sequences, limit: limit, scopeID: zoneState.id)
+        }
+    }
+
+    /// A zone's changes after `position`, in change order, at most `limit` rows of `columns`;
+    /// deletions and records of `recordTypes` only when given.
+    private func changeFeedRows(
+        _ columns: String, _ connection: PostgresConnection, zone: ZoneState, after position: ChangePosition?,
+        recordTypes: Set<String>?, limit: Int
+    ) async throws -> PostgresRowSequence {
+        let start = try ChangePosition.start(
+            after: position, scopeID: zone.id, sequence: zone.sequence, purged: zone.purgedSequence,
+            what: "zone '\(zone.name)'")
+        // Only changes up to the zone's sequence as read with it: a later commit may already have
+        // moved records past it, and they come with the next read.
+        let types = recordTypes.map { Array($0) }
+        return try await connection.run(
+            """
+            SELECT \(unescaped: columns) FROM records
+            WHERE zone_id = \(zone.id) AND seq > \(start) AND seq <= \(zone.sequence)
+                AND (\(types == nil) OR deleted OR record_type = ANY(\(types ?? [])))
+            ORDER BY seq LIMIT \(limit)
+            """, logger: logger)
     }
 
     public func databaseChanges(

@@ -410,19 +410,42 @@ extension SQLiteStorage {
     ) async throws -> RecordChangesPage {
         try await withDatabase(database) { db, databaseID in
             let zoneState = try Self.requireZone(db, databaseID, zone)
-            let start = try ChangePosition.start(after: position, scopeID: zoneState.id, sequence: zoneState.sequence,
-                                          purged: zoneState.purgedSequence, what: "zone '\(zone)'")
-            var sql = "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND seq > ?"
-            var arguments: StatementArguments = [zoneState.id, start]
-            if let recordTypes {
-                sql += " AND (deleted = 1 OR record_type IN (\(recordTypes.map { _ in "?" }.joined(separator: ","))))"
-                arguments += StatementArguments(Array(recordTypes))
-            }
-            sql += " ORDER BY seq LIMIT ?"
-            arguments += [limit + 1]
+            let (sql, arguments) = try Self.changeFeedQuery(
+                Self.recordColumns, zone: zoneState, after: position, recordTypes: recordTypes, limit: limit + 1)
             let records = try Self.fetchStoredRecords(db, db.cachedStatement(sql: sql), arguments: arguments)
             return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
+    }
+
+    public func recordChangePageEnds(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?, count: Int
+    ) async throws -> [ChangePosition] {
+        try await withDatabase(database) { db, databaseID in
+            let zoneState = try Self.requireZone(db, databaseID, zone)
+            let (sql, arguments) = try Self.changeFeedQuery(
+                "seq", zone: zoneState, after: position, recordTypes: recordTypes, limit: count * limit + 1)
+            let sequences = try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+            return RecordChangesPage.ends(ofSequences: sequences, limit: limit, scopeID: zoneState.id)
+        }
+    }
+
+    /// The query of a zone's changes after `position`, in change order, at most `limit` rows of
+    /// `columns`; deletions and records of `recordTypes` only when given.
+    private static func changeFeedQuery(
+        _ columns: String, zone: ZoneState, after position: ChangePosition?, recordTypes: Set<String>?, limit: Int
+    ) throws -> (String, StatementArguments) {
+        let start = try ChangePosition.start(after: position, scopeID: zone.id, sequence: zone.sequence,
+                                             purged: zone.purgedSequence, what: "zone '\(zone.name)'")
+        var sql = "SELECT \(columns) FROM records WHERE zone_id = ? AND seq > ?"
+        var arguments: StatementArguments = [zone.id, start]
+        if let recordTypes {
+            sql += " AND (deleted = 1 OR record_type IN (\(recordTypes.map { _ in "?" }.joined(separator: ","))))"
+            arguments += StatementArguments(Array(recordTypes))
+        }
+        sql += " ORDER BY seq LIMIT ?"
+        arguments += [limit]
+        return (sql, arguments)
     }
 
     public func databaseChanges(

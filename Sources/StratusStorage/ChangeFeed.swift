@@ -74,6 +74,16 @@ public struct RecordChangesPage: Hashable, Sendable {
     }
 }
 
+extension RecordChangesPage {
+    /// Where pages of `limit` records would end, read one after another over `sequences` (the
+    /// sequence numbers after a position, in change order, at most `count × limit + 1` of them to
+    /// learn of `count` pages): the position of each page that more changes follow, its last record's,
+    /// as ``init(zone:fetched:limit:)`` gives it.
+    public static func ends(ofSequences sequences: [Int64], limit: Int, scopeID: Int64) -> [ChangePosition] {
+        stride(from: limit, to: sequences.count, by: limit).map { ChangePosition(scopeID: scopeID, sequence: sequences[$0 - 1]) }
+    }
+}
+
 /// One page of a database's zone change feed.
 public struct DatabaseChangesPage: Hashable, Sendable {
     /// Custom zones changed, created or deleted, in change order.

@@ -183,6 +183,15 @@ public protocol RecordStorage: Sendable {
         zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
         recordTypes: Set<String>?
     ) async throws -> RecordChangesPage
+    /// Where the next `count` pages of `limit` records after `position` would end if they were read
+    /// now, one after another, with the same `recordTypes`: the end of each such page that more
+    /// changes follow (``RecordChangesPage/ends(ofSequences:limit:scopeID:)``). A client that knows
+    /// them may ask for those pages at once; each is checked against the page before it when read.
+    /// Throws as ``recordChanges(zone:in:after:limit:recordTypes:)``.
+    func recordChangePageEnds(
+        zone: String, in database: DatabaseLocator, after position: ChangePosition?, limit: Int,
+        recordTypes: Set<String>?, count: Int
+    ) async throws -> [ChangePosition]
     /// Reads the custom zones changed after `position`, at most `limit` of them.
     func databaseChanges(
         in database: DatabaseLocator, after position: ChangePosition?, limit: Int

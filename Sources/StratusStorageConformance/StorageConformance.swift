@@ -345,6 +345,10 @@ public enum StorageConformance {
         #expect(all.pages == 7)
         #expect(all.records.map(\.sequence) == Array(1...250))
         #expect(all.position == (try await storage.zone(named: "Z", in: alice))!.currentPosition)
+        let ends = try await storage.recordChangePageEnds(zone: "Z", in: alice, after: nil, limit: 40, recordTypes: nil, count: 10)
+        #expect(ends.map(\.sequence) == [40, 80, 120, 160, 200, 240], "the end of each page that more changes follow")
+        let later = try await storage.recordChangePageEnds(zone: "Z", in: alice, after: ends[0], limit: 40, recordTypes: nil, count: 2)
+        #expect(later == Array(ends[1...2]))
 
         let r3 = all.records[3]
         try await write(storage, [RecordWrite(operationType: .update, recordName: "r3", recordChangeTag: r3.changeTag,
@@ -366,6 +370,8 @@ public enum StorageConformance {
         let page = try await storage.recordChanges(zone: "Z", in: alice, after: nil, limit: 10, recordTypes: ["Note"])
         #expect(page.records.map(\.name) == ["a", "c", "b"], "matching records and every deletion")
         #expect(page.position.sequence == 4 && !page.moreComing)
+        let ends = try await storage.recordChangePageEnds(zone: "Z", in: alice, after: nil, limit: 1, recordTypes: ["Note"], count: 5)
+        #expect(ends.map(\.sequence) == [1, 3], "pages count the records the filter keeps")
     }
 
     static func databaseFeed(_ storage: any StratusStorage) async throws {

@@ -40,6 +40,46 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("records/changes hands out where the following pages end when asked (X-Stratus-Pages-Ahead)")
+    func pageEndsAhead() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify((0..<25).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+            func page(from token: String?, ahead: String? = nil) async throws -> TestServer.Reply {
+                var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
+                if let token { body["syncToken"] = token }
+                return try await server.database(
+                    "private", "records/changes", body, user: alice, headers: ahead.map { ["X-Stratus-Pages-Ahead": $0] } ?? [:])
+            }
+            // The ends of the seven pages read one after another (the last has 1 record).
+            var ends: [String] = []
+            var token: String?
+            repeat {
+                let reply = try await page(from: token)
+                #expect(reply.headers.first(name: "X-Stratus-Following-Sync-Tokens") == nil, "only when asked")
+                token = try #require(reply.syncToken)
+                ends.append(token!)
+                if reply.moreComing != true { break }
+            } while true
+            #expect(ends.count == 7)
+
+            let first = try await page(from: nil, ahead: "3")
+            #expect(first.headers.first(name: "X-Stratus-Following-Sync-Tokens") == ends[1...3].joined(separator: ","))
+            let all = try await page(from: nil, ahead: "1000")
+            #expect(
+                all.headers.first(name: "X-Stratus-Following-Sync-Tokens") == ends[1...5].joined(separator: ","),
+                "the end of every page that more changes follow, the last page's left out")
+            let last = try await page(from: ends[5], ahead: "4")
+            #expect(last.moreComing == false && last.headers.first(name: "X-Stratus-Following-Sync-Tokens") == nil)
+
+            for bad in ["0", "-2", "many"] {
+                let refused = try await page(from: nil, ahead: bad)
+                #expect(refused.status == 400 && refused.code == "BAD_REQUEST" && refused.reason.contains("X-Stratus-Pages-Ahead"))
+            }
+        }
+    }
+
     @Test("records/digest: the live records the feed shows, at the feed's token; refusals as records/changes")
     func digest() async throws {
         try await withServer { server async throws in

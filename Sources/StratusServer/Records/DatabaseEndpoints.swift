@@ -310,12 +310,17 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Change feeds
 
+    /// The most page ends a `records/changes` answer hands out (``HTTPField/Name/stratusPagesAhead``).
+    static let maxPagesAhead = 32
+
     /// Reads one page of a zone's changes and writes `{"zoneID", "records", "syncToken", "moreComing"}`;
-    /// returns the page's `syncToken` and `moreComing`.
+    /// returns the page's `syncToken` and `moreComing`, and with `pagesAhead` the tokens of where up to
+    /// that many of the pages that follow end.
     @discardableResult
     private func writeZoneChanges(
-        _ zone: RecordChangesRequest, field: String, access: DatabaseAccess, to writer: inout JSONWriter
-    ) async throws -> (syncToken: String, moreComing: Bool) {
+        _ zone: RecordChangesRequest, field: String, access: DatabaseAccess, pagesAhead: Int? = nil,
+        to writer: inout JSONWriter
+    ) async throws -> (syncToken: String, moreComing: Bool, followingTokens: [String]) {
         guard let requestedZoneID = zone.zoneID else { throw StratusError.badRequest("\(field).zoneID is required") }
         let target = access.target
         let zoneName = try target.zoneName(requestedZoneID, field: "\(field).zoneID", limits: limits)
@@ -352,7 +357,21 @@ struct DatabaseEndpoints: Sendable {
         writer.field("syncToken", syncToken)
         writer.field("moreComing", page.moreComing)
         writer.endObject()
-        return (syncToken, page.moreComing)
+        guard let pagesAhead, page.moreComing else { return (syncToken, page.moreComing, []) }
+        let ends = try await storage.recordChangePageEnds(
+            zone: zoneName, in: zoneAccess.locator, after: page.position, limit: limit,
+            recordTypes: zone.recordTypes.map(Set.init), count: pagesAhead)
+        return (syncToken, page.moreComing, ends.map { tokens.token(for: $0, kind: .zone) })
+    }
+
+    /// The page ends a `records/changes` request asks for (``HTTPField/Name/stratusPagesAhead``), at
+    /// most ``maxPagesAhead``; `nil` when it asks for none.
+    private func pagesAhead(_ request: Request) throws -> Int? {
+        guard let text = request.headers[.stratusPagesAhead] else { return nil }
+        guard let count = Int(text.trimmingCharacters(in: .whitespaces)), count >= 1 else {
+            throw StratusError.badRequest("the X-Stratus-Pages-Ahead header must be a whole number of at least 1")
+        }
+        return min(count, Self.maxPagesAhead)
     }
 
     func recordChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
@@ -360,11 +379,16 @@ struct DatabaseEndpoints: Sendable {
         let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/changes")
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         var writer = JSONWriter(capacity: 64 << 10)
-        let page = try await writeZoneChanges(body, field: "the request", access: access, to: &writer)
+        let page = try await writeZoneChanges(
+            body, field: "the request", access: access, pagesAhead: pagesAhead(request), to: &writer)
         var response = Response.json(writer)
-        // A Stratus extension: the head says where the next page starts (see docs/protocol.md).
+        // A Stratus extension: the head says where the next page starts, and where the pages after it
+        // end when the client asked (see docs/protocol.md).
         response.headers[.stratusSyncToken] = page.syncToken
         response.headers[.stratusMoreComing] = page.moreComing ? "true" : "false"
+        if !page.followingTokens.isEmpty {
+            response.headers[.stratusFollowingSyncTokens] = page.followingTokens.joined(separator: ",")
+        }
         return response
     }
 

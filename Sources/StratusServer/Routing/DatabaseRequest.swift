@@ -98,4 +98,10 @@ extension HTTPField.Name {
     static let stratusSyncToken = Self("X-Stratus-Sync-Token")!
     /// The `moreComing` of a `records/changes` answer, in its head: `true` or `false`.
     static let stratusMoreComing = Self("X-Stratus-More-Coming")!
+    /// A `records/changes` request's ask for the ends of up to this many pages after the one it reads.
+    static let stratusPagesAhead = Self("X-Stratus-Pages-Ahead")!
+    /// Where the pages that follow a `records/changes` answer end (the first is the end of the page
+    /// that starts at its `syncToken`), as sync tokens separated by commas, for a client that asked
+    /// with ``stratusPagesAhead``: each is where another page starts, so it may request them at once.
+    static let stratusFollowingSyncTokens = Self("X-Stratus-Following-Sync-Tokens")!
 }
