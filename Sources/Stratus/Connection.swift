@@ -67,6 +67,8 @@ final class Connection: Sendable {
         httpConfiguration.connectionPool.retryConnectionEstablishment = false
         // The client asks for gzip (`Accept-Encoding`) and inflates answers, within the answer limit.
         httpConfiguration.decompression = .enabled(limit: .size(Self.maxResponseBytes))
+        // A change feed keeps this many pages requested at once (`RecordZoneChangePages.window`).
+        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = RecordZoneChangePages.window
         http = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: httpConfiguration,
             backgroundActivityLogger: configuration.logger)
@@ -129,8 +131,18 @@ final class Connection: Sendable {
 
     /// The answer's body decoded as `Response`; `serverRejectedRequest` when it cannot be.
     func decode<Response: JSONDecodable>(_ type: Response.Type, from reply: Reply) throws -> Response {
+        try read(reply) { bytes in
+            var reader = JSONReader(bytes: bytes)
+            let value = try reader.readValue()
+            try reader.expectEnd()
+            return try Response(json: value)
+        }
+    }
+
+    /// What `body` reads from the answer's bytes; `serverRejectedRequest` when it cannot.
+    func read<Value>(_ reply: Reply, _ body: (UnsafeBufferPointer<UInt8>) throws -> Value) throws -> Value {
         do {
-            return try Response(json: JSONValue.parse(Array(reply.body.readableBytesView)))
+            return try reply.body.withUnsafeReadableBytes { try body($0.assumingMemoryBound(to: UInt8.self)) }
         } catch {
             throw CloudError(.serverRejectedRequest, "the server's answer could not be read: \(error)")
         }
@@ -172,11 +184,13 @@ final class Connection: Sendable {
     /// Sends a request, retrying transient failures under the container's ``RetryPolicy``, and
     /// returns a 2xx answer or throws ``CloudError``.
     func send(
-        _ method: HTTPMethod, _ endpoint: Endpoint, token: String? = nil, body: ByteBuffer?, idempotent: Bool
+        _ method: HTTPMethod, _ endpoint: Endpoint, token: String? = nil, body: ByteBuffer?, headers: HTTPHeaders = [:],
+        idempotent: Bool
     ) async throws -> Reply {
         try await withRetries(idempotent: idempotent, endpoint: endpoint) {
             var request = HTTPClientRequest(url: url(endpoint, token: token))
             request.method = method
+            request.headers.add(contentsOf: headers)
             if let body {
                 request.body = .bytes(body)
                 request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")

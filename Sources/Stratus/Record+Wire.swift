@@ -97,13 +97,18 @@ extension Database {
 extension Record {
     /// Takes the change tag and stamps of a record the server sent.
     mutating func applySystemFields(_ wire: RecordDictionary) {
-        recordChangeTag = wire.recordChangeTag
         if let share = wire.share { shareKeys = share }
-        if let created = wire.created {
+        applySystemFields(changeTag: wire.recordChangeTag, created: wire.created, modified: wire.modified)
+    }
+
+    /// Takes a change tag and stamps the server sent.
+    mutating func applySystemFields(changeTag: String?, created: RecordStamp?, modified: RecordStamp?) {
+        recordChangeTag = changeTag
+        if let created {
             creationDate = Date(milliseconds: created.timestamp)
             creatorUserRecordID = Record.ID(recordName: created.userRecordName)
         }
-        if let modified = wire.modified {
+        if let modified {
             modificationDate = Date(milliseconds: modified.timestamp)
             lastModifiedUserRecordID = Record.ID(recordName: modified.userRecordName)
             lastModifiedDeviceID = modified.deviceID

@@ -104,8 +104,15 @@ extension FieldValue: JSONDecodable {
     static func decodeSlot(_ json: JSONValue) throws -> FieldValue? {
         let object = try json.object()
         guard let value = object["value"] else { return nil }
-        guard let tag: String = try object.decodeIfPresent("type") else {
-            return try withJSONPath(.key("value")) { try infer(value) }
+        return try FieldValue(value: value, typeTag: object.decodeIfPresent("type"))
+    }
+
+    /// The value of a field dictionary from its `value` (not `null`) and its `type` tag, inferred
+    /// from the JSON when the tag is absent; errors name `value` or `type`.
+    public init(value: JSONValue, typeTag tag: String?) throws {
+        guard let tag else {
+            self = try withJSONPath(.key("value")) { try Self.infer(value) }
+            return
         }
         guard let type = FieldType(wireName: tag) else {
             let reason = tag.hasPrefix("ENCRYPTED_")
@@ -113,7 +120,7 @@ extension FieldValue: JSONDecodable {
                 : "unknown field type \(tag); expected one of " + FieldType.allCases.map(\.rawValue).joined(separator: ", ")
             throw JSONDecodingError(.invalid, reason, at: [.key("type")])
         }
-        return try withJSONPath(.key("value")) { try decode(value, as: type) }
+        self = try withJSONPath(.key("value")) { try Self.decode(value, as: type) }
     }
 
     private static func decode(_ value: JSONValue, as type: FieldType) throws -> FieldValue {

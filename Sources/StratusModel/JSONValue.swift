@@ -16,8 +16,10 @@ public enum JSONValue: Sendable, Equatable {
     /// Parses UTF-8 JSON text. Duplicate object keys keep the last value.
     public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
         try bytes.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(bytes: buffer)
-            return try parser.parseDocument()
+            var reader = JSONReader(bytes: buffer)
+            let value = try reader.readValue()
+            try reader.expectEnd()
+            return value
         }
     }
 }
@@ -111,22 +113,187 @@ public struct JSONSyntaxError: Error, Hashable, Sendable, CustomStringConvertibl
     public var description: String { "\(reason) at byte \(offset)" }
 }
 
-private struct JSONParser {
+/// A cursor over UTF-8 JSON text that reads it one value or one token at a time, checking its syntax
+/// as it goes: ``JSONValue/parse(_:)`` builds its tree with it, and a decoder that needs no tree (a
+/// change-feed page read straight into records) walks objects and arrays with it.
+///
+/// The bytes must stay valid while the reader is used (it is made inside `withUnsafeBufferPointer`).
+public struct JSONReader {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     var depth = 0
     static let maxDepth = 512
 
-    init(bytes: UnsafeBufferPointer<UInt8>) {
+    /// A reader at the start of `bytes`.
+    public init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
-    mutating func parseDocument() throws -> JSONValue {
+    /// The byte offset of the next token.
+    public var offset: Int { index }
+
+    /// Reads the next value, whatever it is, as a tree.
+    public mutating func readValue() throws -> JSONValue {
         skipWhitespace()
-        let value = try parseValue()
+        return try parseValue()
+    }
+
+    /// Checks that nothing but whitespace follows.
+    public mutating func expectEnd() throws {
         skipWhitespace()
         guard index == bytes.count else { throw error("unexpected text after the JSON value") }
-        return value
+    }
+
+    /// The first byte of the next value (`{`, `[`, `"`, a digit or `-`, `t`, `f`, `n`), or `nil` at the end.
+    public mutating func peek() -> UInt8? {
+        skipWhitespace()
+        return index < bytes.count ? bytes[index] : nil
+    }
+
+    /// Reads `null` and returns `true`, or returns `false` and reads nothing when the next value is another.
+    public mutating func readNull() throws -> Bool {
+        guard peek() == UInt8(ascii: "n") else { return false }
+        _ = try parseLiteral("null", .null)
+        return true
+    }
+
+    /// Reads a string.
+    public mutating func readString() throws -> String {
+        guard peek() == UInt8(ascii: "\"") else { throw error("expected a string") }
+        return try parseString()
+    }
+
+    /// Reads `true` or `false`.
+    public mutating func readBool() throws -> Bool {
+        switch peek() {
+        case UInt8(ascii: "t"): _ = try parseLiteral("true", .bool(true)); return true
+        case UInt8(ascii: "f"): _ = try parseLiteral("false", .bool(false)); return false
+        default: throw error("expected true or false")
+        }
+    }
+
+    /// Reads a number: ``JSONValue/integer(_:)`` or ``JSONValue/double(_:)``.
+    public mutating func readNumber() throws -> JSONValue {
+        guard let first = peek(), first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+            throw error("expected a number")
+        }
+        return try parseNumber()
+    }
+
+    /// Enters an object: then call ``nextKey()`` until it returns `nil`, reading each member's value
+    /// after its key.
+    public mutating func beginObject() throws {
+        guard peek() == UInt8(ascii: "{") else { throw error("expected an object") }
+        try enter()
+        index += 1
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { return }
+        // A marker that the first member has not been read: nextKey sees no comma before it.
+        first = true
+    }
+
+    /// Whether the next ``nextKey()`` or ``nextElement()`` reads the first member or element.
+    private var first = false
+
+    /// The key of the object's next member, its value to be read next; `nil` after the last member
+    /// (the object is then read).
+    public mutating func nextKey() throws -> String? {
+        skipWhitespace()
+        guard index < bytes.count else { throw error("unexpected end of input in an object") }
+        if bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            first = false
+            return nil
+        }
+        if first {
+            first = false
+        } else {
+            guard bytes[index] == UInt8(ascii: ",") else { throw error("expected ',' or '}'") }
+            index += 1
+            skipWhitespace()
+        }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+        let key = try parseString()
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+        index += 1
+        return key
+    }
+
+    /// Enters an array: then call ``nextElement()`` until it returns `false`, reading each element
+    /// after it returned `true`.
+    public mutating func beginArray() throws {
+        guard peek() == UInt8(ascii: "[") else { throw error("expected an array") }
+        try enter()
+        index += 1
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { return }
+        first = true
+    }
+
+    /// Whether the array has another element, to be read next; `false` after the last one (the array
+    /// is then read).
+    public mutating func nextElement() throws -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw error("unexpected end of input in an array") }
+        if bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            first = false
+            return false
+        }
+        if first {
+            first = false
+        } else {
+            guard bytes[index] == UInt8(ascii: ",") else { throw error("expected ',' or ']'") }
+            index += 1
+        }
+        return true
+    }
+
+    /// Reads past the next value, checking its syntax, and returns the range of its bytes.
+    @discardableResult
+    public mutating func skipValue() throws -> Range<Int> {
+        skipWhitespace()
+        let start = index
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"):
+            try beginObject()
+            while try nextKey() != nil { try skipValue() }
+        case UInt8(ascii: "["):
+            try beginArray()
+            while try nextElement() { try skipValue() }
+        case UInt8(ascii: "\""):
+            try skipString()
+        default:
+            _ = try parseValue()
+        }
+        return start..<index
+    }
+
+    /// Reads past a string without making it.
+    private mutating func skipString() throws {
+        let start = index
+        index += 1
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case UInt8(ascii: "\\"), 0x80...:
+                // Escapes and non-ASCII text are checked by reading the string.
+                index = start
+                _ = try parseString()
+                return
+            case ..<0x20:
+                throw error("control character in a string")
+            default:
+                index += 1
+            }
+        }
+        throw error("unterminated string")
     }
 
     func error(_ reason: String) -> JSONSyntaxError { JSONSyntaxError(reason: reason, offset: index) }

@@ -153,4 +153,54 @@ struct QueryAndChangeTests {
             #expect(try await failing.next() == nil)
         }
     }
+
+    @Test("a feed read many pages ahead while another device writes misses nothing: a read on from its last token holds what the server holds")
+    func readAheadDuringWrites() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let reader = container.privateCloudDatabase
+            let zone = try await reader.save(RecordZone(zoneName: "Notes")).zoneID
+            func note(_ name: String, _ value: Int) -> Record {
+                var record = Record(recordType: "Note", recordID: .init(recordName: name, zoneID: zone))
+                record["value"] = value
+                return record
+            }
+            _ = try await reader.modifyRecords(saving: (0..<300).map { note("n\($0)", 0) }, deleting: [], atomically: false)
+            let writer = try await server.device(of: "mei").privateCloudDatabase
+
+            // The reader's copy: each page applied in order, as an app applies them.
+            var copy: [String: Int] = [:]
+            var token: ServerChangeToken?
+            func apply(_ pages: RecordZoneChangePages) async throws {
+                for try await page in pages {
+                    for (id, result) in page.modificationResultsByID { copy[id.recordName] = try result.get()["value", as: Int.self] }
+                    for deletion in page.deletions { copy[deletion.recordID.recordName] = nil }
+                    token = page.changeToken
+                }
+            }
+            try await withThrowingTaskGroup { group in
+                group.addTask {
+                    for round in 1...15 {
+                        let changed = (0..<10).map { note("n\(($0 * 29 + round * 7) % 200)", round) } + [note("new\(round)", round)]
+                        let deleted = [Record.ID(recordName: "n\(200 + round)", zoneID: zone)]
+                        _ = try await writer.modifyRecords(saving: changed, deleting: deleted, savePolicy: .allKeys)
+                    }
+                }
+                try await apply(reader.recordZoneChangePages(inZoneWith: zone, since: nil, resultsLimit: 5))
+                try await group.waitForAll()
+            }
+            try await apply(reader.recordZoneChangePages(inZoneWith: zone, since: token, resultsLimit: 5))
+
+            var held: [String: Int] = [:]
+            var oneByOne: ServerChangeToken?
+            repeat {
+                let page = try await reader.recordZoneChanges(inZoneWith: zone, since: oneByOne)
+                for (id, result) in page.modificationResultsByID { held[id.recordName] = try result.get()["value", as: Int.self] }
+                for deletion in page.deletions { held[deletion.recordID.recordName] = nil }
+                oneByOne = page.moreComing ? page.changeToken : nil
+            } while oneByOne != nil
+            #expect(held.count == 300 - 15 + 15)
+            #expect(copy == held)
+        }
+    }
 }
