@@ -183,36 +183,13 @@ public struct JSONReader {
     /// Enters an object: then call ``nextKey()`` until it returns `nil`, reading each member's value
     /// after its key.
     public mutating func beginObject() throws {
-        guard peek() == UInt8(ascii: "{") else { throw error("expected an object") }
-        try enter()
-        index += 1
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { return }
-        // A marker that the first member has not been read: nextKey sees no comma before it.
-        first = true
+        try enterContainer(opening: UInt8(ascii: "{"), closing: UInt8(ascii: "}"), "an object")
     }
-
-    /// Whether the next ``nextKey()`` or ``nextElement()`` reads the first member or element.
-    private var first = false
 
     /// The key of the object's next member, its value to be read next; `nil` after the last member
     /// (the object is then read).
     public mutating func nextKey() throws -> String? {
-        skipWhitespace()
-        guard index < bytes.count else { throw error("unexpected end of input in an object") }
-        if bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            first = false
-            return nil
-        }
-        if first {
-            first = false
-        } else {
-            guard bytes[index] == UInt8(ascii: ",") else { throw error("expected ',' or '}'") }
-            index += 1
-            skipWhitespace()
-        }
+        guard try advance(closing: UInt8(ascii: "}"), in: "an object") else { return nil }
         guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
         let key = try parseString()
         skipWhitespace()
@@ -224,20 +201,34 @@ public struct JSONReader {
     /// Enters an array: then call ``nextElement()`` until it returns `false`, reading each element
     /// after it returned `true`.
     public mutating func beginArray() throws {
-        guard peek() == UInt8(ascii: "[") else { throw error("expected an array") }
-        try enter()
-        index += 1
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { return }
-        first = true
+        try enterContainer(opening: UInt8(ascii: "["), closing: UInt8(ascii: "]"), "an array")
     }
 
     /// Whether the array has another element, to be read next; `false` after the last one (the array
     /// is then read).
     public mutating func nextElement() throws -> Bool {
+        try advance(closing: UInt8(ascii: "]"), in: "an array")
+    }
+
+    /// Whether the next ``nextKey()`` or ``nextElement()`` reads the first member or element, which
+    /// no comma comes before.
+    private var first = false
+
+    /// Enters the object or array that `opening` starts.
+    private mutating func enterContainer(opening: UInt8, closing: UInt8, _ what: String) throws {
+        guard peek() == opening else { throw error("expected \(what)") }
+        try enter()
+        index += 1
         skipWhitespace()
-        guard index < bytes.count else { throw error("unexpected end of input in an array") }
-        if bytes[index] == UInt8(ascii: "]") {
+        first = index < bytes.count && bytes[index] != closing
+    }
+
+    /// Moves to the next member or element of the container being read, past its comma; `false`
+    /// (and the container left) at `closing`.
+    private mutating func advance(closing: UInt8, in what: String) throws -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw error("unexpected end of input in \(what)") }
+        if bytes[index] == closing {
             index += 1
             depth -= 1
             first = false
@@ -246,8 +237,11 @@ public struct JSONReader {
         if first {
             first = false
         } else {
-            guard bytes[index] == UInt8(ascii: ",") else { throw error("expected ',' or ']'") }
+            guard bytes[index] == UInt8(ascii: ",") else {
+                throw error("expected ',' or '\(String(decoding: [closing], as: UTF8.self))'")
+            }
             index += 1
+            skipWhitespace()
         }
         return true
     }
@@ -343,25 +337,12 @@ public struct JSONReader {
     var elementStack: [JSONValue] = []
 
     mutating func parseObject() throws -> JSONValue {
-        try enter()
-        defer { depth -= 1 }
-        index += 1
+        try beginObject()
         let base = memberStack.count
         defer { memberStack.removeSubrange(base...) }
         /// Positions by key, once the object is too large to look for duplicates by scanning.
         var positions: [String: Int]?
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            return .object(JSONMembers())
-        }
-        while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
-            let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
-            index += 1
+        while let key = try nextKey() {
             skipWhitespace()
             let value = try parseValue()
             let duplicate: Int?
@@ -381,45 +362,18 @@ public struct JSONReader {
                         (base..<memberStack.count).map { (memberStack[$0].key, $0) }, uniquingKeysWith: { $1 })
                 }
             }
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input in an object") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-            } else if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(JSONMembers(unique: Array(memberStack[base...])))
-            } else {
-                throw error("expected ',' or '}'")
-            }
         }
+        return .object(JSONMembers(unique: Array(memberStack[base...])))
     }
 
     mutating func parseArray() throws -> JSONValue {
-        try enter()
-        defer { depth -= 1 }
-        index += 1
+        try beginArray()
         let base = elementStack.count
         defer { elementStack.removeSubrange(base...) }
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            return .array([])
+        while try nextElement() {
+            elementStack.append(try parseValue())
         }
-        while true {
-            skipWhitespace()
-            let element = try parseValue()
-            elementStack.append(element)
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input in an array") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-            } else if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(Array(elementStack[base...]))
-            } else {
-                throw error("expected ',' or ']'")
-            }
-        }
+        return .array(Array(elementStack[base...]))
     }
 
     mutating func parseString() throws -> String {
