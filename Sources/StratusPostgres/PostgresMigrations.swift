@@ -182,6 +182,46 @@ enum PostgresMigrations {
                     status integer NOT NULL)
                 """,
             ]),
+        Migration(
+            version: 7, name: "locking a zone and reading its records in one round trip",
+            statements: [
+                // Arguments: container, environment, scope, owner, zone name, record names. Locks the
+                // live zone's row (writers of a zone take turns on it) and answers its counters, the
+                // environment's schema version and the named records, one row each, or one row with
+                // no record. A volatile function takes a new snapshot for each statement, so the
+                // records are read after the lock is granted, as the writer before committed them;
+                // one statement would read them from before its wait. No row: no such live zone.
+                """
+                CREATE FUNCTION stratus_lock_zone_for_writing(text, text, text, text, text, text[])
+                RETURNS TABLE (
+                    zone_id bigint, zone_seq bigint, zone_purged_seq bigint, database_id bigint,
+                    schema_version bigint, name text, record_type text, change_tag text, fields bytea,
+                    created_ms bigint, created_by text, created_device text, modified_ms bigint,
+                    modified_by text, modified_device text, seq bigint, deleted boolean)
+                LANGUAGE plpgsql VOLATILE AS $function$
+                #variable_conflict use_column
+                DECLARE
+                    locked record;
+                BEGIN
+                    SELECT z.id, z.seq, z.purged_seq, z.database_id INTO locked
+                    FROM zones z JOIN databases d ON d.id = z.database_id
+                    WHERE d.container_id = $1 AND d.environment = $2 AND d.scope = $3 AND d.owner = $4
+                        AND z.name = $5 AND NOT z.deleted
+                    FOR UPDATE OF z;
+                    IF NOT FOUND THEN
+                        RETURN;
+                    END IF;
+                    RETURN QUERY
+                    SELECT locked.id, locked.seq, locked.purged_seq, locked.database_id,
+                        (SELECT s.version FROM schemas s WHERE s.container_id = $1 AND s.environment = $2),
+                        r.name::text, r.record_type::text, r.change_tag, r.fields, r.created_ms, r.created_by,
+                        r.created_device, r.modified_ms, r.modified_by, r.modified_device, r.seq, r.deleted
+                    FROM (VALUES (1)) AS one (n)
+                    LEFT JOIN records r ON r.zone_id = locked.id AND r.name = ANY($6);
+                END
+                $function$
+                """,
+            ]),
     ]
 
     /// The latest version this build knows.

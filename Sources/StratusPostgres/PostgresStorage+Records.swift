@@ -167,17 +167,26 @@ extension PostgresStorage {
     static func storedRecords(_ rows: PostgresRowSequence) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
         for try await row in rows {
-            let (name, type, tag, fields, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy, modifiedDevice,
-                 sequence, deleted) = try row.decode(
-                    (String, String, String, ByteBuffer, Int64, String, String?, Int64, String, String?, Int64, Bool).self)
             records.append(
-                StoredRecord(
-                    name: name, recordType: type, changeTag: tag, fieldsJSON: Array(fields.readableBytesView),
-                    created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
-                    modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
-                    deleted: deleted, sequence: sequence))
+                storedRecord(
+                    try row.decode(
+                        (String, String, String, ByteBuffer, Int64, String, String?, Int64, String, String?, Int64, Bool)
+                            .self)))
         }
         return records
+    }
+
+    /// A record from the values of ``recordColumns``.
+    static func storedRecord(
+        _ columns: (String, String, String, ByteBuffer, Int64, String, String?, Int64, String, String?, Int64, Bool)
+    ) -> StoredRecord {
+        let (name, type, tag, fields, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy, modifiedDevice,
+             sequence, deleted) = columns
+        return StoredRecord(
+            name: name, recordType: type, changeTag: tag, fieldsJSON: Array(fields.readableBytesView),
+            created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
+            modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
+            deleted: deleted, sequence: sequence)
     }
 
     /// The stored rows (tombstones included) of `names` in a zone.
@@ -193,25 +202,50 @@ extension PostgresStorage {
         return Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
-    /// Locks a zone for a write transaction and returns its database's ID, its state and the version of
-    /// the environment's schema (`nil` before the first), in one round trip when the database exists.
+    /// A zone locked for a write transaction.
+    struct LockedZone {
+        let databaseID: Int64
+        let zone: ZoneState
+        /// The version of the environment's schema, `nil` before the first.
+        let schemaVersion: Int64?
+        /// The stored rows (tombstones included) of the names asked for, read after the lock was
+        /// granted; `nil` when the lock came the slow way and they are still to be read.
+        let records: [String: StoredRecord]?
+    }
+
+    /// Locks a zone for a write transaction and reads the records `names` as the writer before left
+    /// them: one round trip when the database exists (`stratus_lock_zone_for_writing`, migration 7).
     func lockZoneForWriting(
-        _ connection: PostgresConnection, _ zone: String, in database: DatabaseLocator
-    ) async throws -> (databaseID: Int64, zone: ZoneState, schemaVersion: Int64?) {
+        _ connection: PostgresConnection, _ zone: String, in database: DatabaseLocator, reading names: [String]
+    ) async throws -> LockedZone {
+        var locked: LockedZone?
+        var records: [String: StoredRecord] = [:]
         let rows = try await connection.run(
             """
-            SELECT z.id, z.name, z.seq, z.purged_seq, z.deleted, z.database_id,
-                (SELECT version FROM schemas WHERE container_id = \(database.container)
-                    AND environment = \(database.environment.rawValue))
-            FROM zones z JOIN databases d ON d.id = z.database_id
-            WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
-                AND d.scope = \(database.scope.rawValue) AND d.owner = \(database.owner)
-                AND z.name = \(zone) AND NOT z.deleted
-            FOR UPDATE OF z
-            """, logger: logger
-        ).decode((Int64, String, Int64, Int64, Bool, Int64, Int64?).self).collect()
-        if let row = rows.first {
-            return (row.5, ZoneState(name: row.1, id: row.0, sequence: row.2, purgedSequence: row.3, deleted: row.4), row.6)
+            SELECT * FROM stratus_lock_zone_for_writing(\(database.container), \(database.environment.rawValue),
+                \(database.scope.rawValue), \(database.owner), \(zone), \(names))
+            """, logger: logger)
+        for try await row in rows {
+            let (zoneID, sequence, purgedSequence, databaseID, schemaVersion, name, type, tag, fields, createdAt, createdBy,
+                 createdDevice, modifiedAt, modifiedBy, modifiedDevice, recordSequence, deleted) = try row.decode(
+                    (Int64, Int64, Int64, Int64, Int64?, String?, String?, String?, ByteBuffer?, Int64?, String?, String?,
+                     Int64?, String?, String?, Int64?, Bool?).self)
+            locked = LockedZone(
+                databaseID: databaseID,
+                zone: ZoneState(name: zone, id: zoneID, sequence: sequence, purgedSequence: purgedSequence, deleted: false),
+                schemaVersion: schemaVersion, records: nil)
+            // A row without a record stands for the zone alone: none of the names is stored.
+            if let name, let type, let tag, let fields, let createdAt, let createdBy, let modifiedAt, let modifiedBy,
+                let recordSequence, let deleted
+            {
+                records[name] = Self.storedRecord(
+                    (name, type, tag, fields, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy, modifiedDevice,
+                     recordSequence, deleted))
+            }
+        }
+        if let locked {
+            return LockedZone(
+                databaseID: locked.databaseID, zone: locked.zone, schemaVersion: locked.schemaVersion, records: records)
         }
         // The database's first write (its default zone is made now), or no such zone.
         let databaseID = try await ensureDatabase(connection, database)
@@ -222,94 +256,167 @@ extension PostgresStorage {
             WHERE container_id = \(database.container) AND environment = \(database.environment.rawValue)
             """, logger: logger
         ).decode(Int64.self).collect().first
-        return (databaseID, state, version)
+        return LockedZone(databaseID: databaseID, zone: state, schemaVersion: version, records: nil)
     }
 
-    /// A write batch rolled back because one of its writes failed; carries the results to report.
-    struct AtomicFailure: Error {
-        let results: [RecordWriteResult]
+    /// The writes of one zone that commit together (``CommitGroups``).
+    struct ZoneKey: Hashable, Sendable {
+        let database: DatabaseLocator
+        let zone: String
+    }
+
+    /// One `records/modify` call, waiting for its zone's next group.
+    struct ZoneWrite: Sendable {
+        let writes: [RecordWrite]
+        let atomic: Bool
+        let context: WriteContext
     }
 
     public func modifyRecords(
         _ writes: [RecordWrite], zone: String, in database: DatabaseLocator, atomic: Bool, context: WriteContext
     ) async throws -> ModifyRecordsOutcome {
-        do {
-            return try await transaction { connection in
-                let (databaseID, zoneState, schemaVersion) = try await lockZoneForWriting(connection, zone, in: database)
-                let zoneID = zoneState.id
-                let loaded = try await loadSchema(
-                    connection, container: database.container, environment: database.environment,
-                    version: schemaVersion)
-                var executor = RecordWriteExecutor(
-                    writes: writes, zone: zoneState, schema: loaded.schema, environment: database.environment,
-                    atomic: atomic, context: context)
-                // Plain saves are only buffered; a step that reads first sends the buffer, so it sees
-                // every earlier write of the batch.
-                var batch = RecordBatch(zoneID: zoneID)
-                var step = executor.start()
-                while true {
-                    switch step {
-                    case .fetchRecords(let names):
-                        try await batch.flush(connection, logger: logger)
-                        step = executor.resume(.records(try await fetchRecords(connection, zoneID: zoneID, names: names)))
-                    case .checkAssets(let record, let checksums, let uploaded):
-                        try await batch.flush(connection, logger: logger)
-                        step = executor.resume(
-                            .knownAssets(
-                                try await knownAssets(
-                                    connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
-                    case .findReferrers(let target, let action):
-                        try await batch.flush(connection, logger: logger)
-                        step = executor.resume(
-                            .names(try await referrers(connection, zoneID: zoneID, target: target, action: action)))
-                    case .countReferrers(let target, let action, let source):
-                        try await batch.flush(connection, logger: logger)
-                        let count = try await connection.run(
-                            """
-                            SELECT count(*) FROM record_references
-                            WHERE zone_id = \(zoneID) AND target = \(target) AND action = \(action.rawValue)
-                                AND source != \(source)
-                            """, logger: logger
-                        ).decode(Int64.self).collect()[0]
-                        step = executor.resume(.count(Int(count)))
-                    case .write(let rows):
-                        try await batch.add(rows, connection, logger: logger)
-                        step = executor.resume(.written)
-                    case .finish(let completion):
-                        guard completion.commits else { throw AtomicFailure(results: completion.outcome.results) }
-                        try await batch.flush(connection, logger: logger)
-                        if let schema = completion.grownSchema {
-                            // Writers of other zones may have grown the schema since it was read: then this
-                            // batch runs again against theirs, so no type or field is lost or contradicted.
-                            try await lockSchema(connection, container: database.container, environment: database.environment)
-                            let latest = try await loadSchema(
-                                connection, container: database.container, environment: database.environment)
-                            guard latest.version == loaded.version else { throw RetryTransaction() }
-                            try await storeSchema(
-                                connection, schema, container: database.container, environment: database.environment)
-                        }
-                        if let sequence = completion.zoneSequence {
-                            // The default zone has no place in the database feed, so it does not advance it. The
-                            // database's counter is taken in the same statement, and its row stays locked to commit.
-                            try await connection.run(
-                                """
-                                WITH database_change AS (
-                                    UPDATE databases SET seq = seq + 1
-                                    WHERE id = \(databaseID) AND \(zone != ZoneID.defaultZoneName)
-                                    RETURNING seq)
-                                UPDATE zones SET seq = \(sequence),
-                                    change_seq = coalesce((SELECT seq FROM database_change), change_seq),
-                                    changed_ms = \(context.timestamp)
-                                WHERE id = \(zoneID)
-                                """, logger: logger)
-                        }
-                        return completion.outcome
+        // Concurrent writes to one zone through this instance commit together: one lock, one
+        // statement, one commit for the group.
+        try await zoneWrites.submit(
+            ZoneWrite(writes: writes, atomic: atomic, context: context), to: ZoneKey(database: database, zone: zone)
+        ) { [self] key, group in
+            do {
+                return try await transaction { connection in
+                    try await apply(group, to: key, connection).map { .success($0) }
+                }
+            } catch {
+                // One write's failure fails the group's transaction: each runs again alone, so that
+                // only those that fail alone fail.
+                guard group.count > 1 else { return [.failure(error)] }
+                var results: [Result<ModifyRecordsOutcome, any Error>] = []
+                for write in group {
+                    do {
+                        results.append(.success(try await transaction { try await apply([write], to: key, $0)[0] }))
+                    } catch {
+                        results.append(.failure(error))
                     }
                 }
+                return results
             }
-        } catch let failure as AtomicFailure {
-            return ModifyRecordsOutcome(results: failure.results, changes: [])
         }
+    }
+
+    /// Applies a group of writes to one zone in the caller's transaction, in order, each as the
+    /// write executor decides it, and answers each one's outcome.
+    ///
+    /// The zone is locked and the group's records read in one round trip. Each write starts from
+    /// the rows the ones before it left. Their rows are buffered and sent with the zone's new
+    /// counters in one statement at the end; a write whose executor reads midway sends the buffer
+    /// first, so the read sees every earlier write, and an atomic one takes a savepoint before its
+    /// own rows reach the database, so that its failure rolls back only them.
+    private func apply(
+        _ group: [ZoneWrite], to key: ZoneKey, _ connection: PostgresConnection
+    ) async throws -> [ModifyRecordsOutcome] {
+        let database = key.database
+        let locked = try await lockZoneForWriting(
+            connection, key.zone, in: database, reading: Array(Set(group.flatMap { $0.writes.map(\.recordName) })))
+        let zoneID = locked.zone.id
+        let loaded = try await loadSchema(
+            connection, container: database.container, environment: database.environment, version: locked.schemaVersion)
+        var schema = loaded.schema
+        var grownSchema: Schema?
+        var zone = locked.zone
+        var changedAt = 0 as Int64
+        // The group's records as the writes before left them, while every row is known here.
+        var known = locked.records
+        // Rows of the writes applied, not yet sent.
+        var pending = RecordBatch(zoneID: zoneID)
+        var outcomes: [ModifyRecordsOutcome] = []
+        for write in group {
+            var executor = RecordWriteExecutor(
+                writes: write.writes, zone: zone, schema: schema, environment: database.environment,
+                atomic: write.atomic, context: write.context)
+            var batch = RecordBatch(zoneID: zoneID)
+            var written: [StoredRecord] = []
+            var sentPending = false
+            // Sends every row so far, taking the write's savepoint before its own rows when it is atomic.
+            func sendRows() async throws {
+                if !sentPending {
+                    try await pending.flush(connection, logger: logger)
+                    if write.atomic { try await connection.run("SAVEPOINT write", logger: logger) }
+                    sentPending = true
+                }
+                try await batch.flush(connection, logger: logger)
+            }
+            var step = executor.start()
+            if let known, case .fetchRecords(let names) = step {
+                // The first step reads the records written, which the lock read.
+                step = executor.resume(.records(known.filter { names.contains($0.key) }))
+            }
+            steps: while true {
+                switch step {
+                case .fetchRecords(let names):
+                    try await sendRows()
+                    step = executor.resume(.records(try await fetchRecords(connection, zoneID: zoneID, names: names)))
+                case .checkAssets(let record, let checksums, let uploaded):
+                    try await sendRows()
+                    step = executor.resume(
+                        .knownAssets(
+                            try await knownAssets(
+                                connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
+                case .findReferrers(let target, let action):
+                    try await sendRows()
+                    step = executor.resume(.names(try await referrers(connection, zoneID: zoneID, target: target, action: action)))
+                case .countReferrers(let target, let action, let source):
+                    try await sendRows()
+                    let count = try await connection.run(
+                        """
+                        SELECT count(*) FROM record_references
+                        WHERE zone_id = \(zoneID) AND target = \(target) AND action = \(action.rawValue)
+                            AND source != \(source)
+                        """, logger: logger
+                    ).decode(Int64.self).collect()[0]
+                    step = executor.resume(.count(Int(count)))
+                case .write(let rows):
+                    if batch.holds(anyOf: rows) { try await sendRows() }
+                    batch.add(rows)
+                    written += rows.records.map(\.record)
+                    step = executor.resume(.written)
+                case .finish(let completion):
+                    outcomes.append(completion.outcome)
+                    guard completion.commits else {
+                        // A failed atomic batch: its rows go, sent or not.
+                        if sentPending { try await connection.run("ROLLBACK TO SAVEPOINT write", logger: logger) }
+                        break steps
+                    }
+                    if pending.holds(anyOf: batch) { try await pending.flush(connection, logger: logger) }
+                    pending.append(batch)
+                    if let grown = completion.grownSchema {
+                        schema = grown
+                        grownSchema = grown
+                    }
+                    if let sequence = completion.zoneSequence {
+                        zone.sequence = sequence
+                        changedAt = max(changedAt, write.context.timestamp)
+                    }
+                    for record in written { known?[record.name] = record }
+                    break steps
+                }
+            }
+        }
+        if let grownSchema {
+            // Writers of other zones may have grown the schema since it was read: then this group
+            // runs again against theirs, so no type or field is lost or contradicted.
+            try await lockSchema(connection, container: database.container, environment: database.environment)
+            let latest = try await loadSchema(connection, container: database.container, environment: database.environment)
+            guard latest.version == loaded.version else { throw RetryTransaction() }
+            try await storeSchema(connection, grownSchema, container: database.container, environment: database.environment)
+        }
+        // The default zone has no place in the database feed, so it does not advance it.
+        try await pending.flush(
+            connection,
+            advancing: zone.sequence > locked.zone.sequence
+                ? RecordBatch.ZoneChange(
+                    sequence: zone.sequence, databaseID: locked.databaseID,
+                    advancesDatabase: key.zone != ZoneID.defaultZoneName, timestamp: changedAt)
+                : nil,
+            logger: logger)
+        return outcomes
     }
 
     /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its

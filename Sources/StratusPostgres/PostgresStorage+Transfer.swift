@@ -53,7 +53,10 @@ extension PostgresStorage {
                 current: try await fetchRecords(connection, zoneID: zoneState.id, names: records.map(\.name)),
                 schema: schema.schema)
             var batch = RecordBatch(zoneID: zoneState.id)
-            for operation in rows { try await batch.add(operation, connection, logger: logger) }
+            for operation in rows {
+                if batch.holds(anyOf: operation) { try await batch.flush(connection, logger: logger) }
+                batch.add(operation)
+            }
             try await batch.flush(connection, logger: logger)
             try await connection.run("UPDATE zones SET seq = \(sequence) WHERE id = \(zoneState.id)", logger: logger)
         }

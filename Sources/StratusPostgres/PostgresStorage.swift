@@ -29,6 +29,8 @@ public final class PostgresStorage: StratusStorage {
     private let endpoint: Endpoint
     /// The database URL without its password, for errors.
     private let redactedURL: String
+    /// Record writes waiting for their zone's next group.
+    let zoneWrites = CommitGroups<ZoneKey, ZoneWrite, ModifyRecordsOutcome>()
 
     /// A storage on the database at a `postgres://user:password@host:port/database` URL. Nothing
     /// connects until ``run()``, which starts the pool and brings the schema up to date; calls made
@@ -38,7 +40,7 @@ public final class PostgresStorage: StratusStorage {
     ///   - url: The database URL; `sslmode=disable` or `require` in its query chooses TLS (by default
     ///     TLS is used when the server offers it).
     ///   - maximumConnections: The size of the connection pool.
-    public init(url: String, maximumConnections: Int = 20, logger: Logger = Logger(label: "stratus.postgres")) throws {
+    public init(url: String, maximumConnections: Int = defaultMaximumConnections, logger: Logger = Logger(label: "stratus.postgres")) throws {
         endpoint = try Endpoint(url: url)
         self.maximumConnections = maximumConnections
         client = PostgresClient(
@@ -147,9 +149,12 @@ public final class PostgresStorage: StratusStorage {
         }
     }
 
+    /// The size of the connection pool `stratus serve` opens.
+    public static let defaultMaximumConnections = 20
+
     /// The connection pool's configuration for a database URL; `BAD_REQUEST` naming the rule when it
     /// is not a `postgres://` URL. For raw baselines beside the storage (the benchmarks).
-    public static func configuration(url: String, maximumConnections: Int = 20) throws -> PostgresClient.Configuration {
+    public static func configuration(url: String, maximumConnections: Int = defaultMaximumConnections) throws -> PostgresClient.Configuration {
         try Endpoint(url: url).poolConfiguration(maximumConnections: maximumConnections)
     }
 
@@ -220,6 +225,14 @@ public final class PostgresStorage: StratusStorage {
                 .init("instances on the bus", "\(listeners) (each listens on one connection)"),
                 .init("pool", "\(pool?.inUse ?? 0) of \(pool?.capacity ?? 0) connections in use"),
             ])
+    }
+
+    /// How many commit groups record writes through this instance have formed since it started, and
+    /// how many writes they held: more writes than groups means concurrent writes to a zone shared a
+    /// transaction.
+    public var commitGroupCounts: (groups: Int, writes: Int) {
+        let counts = zoneWrites.counts
+        return (counts.groups, counts.jobs)
     }
 
     public var connectionPoolUsage: ConnectionPoolUsage? {

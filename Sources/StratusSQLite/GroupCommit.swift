@@ -12,9 +12,8 @@ import Synchronization
 /// durable; if the commit fails, every write of the group fails with its error (none of them was
 /// acknowledged, and none is in the database).
 ///
-/// The extra latency a write may see is the duration of the group committing when it arrived: it
-/// waits for that commit, then commits with the next group. Under no contention a group holds one
-/// write and nothing waits.
+/// The grouping is ``CommitGroups``'s: the extra latency a write may see is the duration of the group
+/// committing when it arrived, and under no contention a group holds one write and nothing waits.
 final class GroupCommit: Sendable {
     /// What a write's body decides: its outcome, and whether its changes stay.
     struct Decision: Sendable {
@@ -26,26 +25,20 @@ final class GroupCommit: Sendable {
         // The body runs on GRDB's writer queue, inside the group's transaction; only the committer
         // calls it, once.
         let body: (Database) throws -> Decision
-        let continuation: CheckedContinuation<ModifyRecordsOutcome, any Error>
-    }
-
-    private struct State {
-        var waiting: [Job] = []
-        var committing = false
-        var groups = 0
-        var writes = 0
     }
 
     /// How many groups were committed (or failed), and how many writes they held.
     var counts: (groups: Int, writes: Int) {
-        state.withLock { ($0.groups, $0.writes) }
+        let counts = groups.counts
+        return (counts.groups, counts.jobs)
     }
 
     private let pool: DatabasePool
     /// Called when a group's transaction failed as a whole: caches filled from its uncommitted
     /// state must be forgotten.
     private let onFailedGroup: @Sendable () -> Void
-    private let state = Mutex(State())
+    /// SQLite has one writer: every write goes under one key, one group at a time.
+    private let groups = CommitGroups<Int, Job, ModifyRecordsOutcome>()
 
     init(pool: DatabasePool, onFailedGroup: @escaping @Sendable () -> Void) {
         self.pool = pool
@@ -54,39 +47,17 @@ final class GroupCommit: Sendable {
 
     /// Applies `body` in the next group and answers once that group is committed.
     func write(_ body: @escaping (Database) throws -> Decision) async throws -> ModifyRecordsOutcome {
-        try await withCheckedThrowingContinuation { continuation in
-            let leads = state.withLock { state in
-                state.waiting.append(Job(body: body, continuation: continuation))
-                guard !state.committing else { return false }
-                state.committing = true
-                return true
-            }
-            if leads { Task { await self.commitGroups() } }
+        try await groups.submit(Job(body: body), to: 0) { [pool, onFailedGroup] _, jobs in
+            await Self.commit(jobs, pool: pool, onFailedGroup: onFailedGroup)
         }
     }
 
-    /// Commits groups until nobody waits.
-    private func commitGroups() async {
-        while true {
-            let jobs = state.withLock { state in
-                defer { state.waiting = [] }
-                if state.waiting.isEmpty {
-                    state.committing = false
-                } else {
-                    state.groups += 1
-                    state.writes += state.waiting.count
-                }
-                return state.waiting
-            }
-            guard !jobs.isEmpty else { return }
-            await commit(jobs)
-        }
-    }
-
-    private func commit(_ jobs: [Job]) async {
-        let results: [Result<ModifyRecordsOutcome, any Error>]
+    /// Applies a group's writes in one transaction, each in a savepoint of its own.
+    private static func commit(
+        _ jobs: [Job], pool: DatabasePool, onFailedGroup: @Sendable () -> Void
+    ) async -> [Result<ModifyRecordsOutcome, any Error>] {
         do {
-            results = try await pool.writeWithoutTransaction { db in
+            return try await pool.writeWithoutTransaction { db in
                 var results: [Result<ModifyRecordsOutcome, any Error>] = []
                 try db.inTransaction(.immediate) {
                     for job in jobs {
@@ -111,9 +82,7 @@ final class GroupCommit: Sendable {
             }
         } catch {
             onFailedGroup()
-            for job in jobs { job.continuation.resume(throwing: error) }
-            return
+            return jobs.map { _ in .failure(error) }
         }
-        for (job, result) in zip(jobs, results) { job.continuation.resume(with: result) }
     }
 }

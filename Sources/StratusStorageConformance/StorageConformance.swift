@@ -35,6 +35,7 @@ public enum StorageConformance {
         Check(name: "record change feed filtered by record type", run: recordTypeFilter),
         Check(name: "database change feed: created, changed, deleted zones", run: databaseFeed),
         Check(name: "concurrent writers lose nothing and each change is in the feed once", run: concurrentWriters),
+        Check(name: "concurrent writes to one zone each keep their outcome", run: concurrentOutcomes),
         Check(name: "purged tombstones expire older positions", run: tombstonePurge),
         Check(name: "only the creator modifies when the rule is on", run: creatorRule),
         Check(name: "record size and field count limits", run: recordLimits),
@@ -426,6 +427,65 @@ public enum StorageConformance {
         #expect(Set(names).count == names.count, "every change appears exactly once")
         #expect(feed.records.map(\.sequence) == Array(1...Int64(writers * writesPerWriter)))
         #expect(feed.position == positions[0])
+    }
+
+    /// Writes arriving at one zone together (backends may commit them as one group) each get the
+    /// outcome they would get alone: an atomic batch with a failure leaves nothing, also after its
+    /// cascade read the database midway; of several updates from one change tag exactly one wins; the
+    /// rest commit in one unbroken sequence.
+    static func concurrentOutcomes(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: alice, timestamp: 1)
+        let child = create("child", ["parent": .reference(Reference(recordName: "parent", action: .deleteSelf))])
+        try await write(storage, [create("taken"), create("shared"), create("parent"), child])
+        let sharedTag = try await storage.lookupRecords(names: ["shared"], zone: "Z", in: alice)[0]!.changeTag
+        let writers = 64
+        let results = try await withThrowingTaskGroup(of: (Int, [RecordWriteResult]).self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    let writes: [RecordWrite] =
+                        switch writer % 4 {
+                        case 0: [create("w\(writer)-a"), create("w\(writer)-b")]
+                        case 1: [create("w\(writer)-a"), create("taken")]
+                        case 2:
+                            // Fails only after the deletion's cascade was read and written.
+                            [RecordWrite(operationType: .forceDelete, recordName: "parent"),
+                             create("w\(writer)-a", ["parent": .reference(Reference(recordName: "missing", action: .validate))])]
+                        default:
+                            [RecordWrite(operationType: .update, recordName: "shared", recordChangeTag: sharedTag,
+                                         fields: ["writer": .int64(Int64(writer))])]
+                        }
+                    return (writer, try await write(storage, writes, atomic: writer % 4 != 3))
+                }
+            }
+            return try await group.reduce(into: [Int: [RecordWriteResult]]()) { $0[$1.0] = $1.1 }
+        }
+        var updates: [Int] = []
+        for (writer, results) in results {
+            let saved = results.allSatisfy { if case .success = $0 { true } else { false } }
+            switch writer % 4 {
+            case 0: #expect(saved, "writer \(writer): \(results)")
+            case 1, 2: #expect(!saved, "writer \(writer): an atomic batch with a failing write fails")
+            default:
+                if saved { updates.append(writer) } else { #expect(code(results[0]) == .conflict) }
+            }
+        }
+        #expect(updates.count == 1, "one update from a change tag wins, the others conflict: \(updates)")
+        let found = try await storage.lookupRecords(names: ["parent", "child", "shared"], zone: "Z", in: alice)
+        #expect(found[0] != nil && found[1] != nil, "the failed batches' deletions and cascades rolled back")
+        if let winner = updates.first {
+            #expect(try found[2]?.decodeFields()["writer"] == .int64(Int64(winner)))
+        }
+        let feed = try await readFeed(storage, pageSize: 37)
+        let names = feed.records.map(\.name)
+        var expected: Set<String> = ["taken", "parent", "child", "shared"]
+        for writer in stride(from: 0, to: writers, by: 4) { expected.formUnion(["w\(writer)-a", "w\(writer)-b"]) }
+        #expect(Set(names) == expected)
+        #expect(Set(feed.records.map(\.sequence)).count == names.count, "every change has a sequence number of its own")
+        #expect(
+            feed.position == (try await storage.zone(named: "Z", in: alice)!.currentPosition),
+            "the zone's last sequence number is its last change")
+        #expect(try await storage.zone(named: "Z", in: alice)!.sequence == Int64(4 + writers / 4 * 2 + 1),
+                "no gaps: a rolled-back batch gives its sequence numbers back")
     }
 
     static func tombstonePurge(_ storage: any StratusStorage) async throws {

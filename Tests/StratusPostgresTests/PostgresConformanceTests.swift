@@ -51,6 +51,33 @@ struct PostgresConformanceTests {
         #expect(page.records.map(\.sequence) == Array(1...200))
     }
 
+    @Test("concurrent writes to one zone share a transaction: one lock, one statement, one commit per group")
+    func groupCommit() async throws {
+        let database = try await TestPostgres.createDatabase()
+        let storage = try PostgresStorage(url: database.url, maximumConnections: 10)
+        try await storage.whileRunning {
+            let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
+            _ = try await storage.createZone(named: "Z", in: locator, timestamp: 1)
+            let before = storage.commitGroupCounts
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<64 {
+                    group.addTask {
+                        let outcome = try await storage.modifyRecords(
+                            [RecordWrite(operationType: .create, recordName: "r\(writer)", recordType: "T")],
+                            zone: "Z", in: locator, atomic: true, context: WriteContext(userRecordName: "_a", timestamp: 1))
+                        _ = try outcome.results[0].get()
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let after = storage.commitGroupCounts
+            #expect(after.writes - before.writes == 64)
+            #expect(after.groups - before.groups < 64, "concurrent writes shared transactions: \(before) → \(after)")
+            let page = try await storage.recordChanges(zone: "Z", in: locator, after: nil, limit: 100, recordTypes: nil)
+            #expect(page.records.map(\.sequence) == Array(1...64))
+        }
+    }
+
     @Test("a bad URL names the rule")
     func badURL() async throws {
         #expect(throws: StratusError.self) {
