@@ -12,8 +12,11 @@ import StratusStorage
 /// through two sharing the database, beside raw `INSERT` and `COPY` of the same rows through
 /// postgres-nio, in one run.
 ///
-/// Every writer has a zone of its own: writes to one zone take turns by design (its sequence
-/// numbers are handed out in commit order), so the concurrency a deployment gets is across zones.
+/// Every writer of the batched workload has a zone of its own: writes to one zone take turns by
+/// design (its sequence numbers are handed out in commit order), so the concurrency a deployment
+/// gets is across zones. The one-zone workload measures that turn: many writers saving one record
+/// per request into one zone, beside raw transactions that take the same kind of row lock (a
+/// counter row), insert one row and commit, so the ratio shows what a save adds while it holds it.
 struct PostgresBench {
     struct Round: Encodable {
         var oneInstanceWrites = 0.0
@@ -26,7 +29,14 @@ struct PostgresBench {
         var twoInstanceSaveP99 = 0.0
         var rawSaveP50 = 0.0
         var rawSaveP99 = 0.0
+        var oneZoneWrites = 0.0
+        var oneZoneSaveP99 = 0.0
+        var rawOneZoneWrites = 0.0
+        var rawOneZoneSaveP99 = 0.0
     }
+
+    /// Saves each writer of the one-zone workload makes, one record per request.
+    static let savesPerZoneWriter = 20
 
     /// A server where the bench may create databases.
     let serverURL: String
@@ -34,6 +44,8 @@ struct PostgresBench {
     let batch: Int
     let writers: Int
     let saves: Int
+    /// Writers of the one-zone workload (0 skips it).
+    let zoneWriters: Int
     /// Development indexes every field on first save; production has a deployed schema indexing `count` only.
     let environment: ContainerEnvironment
     let progress: (String) -> Void
@@ -42,7 +54,11 @@ struct PostgresBench {
         var result = Round()
         for instances in [1, 2] {
             progress("round \(round): PostgreSQL, \(instances) instance(s): \(records) records by \(writers) writers, then \(saves) saves")
-            let (rate, latencies) = try await measureStratus(instances: instances)
+            let (rate, latencies, oneZone) = try await measureStratus(instances: instances)
+            if let oneZone {
+                result.oneZoneWrites = oneZone.rate
+                result.oneZoneSaveP99 = percentile(oneZone.latencies, 0.99) * 1000
+            }
             if instances == 1 {
                 result.oneInstanceWrites = rate
                 result.oneInstanceSaveP50 = percentile(latencies, 0.5) * 1000
@@ -95,7 +111,10 @@ struct PostgresBench {
 
     // MARK: Stratus
 
-    private func measureStratus(instances: Int) async throws -> (rate: Double, saveLatencies: [Double]) {
+    /// Batched writes and single saves through `instances` servers; with one, the one-zone workload too.
+    private func measureStratus(
+        instances: Int
+    ) async throws -> (rate: Double, saveLatencies: [Double], oneZone: (rate: Double, latencies: [Double])?) {
         let database = try await createDatabase()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -114,7 +133,7 @@ struct PostgresBench {
             on: servers[0], dataDirectory: root.appendingPathComponent("0"), username: "bench")
         let container = account.container
         let tokens = account.tokens
-        let http = HTTPClient.shared
+        let http = StratusBench.uncompressedHTTP
         if environment == .production {
             let storage = try PostgresStorage(url: database, maximumConnections: 1)
             let schema = try Schema(parsing: QueryBench.schema)
@@ -158,7 +177,51 @@ struct PostgresBench {
             let base = bases[index % bases.count]
             latencies.append(try await measure { _ = try await StratusBench.post(http, "\(base)/records/modify\(tokens)", body) })
         }
-        return (Double(perWriter * writers) / seconds, latencies)
+        var oneZone: (rate: Double, latencies: [Double])?
+        if instances == 1, zoneWriters > 0 {
+            progress("  one zone: \(zoneWriters) writers × \(Self.savesPerZoneWriter) saves, one record per request")
+            _ = try await StratusBench.post(
+                http, "\(bases[0])/zones/modify\(tokens)",
+                Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Contended"}}}]}"#.utf8))
+            oneZone = try await measureOneZone(http, modify: "\(bases[0])/records/modify\(tokens)")
+        }
+        return (Double(perWriter * writers) / seconds, latencies, oneZone)
+    }
+
+    /// `zoneWriters` clients at once, each saving records one request at a time into one custom zone
+    /// (whose writes also advance the database's change feed, as an app's zones do); the rate over
+    /// all of them and every save's latency.
+    private func measureOneZone(_ http: HTTPClient, modify: String) async throws -> (rate: Double, latencies: [Double]) {
+        let (seconds, latencies) = try await Self.timedConcurrently(zoneWriters, each: Self.savesPerZoneWriter) {
+            writer, index in
+            let body = Workload.modifyBody(index..<index + 1, zone: "Contended", prefix: "z\(writer)-")
+            let reply = try await StratusBench.post(http, modify, body)
+            guard occurrences(of: "serverErrorCode", in: Array(reply.readableBytesView)).isEmpty else {
+                throw BenchError("a save failed: \(String(buffer: reply).prefix(300))")
+            }
+        }
+        return (Double(latencies.count) / seconds, latencies)
+    }
+
+    /// `tasks` tasks at once, each timing `count` calls of `call(task, index)` one after another; the
+    /// wall time of all of them and every call's latency.
+    static func timedConcurrently(
+        _ tasks: Int, each count: Int, _ call: @escaping @Sendable (_ task: Int, _ index: Int) async throws -> Void
+    ) async throws -> (seconds: Double, latencies: [Double]) {
+        var latencies: [Double] = []
+        let seconds = try await measure {
+            try await withThrowingTaskGroup(of: [Double].self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        var latencies: [Double] = []
+                        for index in 0..<count { latencies.append(try await measure { try await call(task, index) }) }
+                        return latencies
+                    }
+                }
+                for try await taskLatencies in group { latencies += taskLatencies }
+            }
+        }
+        return (seconds, latencies)
     }
 
     // MARK: Raw postgres-nio
@@ -242,10 +305,44 @@ struct PostgresBench {
             }
             return (insertSeconds, copySeconds, latencies)
         }
+        if zoneWriters > 0 {
+            let (seconds, latencies) = try await measureRawOneZone(database, logger: logger)
+            result.rawOneZoneWrites = Double(zoneWriters * Self.savesPerZoneWriter) / seconds
+            result.rawOneZoneSaveP99 = percentile(latencies, 0.99) * 1000
+        }
         result.rawInsertWrites = Double(perWriter * writers) / insertSeconds
         result.rawCopyWrites = Double(perWriter * writers) / copySeconds
         result.rawSaveP50 = percentile(latencies, 0.5) * 1000
         result.rawSaveP99 = percentile(latencies, 0.99) * 1000
+    }
+
+    /// The one-zone workload's floor: `zoneWriters` tasks over a pool as large as the server's, each
+    /// transaction taking a counter row's lock (as a save takes its zone's), inserting one row and
+    /// committing. The lock is held for two round trips, the insert and the commit.
+    private func measureRawOneZone(_ database: String, logger: Logger) async throws -> (seconds: Double, latencies: [Double]) {
+        let fields = ByteBuffer(bytes: Workload.fieldsJSON(0))
+        let perWriter = Self.savesPerZoneWriter
+        let zoneWriters = zoneWriters
+        return try await withClient(database, connections: PostgresStorage.defaultMaximumConnections) { client in
+            try await client.query("CREATE TABLE raw_zone (id integer PRIMARY KEY, seq bigint NOT NULL)")
+            try await client.query("INSERT INTO raw_zone VALUES (1, 0)")
+            return try await Self.timedConcurrently(zoneWriters, each: perWriter) { writer, index in
+                try await client.withTransaction(logger: logger) { connection in
+                    let lock: PostgresQuery = "UPDATE raw_zone SET seq = seq + 1 WHERE id = 1 RETURNING seq"
+                    var sequence: Int64 = 0
+                    for try await value in try await connection.query(lock, logger: logger).decode(Int64.self) {
+                        sequence = value
+                    }
+                    try await connection.query(
+                        """
+                        INSERT INTO raw_records (zone_id, name, record_type, change_tag, fields, created_ms, created_by,
+                            modified_ms, modified_by, seq, deleted)
+                        VALUES (1, \("z\(writer)-\(index)"), 'Row', \("t\(sequence)"), \(fields), 1, '_bench', 1, '_bench',
+                            \(sequence), false)
+                        """, logger: logger)
+                }
+            }
+        }
     }
 
     /// One multi-row `INSERT … SELECT FROM unnest(…)` in its own transaction, as Stratus sends a batch.

@@ -22,7 +22,7 @@ struct BenchAccount {
         let container: String = try credentials.decode("container")
         let apiToken: String = try credentials.decode("apiToken")
         let session = try JSONValue.parse(Array(try await StratusBench.post(
-            HTTPClient.shared, "\(server.url)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
+            StratusBench.uncompressedHTTP, "\(server.url)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
             Array(#"{"username":"\#(username)","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
         return BenchAccount(
             container: container, apiToken: apiToken, webAuthToken: try session.decode("ckWebAuthToken"),

@@ -99,6 +99,9 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Concurrent writers of the PostgreSQL workload, each into a zone of its own.")
     var postgresWriters = 8
 
+    @Option(help: "Writers of the PostgreSQL one-zone workload, each saving \(PostgresBench.savesPerZoneWriter) records one request at a time into one zone (0 skips it).")
+    var postgresZoneWriters = 64
+
     @Option(help: "Rows a StratusStore writes and mirrors to a second device's store (0 skips the store workload).")
     var storeRows = 100_000
 
@@ -172,7 +175,7 @@ struct StratusBench: AsyncParsableCommand {
         if let url = postgres ?? ProcessInfo.processInfo.environment["STRATUS_BENCH_POSTGRES_URL"], postgresRecords > 0 {
             let bench = PostgresBench(
                 serverURL: url, records: postgresRecords, batch: batch, writers: postgresWriters, saves: saves,
-                environment: environment, progress: progress)
+                zoneWriters: postgresZoneWriters, environment: environment, progress: progress)
             for round in 1...repeats { postgresRounds.append(try await bench.measureRound(round)) }
         }
         let syncBench = SyncBench(durability: durability, progress: progress)
@@ -288,6 +291,12 @@ struct StratusBench: AsyncParsableCommand {
         }
         try await bench.stop()
     }
+
+    /// An HTTP client for the benches' raw requests, never shut down (as `HTTPClient.shared`), that
+    /// sends no `Accept-Encoding`: answers come uncompressed, as the raw baselines beside them read
+    /// their rows. (The shared client asks for gzip and refuses answers that inflate more than 25
+    /// times, which a page of similar records does.)
+    static let uncompressedHTTP = HTTPClient(eventLoopGroupProvider: .singleton)
 
     static func post(_ http: HTTPClient, _ url: String, _ body: [UInt8]) async throws -> ByteBuffer {
         var request = HTTPClientRequest(url: url)
@@ -456,6 +465,8 @@ struct StratusBench: AsyncParsableCommand {
                 compare(postgresRounds, "single save p50, 1 instance", "ms", \.oneInstanceSaveP50, \.rawSaveP50),
                 compare(postgresRounds, "single save p99, 1 instance", "ms", \.oneInstanceSaveP99, \.rawSaveP99),
                 compare(postgresRounds, "single save p50, 2 instances", "ms", \.twoInstanceSaveP50, \.rawSaveP50),
+                compare(postgresRounds, "\(postgresZoneWriters) writers × 1 record/request into one zone vs raw lock-insert-commit", "records/s", \.oneZoneWrites, \.rawOneZoneWrites),
+                compare(postgresRounds, "one-zone save p99 vs raw lock-insert-commit p99", "ms", \.oneZoneSaveP99, \.rawOneZoneSaveP99),
             ].joined(separator: "\n"))
         }
         if !storeRounds.isEmpty {

@@ -448,7 +448,7 @@ struct KintoPeer: VersusPeer {
         request.headers.add(name: "Content-Type", value: "application/json")
         for (name, value) in extra { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+        let response = try await StratusBench.uncompressedHTTP.execute(request, timeout: .seconds(120))
         let bytes = try await response.body.collect(upTo: 256 << 20)
         return Reply(
             status: response.status.code, headers: response.headers,
@@ -633,7 +633,7 @@ struct StratusPeer: VersusPeer {
     private var tokens: String { account.tokens }
 
     private func post(_ endpoint: String, _ body: [UInt8]) async throws -> JSONObject {
-        try JSONValue.parse(Array(try await StratusBench.post(HTTPClient.shared, "\(base)/\(endpoint)\(tokens)", body)
+        try JSONValue.parse(Array(try await StratusBench.post(StratusBench.uncompressedHTTP, "\(base)/\(endpoint)\(tokens)", body)
             .readableBytesView)).object()
     }
 
