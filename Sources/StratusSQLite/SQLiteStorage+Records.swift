@@ -346,18 +346,36 @@ extension SQLiteStorage {
         }
     }
 
-    /// Inserts query index entries of a record.
+    /// Index rows one `INSERT` statement holds at most.
+    static let indexRowsPerStatement = 32
+
+    /// The statements inserting 1, 2, … ``indexRowsPerStatement`` index rows, of seven parameters each.
+    static let indexInsertions: [String] = (1...indexRowsPerStatement).map { rows in
+        "INSERT OR IGNORE INTO record_index (zone_id, record_type, field, kind, value, longitude, name) VALUES "
+            + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+    }
+
+    /// Inserts query index entries of a record, in key order, up to ``indexRowsPerStatement`` rows
+    /// per statement.
     static func insertIndexEntries(
         _ db: Database, zoneID: Int64, _ record: StoredRecord, _ entries: some Collection<IndexEntry>
     ) throws {
-        guard !entries.isEmpty else { return }
-        let insert = try db.cachedStatement(
-            sql: """
-                INSERT OR IGNORE INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
-        // Bound through SQLite's C API: a record has a dozen entries or more, and GRDB's argument
-        // arrays cost more than the inserts themselves.
+        let sorted = entries.sorted { $0.precedes($1) }
+        var start = 0
+        while start < sorted.count {
+            let rows = sorted[start..<min(start + indexRowsPerStatement, sorted.count)]
+            try insertIndexRows(db, zoneID: zoneID, record, rows)
+            start += rows.count
+        }
+    }
+
+    /// Inserts at most ``indexRowsPerStatement`` index rows of a record with one statement, bound
+    /// through SQLite's C API: a record has a dozen entries or more, and GRDB's argument arrays cost
+    /// more than the inserts themselves.
+    private static func insertIndexRows(
+        _ db: Database, zoneID: Int64, _ record: StoredRecord, _ entries: ArraySlice<IndexEntry>
+    ) throws {
+        let insert = try db.cachedStatement(sql: indexInsertions[entries.count - 1])
         let handle = insert.sqliteStatement
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         func bind(_ index: Int32, _ text: String) {
@@ -367,29 +385,30 @@ extension SQLiteStorage {
             sqlite3_reset(handle)
             sqlite3_clear_bindings(handle)
         }
-        for entry in entries {
-            sqlite3_reset(handle)
-            sqlite3_bind_int64(handle, 1, zoneID)
-            bind(2, record.recordType)
-            bind(3, entry.field)
-            sqlite3_bind_int64(handle, 4, Int64(entry.kind.rawValue))
+        sqlite3_reset(handle)
+        for (row, entry) in entries.enumerated() {
+            let first = Int32(row * 7)
+            sqlite3_bind_int64(handle, first + 1, zoneID)
+            bind(first + 2, record.recordType)
+            bind(first + 3, entry.field)
+            sqlite3_bind_int64(handle, first + 4, Int64(entry.kind.rawValue))
             switch entry.value {
-            case .integer(let value): sqlite3_bind_int64(handle, 5, value)
-            case .real(let value): sqlite3_bind_double(handle, 5, value)
-            case .text(let value): bind(5, value)
+            case .integer(let value): sqlite3_bind_int64(handle, first + 5, value)
+            case .real(let value): sqlite3_bind_double(handle, first + 5, value)
+            case .text(let value): bind(first + 5, value)
             }
             if let longitude = entry.longitude {
-                sqlite3_bind_double(handle, 6, longitude)
+                sqlite3_bind_double(handle, first + 6, longitude)
             } else {
-                sqlite3_bind_null(handle, 6)
+                sqlite3_bind_null(handle, first + 6)
             }
-            bind(7, record.name)
-            let code = sqlite3_step(handle)
-            guard code == SQLITE_DONE else {
-                throw DatabaseError(
-                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                    sql: insert.sql)
-            }
+            bind(first + 7, record.name)
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                sql: insert.sql)
         }
     }
 

@@ -32,16 +32,35 @@ public struct IndexEntry: Hashable, Sendable {
         self.longitude = longitude
     }
 
+    /// Whether this entry comes before `other` in the index's key order among one record's entries:
+    /// by field (its UTF-8 bytes), kind, then value. Written in this order, a record's index rows go
+    /// into neighbouring places of the index's B-tree.
+    public func precedes(_ other: IndexEntry) -> Bool {
+        if field != other.field { return field.utf8.lexicographicallyPrecedes(other.field.utf8) }
+        if kind != other.kind { return kind.rawValue < other.kind.rawValue }
+        return value < other.value
+    }
+
     /// The entries of a record under the schema's index options for its type; none for `nil`, a
     /// tombstone or a type the schema does not know.
     public static func entries(of record: StoredRecord?, schema: Schema) -> [IndexEntry] {
+        var tokens = SearchTokens()
+        return entries(of: record, schema: schema, tokens: &tokens)
+    }
+
+    /// ``entries(of:schema:)``, with the search tokens of strings kept in `tokens` for the next
+    /// records: a writer indexing several records (a batch, a record and its previous version)
+    /// tokenizes each distinct string once.
+    public static func entries(of record: StoredRecord?, schema: Schema, tokens: inout SearchTokens) -> [IndexEntry] {
         guard let record, let type = schema.recordTypes[record.recordType] else { return [] }
-        return entries(of: record, indexes: type.fields)
+        return entries(of: record, indexes: type.fields, tokens: &tokens)
     }
 
     /// The entries of a record under the index options of its type's fields. Fields without
     /// QUERYABLE, SORTABLE or SEARCHABLE get none, and a tombstone has none.
-    public static func entries(of record: StoredRecord, indexes: [String: FieldSchema]) -> [IndexEntry] {
+    public static func entries(
+        of record: StoredRecord, indexes: [String: FieldSchema], tokens searchTokens: inout SearchTokens
+    ) -> [IndexEntry] {
         guard !record.deleted, indexes.values.contains(where: { !$0.indexes.isEmpty }),
             let fields = try? record.queryFields()
         else { return [] }
@@ -68,10 +87,10 @@ public struct IndexEntry: Hashable, Sendable {
             if options.contains(.searchable) {
                 let tokens: [String]
                 switch value {
-                case .string(let text): tokens = TextTokenizer.tokens(text)
+                case .string(let text): tokens = searchTokens.of(text)
                 case .list(.string, _):
                     var unique = Set<String>()
-                    for case .text(let text) in value.queryScalars { unique.formUnion(TextTokenizer.tokens(text)) }
+                    for case .text(let text) in value.queryScalars { unique.formUnion(searchTokens.of(text)) }
                     tokens = Array(unique)
                 default: tokens = []
                 }
@@ -81,6 +100,23 @@ public struct IndexEntry: Hashable, Sendable {
             }
         }
         return entries
+    }
+}
+
+/// The search tokens of strings (`TextTokenizer`), each string tokenized once for as long as the
+/// value lives: one write request's worth.
+public struct SearchTokens: Sendable {
+    private var tokensByText: [String: [String]] = [:]
+
+    /// An empty cache.
+    public init() {}
+
+    /// The search tokens of `text`.
+    public mutating func of(_ text: String) -> [String] {
+        if let tokens = tokensByText[text] { return tokens }
+        let tokens = TextTokenizer.tokens(text)
+        tokensByText[text] = tokens
+        return tokens
     }
 }
 

@@ -138,6 +138,8 @@ public struct RecordWriteExecutor: Sendable {
     /// In the public database or for a participant, the links the current operation's record keeps
     /// (``bind(_:of:targets:)``).
     private var boundLinks: [ReferenceLink]?
+    /// The search tokens of the strings indexed so far, so that each is tokenized once per request.
+    private var searchTokens = SearchTokens()
     /// Records the request's operations re-placed in hierarchies so far.
     private var reshapedCount = 0
 
@@ -383,7 +385,7 @@ public struct RecordWriteExecutor: Sendable {
         for (record, isReshaped) in records.map({ ($0, false) }) + reshaped.map({ ($0, true) }) {
             let row = Self.row(
                 record, after: &sequence, zoneID: zoneID, previous: current[record.name], schema: schema.schema,
-                reshaped: isReshaped)
+                tokens: &searchTokens, reshaped: isReshaped)
             current[record.name] = row.record
             changes.append(RecordChange(previous: row.previous, record: row.record))
             rows.append(row)
@@ -403,8 +405,10 @@ public struct RecordWriteExecutor: Sendable {
     ) -> (rows: [RecordRows], sequence: Int64) {
         var current = current
         var sequence = zone.sequence
+        var tokens = SearchTokens()
         let rows = records.map { record in
-            let row = Self.row(record, after: &sequence, zoneID: zone.id, previous: current[record.name], schema: schema)
+            let row = Self.row(
+                record, after: &sequence, zoneID: zone.id, previous: current[record.name], schema: schema, tokens: &tokens)
             current[record.name] = row.record
             return RecordRows(
                 records: [row], assets: RecordWritePlanner.assetChecksums(of: record),
@@ -419,7 +423,7 @@ public struct RecordWriteExecutor: Sendable {
     /// its other rows. A live record that leaves a share records which, and when.
     private static func row(
         _ record: StoredRecord, after sequence: inout Int64, zoneID: Int64, previous: StoredRecord?, schema: Schema,
-        reshaped: Bool = false
+        tokens: inout SearchTokens, reshaped: Bool = false
     ) -> RowChange {
         var record = record
         sequence += 1
@@ -444,8 +448,8 @@ public struct RecordWriteExecutor: Sendable {
                 clearsAssets: false, clearsShare: false, share: nil)
         }
         record.changeTag = ChangeTag.make(zoneID: zoneID, sequence: sequence)
-        let new = IndexEntry.entries(of: record, schema: schema)
-        let old = IndexEntry.entries(of: previous, schema: schema)
+        let new = IndexEntry.entries(of: record, schema: schema, tokens: &tokens)
+        let old = IndexEntry.entries(of: previous, schema: schema, tokens: &tokens)
         var removed: [IndexEntry] = []
         var added = new
         // A new record (or one that had no entries) only inserts: no sets to compare.

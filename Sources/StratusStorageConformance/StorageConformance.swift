@@ -793,6 +793,17 @@ public enum StorageConformance {
         let retagged = try await queryNames(storage, RecordQuery(recordType: "Note", filters: [filter], fields: fields, limit: 50))
         #expect(!retagged.contains("n1") && !retagged.contains("n4") && retagged.count == 8)
 
+        // A record with more index rows than one statement may insert has all of them.
+        let words = (0..<80).map { "word\($0)" }
+        try await write(storage, [create("long", ["words": .string(words.joined(separator: " "))])])
+        fields = try await storage.schema(container: "c", environment: .development).recordTypes["Note"]!.fields
+        #expect(fields["words"]?.indexes.contains(.searchable) == true)
+        for word in words {
+            let search = QueryFilter(comparator: .containsAllTokens, fieldName: "words", fieldValue: .string(word))
+            #expect(try await queryNames(storage, RecordQuery(recordType: "Note", filters: [search], fields: fields, limit: 5))
+                        == ["long"], "found by \(word)")
+        }
+
         // An index added later covers the records already saved.
         let unindexed = try await storage.updateSchema(container: "c", environment: .development) { schema in
             var schema = schema

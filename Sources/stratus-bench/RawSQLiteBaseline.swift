@@ -1,10 +1,14 @@
 import Foundation
 import GRDB
+import GRDBSQLite
+import StratusModel
 import StratusSQLite
+import StratusStorage
 
-/// The baseline: the same rows written to and read from a table laid out like Stratus's `records`
-/// table, through GRDB directly, with the same durability and batch size. No HTTP, no JSON parsing,
-/// no change-tag checks: what SQLite alone costs.
+/// The baseline: the same rows written to and read from tables laid out like Stratus's `records`
+/// and `record_index`, through GRDB directly, with the same durability and batch size: each record
+/// with the query index rows its schema gives it. No HTTP, no JSON parsing, no change-tag checks, no
+/// index computation: what SQLite alone costs.
 struct RawSQLiteBaseline {
     let pool: DatabasePool
 
@@ -22,12 +26,32 @@ struct RawSQLiteBaseline {
                     seq INTEGER NOT NULL, deleted INTEGER NOT NULL, UNIQUE (zone_id, name));
                 CREATE INDEX records_change_order ON records (zone_id, seq);
                 CREATE INDEX records_tombstones ON records (modified_ms) WHERE deleted = 1;
+                CREATE TABLE record_index (
+                    zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
+                    value NOT NULL, longitude REAL, name TEXT NOT NULL,
+                    PRIMARY KEY (zone_id, record_type, field, kind, value, name)) WITHOUT ROWID;
                 """)
         }
     }
 
-    /// Inserts rows `range` in transactions of `batch` rows.
-    func insert(_ range: Range<Int>, batch: Int, prefix: String, fields: [[UInt8]]) async throws {
+    /// The query index rows of records holding `fields`, under `schema`, computed before the clock
+    /// starts: the baseline inserts them, it does not derive them.
+    static func indexEntries(of fields: [[UInt8]], schema: Schema) -> [[IndexEntry]] {
+        fields.map { json in
+            IndexEntry.entries(
+                of: StoredRecord(
+                    name: "", recordType: "Note", changeTag: "", fieldsJSON: json,
+                    created: RecordStamp(timestamp: 0, userRecordName: "_user"),
+                    modified: RecordStamp(timestamp: 0, userRecordName: "_user"), deleted: false, sequence: 0),
+                schema: schema)
+        }
+    }
+
+    /// Inserts rows `range` in transactions of `batch` rows; row `i` holds `fields[i % count]` and
+    /// has the index rows `indexEntries[i % count]`.
+    func insert(
+        _ range: Range<Int>, batch: Int, prefix: String, fields: [[UInt8]], indexEntries: [[IndexEntry]]
+    ) async throws {
         for start in stride(from: range.lowerBound, to: range.upperBound, by: batch) {
             let end = min(start + batch, range.upperBound)
             try await pool.write { db in
@@ -36,13 +60,43 @@ struct RawSQLiteBaseline {
                         created_device, modified_ms, modified_by, modified_device, seq, deleted)
                     VALUES (1, ?, 'Note', ?, ?, ?, '_user', NULL, ?, '_user', NULL, ?, 0)
                     """)
+                let indexRow = try db.cachedStatement(sql: """
+                    INSERT INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
+                    VALUES (1, 'Note', ?, ?, ?, ?, ?)
+                    """)
                 for index in start..<end {
+                    let name = "\(prefix)\(index)"
                     try statement.execute(arguments: [
-                        "\(prefix)\(index)", "1-\(index)", Data(fields[index % fields.count]),
-                        1_700_000_000_000, 1_700_000_000_000, index + 1,
+                        name, "1-\(index)", Data(fields[index % fields.count]), 1_700_000_000_000, 1_700_000_000_000,
+                        index + 1,
                     ])
+                    for entry in indexEntries[index % indexEntries.count] {
+                        try Self.insert(entry, name: name, with: indexRow, db)
+                    }
                 }
             }
+        }
+    }
+
+    /// Steps the one-row index insert, bound through SQLite's C API (GRDB's argument arrays would
+    /// cost more than the insert).
+    private static func insert(_ entry: IndexEntry, name: String, with insert: Statement, _ db: Database) throws {
+        let handle = insert.sqliteStatement
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        sqlite3_reset(handle)
+        sqlite3_bind_text(handle, 1, entry.field, -1, transient)
+        sqlite3_bind_int64(handle, 2, Int64(entry.kind.rawValue))
+        switch entry.value {
+        case .integer(let value): sqlite3_bind_int64(handle, 3, value)
+        case .real(let value): sqlite3_bind_double(handle, 3, value)
+        case .text(let value): sqlite3_bind_text(handle, 3, value, -1, transient)
+        }
+        if let longitude = entry.longitude { sqlite3_bind_double(handle, 4, longitude) } else { sqlite3_bind_null(handle, 4) }
+        sqlite3_bind_text(handle, 5, name, -1, transient)
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
     }
 

@@ -124,8 +124,9 @@ struct StratusBench: AsyncParsableCommand {
         var rounds: [Round] = []
         for round in 1...repeats where records > 0 {
             var result = Round()
-            try await measureStratus(into: &result, round: round)
-            try await measureRaw(into: &result, fields: fieldsJSON, round: round)
+            let schema = try await measureStratus(into: &result, round: round)
+            let indexEntries = RawSQLiteBaseline.indexEntries(of: fieldsJSON, schema: schema)
+            try await measureRaw(into: &result, fields: fieldsJSON, indexEntries: indexEntries, round: round)
             rounds.append(result)
         }
         var queryRounds: [QueryBench.Round] = []
@@ -217,7 +218,9 @@ struct StratusBench: AsyncParsableCommand {
 
     // MARK: Stratus over HTTP
 
-    private func measureStratus(into result: inout Round, round: Int) async throws {
+    /// Measures Stratus's writes and feed; answers the schema they ended with, whose indexes the raw
+    /// baseline's rows get.
+    private func measureStratus(into result: inout Round, round: Int) async throws -> Schema {
         let bench = try await BenchServer.start(durability: durability)
         do {
             if environment == .production {
@@ -285,11 +288,13 @@ struct StratusBench: AsyncParsableCommand {
             }
             guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
             result.stratusFeedRead = Double(read) / readSeconds
+            let schema = try await bench.storage.schema(container: bench.credentials.container, environment: environment)
+            try await bench.stop()
+            return schema
         } catch {
             try? await bench.stop()
             throw error
         }
-        try await bench.stop()
     }
 
     /// An HTTP client for the benches' raw requests, never shut down (as `HTTPClient.shared`), that
@@ -310,17 +315,23 @@ struct StratusBench: AsyncParsableCommand {
 
     // MARK: Raw GRDB baseline
 
-    private func measureRaw(into result: inout Round, fields: [[UInt8]], round: Int) async throws {
+    private func measureRaw(
+        into result: inout Round, fields: [[UInt8]], indexEntries: [[IndexEntry]], round: Int
+    ) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let raw = try RawSQLiteBaseline(path: directory.appendingPathComponent("raw.sqlite").path, durability: durability)
-        progress("round \(round): raw GRDB inserts and reads of the same rows")
-        let writeSeconds = try await measure { try await raw.insert(0..<records, batch: batch, prefix: "r", fields: fields) }
+        progress(
+            "round \(round): raw GRDB inserts (with \(indexEntries.map(\.count).reduce(0, +) / indexEntries.count) index rows per record) and reads of the same rows")
+        let writeSeconds = try await measure {
+            try await raw.insert(0..<records, batch: batch, prefix: "r", fields: fields, indexEntries: indexEntries)
+        }
         result.rawBatchedWrites = Double(records) / writeSeconds
         var latencies: [Double] = []
         for index in 0..<saves {
             latencies.append(try await measure {
-                try await raw.insert(records + index..<records + index + 1, batch: 1, prefix: "s", fields: fields)
+                try await raw.insert(
+                    records + index..<records + index + 1, batch: 1, prefix: "s", fields: fields, indexEntries: indexEntries)
             })
         }
         result.rawSaveP50 = percentile(latencies, 0.5) * 1000
