@@ -242,7 +242,7 @@ let package = Package(
         .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSQLiteTests",
-            dependencies: ["StratusSQLite", "StratusStorageConformance", "StratusStorage", "StratusModel"],
+            dependencies: ["StratusSQLite", "StratusStorageConformance", "StratusStorage", "StratusModel", "StratusTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

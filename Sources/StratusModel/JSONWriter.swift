@@ -50,6 +50,13 @@ public struct JSONWriter: Sendable {
         needsComma = false
     }
 
+    /// Writes an object key encoded once (``JSONKey``), for keys written in every record of a page.
+    public mutating func key(_ key: JSONKey) {
+        separate()
+        bytes.append(contentsOf: key.encoded)
+        needsComma = false
+    }
+
     /// Writes a string value.
     public mutating func string(_ value: String) {
         separate()
@@ -190,6 +197,19 @@ public struct JSONWriter: Sendable {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// An object key encoded once, quotes, escapes and colon included (`"recordName":`), so that
+/// writing it is a copy of its bytes.
+public struct JSONKey: Sendable {
+    let encoded: [UInt8]
+
+    /// The key `name`, encoded.
+    public init(_ name: String) {
+        var writer = JSONWriter(capacity: name.utf8.count + 3)
+        writer.key(name)
+        encoded = writer.bytes
     }
 }
 

@@ -86,26 +86,39 @@ public struct RecordDictionary: Hashable, Sendable {
         parent: Reference? = nil, removesParent: Bool = false, shareReference: Reference? = nil,
         writeFields: ((inout JSONWriter) -> Void)?
     ) {
+        // Keys encoded once and concrete calls rather than the generic `field`: this runs once per
+        // record in every feed page.
         writer.beginObject()
-        writer.field("recordName", recordName)
-        writer.field("recordType", recordType)
+        if let recordName {
+            writer.key(Keys.recordName)
+            writer.string(recordName)
+        }
+        if let recordType {
+            writer.key(Keys.recordType)
+            writer.string(recordType)
+        }
         if let writeFields {
-            writer.key("fields")
+            writer.key(Keys.fields)
             writeFields(&writer)
         }
-        writer.field("recordChangeTag", recordChangeTag)
-        // Concrete calls rather than the generic `field`: this runs once per record in every feed page.
+        if let recordChangeTag {
+            writer.key(Keys.recordChangeTag)
+            writer.string(recordChangeTag)
+        }
         if let created {
-            writer.key("created")
+            writer.key(Keys.created)
             created.write(to: &writer)
         }
         if let modified {
-            writer.key("modified")
+            writer.key(Keys.modified)
             modified.write(to: &writer)
         }
-        writer.field("deleted", deleted)
+        if let deleted {
+            writer.key(Keys.deleted)
+            writer.bool(deleted)
+        }
         if let zoneIDJSON {
-            writer.key("zoneID")
+            writer.key(Keys.zoneID)
             writer.raw(zoneIDJSON)
         }
         writer.field("parent", parent)
@@ -116,6 +129,18 @@ public struct RecordDictionary: Hashable, Sendable {
         writer.field("share", shareReference)
         share?.writeMembers(to: &writer)
         writer.endObject()
+    }
+
+    /// The keys every record of a page writes, encoded once.
+    private enum Keys {
+        static let recordName = JSONKey("recordName")
+        static let recordType = JSONKey("recordType")
+        static let fields = JSONKey("fields")
+        static let recordChangeTag = JSONKey("recordChangeTag")
+        static let created = JSONKey("created")
+        static let modified = JSONKey("modified")
+        static let deleted = JSONKey("deleted")
+        static let zoneID = JSONKey("zoneID")
     }
 
     /// Writes a fields dictionary (`{"name": {"value": …, "type": …}, …}`) with keys sorted, so that

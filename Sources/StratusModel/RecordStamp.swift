@@ -23,11 +23,19 @@ public struct RecordStamp: Hashable, Sendable, JSONDecodable, JSONWritable {
     }
 
     public func write(to writer: inout JSONWriter) {
+        // Keys encoded once: every record of a feed page writes two stamps.
         writer.beginObject()
-        writer.field("timestamp", timestamp)
-        writer.field("userRecordName", userRecordName)
+        writer.key(Self.timestampKey)
+        writer.int(timestamp)
+        writer.key(Self.userRecordNameKey)
+        writer.string(userRecordName)
         // Always present, as Apple writes it; empty when the writer named no device.
-        writer.field("deviceID", deviceID ?? "")
+        writer.key(Self.deviceIDKey)
+        writer.string(deviceID ?? "")
         writer.endObject()
     }
+
+    private static let timestampKey = JSONKey("timestamp")
+    private static let userRecordNameKey = JSONKey("userRecordName")
+    private static let deviceIDKey = JSONKey("deviceID")
 }
