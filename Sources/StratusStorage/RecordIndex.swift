@@ -33,10 +33,10 @@ public struct IndexEntry: Hashable, Sendable {
     }
 
     /// Whether this entry comes before `other` in the index's key order among one record's entries:
-    /// by field (its UTF-8 bytes), kind, then value. Written in this order, a record's index rows go
-    /// into neighbouring places of the index's B-tree.
+    /// by field, kind, then value (field names are ASCII, so `String`'s order is their bytes' order).
+    /// Written in this order, a record's index rows go into neighbouring places of the index's B-tree.
     public func precedes(_ other: IndexEntry) -> Bool {
-        if field != other.field { return field.utf8.lexicographicallyPrecedes(other.field.utf8) }
+        if field != other.field { return field < other.field }
         if kind != other.kind { return kind.rawValue < other.kind.rawValue }
         return value < other.value
     }

@@ -346,24 +346,23 @@ extension [UInt8] {
     /// Whether canonical field JSON holds a type tag that starts with `tag` (`"type":"REFERENCE`
     /// also finds `REFERENCE_LIST`): records without one need not be decoded.
     func contains(tag: String) -> Bool {
-        // Horspool's search: this runs for every record of every feed page, and a scan that tries
-        // each position stops at every quote; this one moves by up to the tag's length.
-        let needle = Array(tag.utf8)
-        guard !needle.isEmpty, count >= needle.count else { return needle.isEmpty }
-        var shift = [Int](repeating: needle.count, count: 256)
-        for (index, byte) in needle.dropLast().enumerated() { shift[Int(byte)] = needle.count - 1 - index }
-        return withUnsafeBufferPointer { bytes in
-            var start = 0
-            while start + needle.count <= bytes.count {
-                let last = bytes[start + needle.count - 1]
-                if last == needle[needle.count - 1] {
-                    var index = needle.count - 2
-                    while index >= 0, bytes[start + index] == needle[index] { index -= 1 }
-                    if index < 0 { return true }
+        // This runs for every record of every feed page: each position is tried by the tag's last
+        // byte first, which is rarely a match, rather than by its first, a quote, which often is.
+        var tag = tag
+        return tag.withUTF8 { needle in
+            guard let last = needle.last else { return true }
+            return withUnsafeBufferPointer { bytes in
+                var end = needle.count - 1
+                while end < bytes.count {
+                    if bytes[end] == last {
+                        var index = needle.count - 2
+                        while index >= 0, bytes[end - (needle.count - 1) + index] == needle[index] { index -= 1 }
+                        if index < 0 { return true }
+                    }
+                    end += 1
                 }
-                start += shift[Int(last)]
+                return false
             }
-            return false
         }
     }
 }
