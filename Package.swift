@@ -176,7 +176,7 @@ let package = Package(
             dependencies: [
                 "StratusServer", "StratusSQLite", "StratusPostgres", "StratusProcess",
                 .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync", "StratusStore",
-                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOPosix", package: "swift-nio"),
