@@ -35,17 +35,7 @@ final class ChangeCapture: Sendable {
         try await pool.writeWithoutTransaction { db in
             try db.inTransaction {
                 try StoreMetadata.create(in: db)
-                try db.execute(
-                    sql: """
-                        CREATE TABLE IF NOT EXISTS stratusstore_transactions (
-                            id INTEGER PRIMARY KEY, author TEXT NOT NULL, time_ms INTEGER NOT NULL);
-                        CREATE TABLE IF NOT EXISTS stratusstore_changes (
-                            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                            transaction_id INTEGER NOT NULL REFERENCES stratusstore_transactions(id),
-                            table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL);
-                        CREATE INDEX IF NOT EXISTS stratusstore_changes_transaction
-                            ON stratusstore_changes (transaction_id);
-                        """)
+                try createChangeLog(in: db)
                 try createOutbox(in: db)
                 // A file whose outbox earlier triggers kept has every change folded already.
                 try StoreMetadata.startFolding(in: db)
@@ -71,6 +61,42 @@ final class ChangeCapture: Sendable {
             db.add(transactionObserver: TransactionEnd(capture: capture), extent: .databaseLifetime)
             return capture
         }
+    }
+
+    /// The change log: the transactions, each with its first change, and the changes in commit
+    /// order. A change is one append to one B-tree: its number is the table's next row ID (changes
+    /// are never deleted, so numbers never repeat without `AUTOINCREMENT`'s bookkeeping row), and a
+    /// transaction's changes are found from its first change's number, with no index to update. A
+    /// log of an earlier layout (an `AUTOINCREMENT` key and an index by transaction) is rebuilt in
+    /// this one.
+    private static func createChangeLog(in db: Database) throws {
+        let changes = """
+            CREATE TABLE stratusstore_changes (
+                seq INTEGER PRIMARY KEY, transaction_id INTEGER NOT NULL,
+                table_name TEXT NOT NULL, row_id NOT NULL, operation TEXT NOT NULL)
+            """
+        guard try db.tableExists("stratusstore_changes") else {
+            try db.execute(
+                sql: """
+                    CREATE TABLE stratusstore_transactions (
+                        id INTEGER PRIMARY KEY, author TEXT NOT NULL, time_ms INTEGER NOT NULL, first_change INTEGER NOT NULL);
+                    \(changes);
+                    """)
+            return
+        }
+        guard try !db.columns(in: "stratusstore_transactions").contains(where: { $0.name == "first_change" }) else { return }
+        try db.execute(
+            sql: """
+                ALTER TABLE stratusstore_transactions ADD COLUMN first_change INTEGER NOT NULL DEFAULT 0;
+                UPDATE stratusstore_transactions SET first_change = coalesce(
+                    (SELECT min(seq) FROM stratusstore_changes WHERE transaction_id = stratusstore_transactions.id),
+                    (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes));
+                ALTER TABLE stratusstore_changes RENAME TO stratusstore_changes_earlier;
+                \(changes);
+                INSERT INTO stratusstore_changes SELECT seq, transaction_id, table_name, row_id, operation
+                    FROM stratusstore_changes_earlier;
+                DROP TABLE stratusstore_changes_earlier;
+                """)
     }
 
     /// The outbox, keyed by row first (a UUID names one row of all synced tables, and the mirror
@@ -114,9 +140,10 @@ final class ChangeCapture: Sendable {
         // than the last committed one, so once its row is there it is the latest: the change takes
         // that, without asking the capture a second time.
         let transaction = """
-            INSERT INTO stratusstore_transactions (id, author, time_ms)
+            INSERT INTO stratusstore_transactions (id, author, time_ms, first_change)
                 SELECT stratusstore_transaction(\(latest)), stratusstore_author(),
-                    CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+                    CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
+                    (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes)
                 WHERE \(latest) IS NOT stratusstore_transaction(\(latest));
             """
         func change(_ row: String, _ operation: String, when condition: String? = nil) -> String {

@@ -205,7 +205,10 @@ enum StoreMetadata {
                 arguments: [version]
             ).compactMap(PendingChange.init(row:)).filter { !superseding.contains([$0.table.databaseValue, $0.storedKey]) }
         }
-        return try (entries + unfolded.sorted { $0.version < $1.version }).map { try withZone($0, in: db) }
+        entries += unfolded.sorted { $0.version < $1.version }
+        // Rows are in the store's own zone unless some row was placed in another.
+        guard try hasRowsInOtherZones(in: db) else { return entries }
+        return try entries.map { try withZone($0, in: db) }
     }
 
     /// Removes `change`'s entry if the row changed no more since that version.

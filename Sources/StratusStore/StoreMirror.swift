@@ -104,10 +104,15 @@ actor StoreMirror: SyncEngineDelegate {
         let placed = try await placeNewRows(outbox)
         let queued = Set(placed.compactMap(change(for:)) + moved.map { .deleteRecord($0) })
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges.filter { !queued.contains($0) })
-        queue(placed)
+        queue(placed, isWholeOutboxAfterMark: true)
         engine.state.add(pendingRecordZoneChanges: moved.map { .deleteRecord($0) })
+        // An engine that syncs by itself is handed each commit's changes soon after it, so that it
+        // schedules a send. Otherwise nothing sends before the app syncs, and the changes of every
+        // commit since are handed over then, in one read of the outbox, off the app's writes.
         // Commits that come while a queueing is waiting to start are queued by it: one task at a
         // time, however fast the app commits.
+        if scope == .public, configuration.automaticallySync { startPolling() }
+        guard configuration.automaticallySync, scope != .public else { return }
         capture.afterCapturedCommit.withLock { action in
             action = { [weak self] in
                 guard let self, self.queueingScheduled.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
@@ -118,7 +123,6 @@ actor StoreMirror: SyncEngineDelegate {
                 }
             }
         }
-        if scope == .public, configuration.automaticallySync { startPolling() }
     }
 
     deinit {
@@ -261,7 +265,12 @@ actor StoreMirror: SyncEngineDelegate {
         return entry.operation == .save || scope == .public ? .saveRecord(recordID) : .deleteRecord(recordID)
     }
 
-    private func queue(_ entries: [PendingChange]) {
+    /// Hands `entries` to the engine. When they are every outbox entry above `lastQueuedVersion`
+    /// (`isWholeOutboxAfterMark`), the next queueing reads only what came after them; entries of
+    /// some rows alone leave the mark, so that a change of another row between the two versions is
+    /// still read.
+    private func queue(_ entries: [PendingChange], isWholeOutboxAfterMark: Bool = false) {
+        if isWholeOutboxAfterMark { lastQueuedVersion = max(lastQueuedVersion, entries.map(\.version).max() ?? 0) }
         guard !entries.isEmpty else { return }
         var changes: [SyncEngine.PendingRecordZoneChange] = []
         for entry in entries {
@@ -275,12 +284,11 @@ actor StoreMirror: SyncEngineDelegate {
             }
         }
         engine.state.add(pendingRecordZoneChanges: changes)
-        lastQueuedVersion = max(lastQueuedVersion, entries.map(\.version).max() ?? 0)
     }
 
     private func queueNewOutboxEntries() async throws {
         let version = lastQueuedVersion
-        queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: version, in: db) }))
+        queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: version, in: db) }), isWholeOutboxAfterMark: true)
     }
 
     /// Places each new row that references a row of a share in that share's zone (as a to-do added
@@ -1030,7 +1038,7 @@ actor StoreMirror: SyncEngineDelegate {
     }
 
     private func queueAllOutboxEntries() async throws {
-        queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) }))
+        queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) }), isWholeOutboxAfterMark: true)
     }
 
     // MARK: - Helpers

@@ -218,19 +218,23 @@ public final class StratusStore: Sendable {
     ) async throws -> HistoryPage {
         try await pool.read { db in
             let transactions = try Row.fetchAll(
-                db, sql: "SELECT id, author, time_ms FROM stratusstore_transactions WHERE id > ? ORDER BY id LIMIT ?",
+                db, sql: "SELECT id, author, time_ms, first_change FROM stratusstore_transactions WHERE id > ? ORDER BY id LIMIT ?",
                 arguments: [token?.transaction ?? 0, max(1, limit)])
             guard let last = transactions.last?["id"] as Int64? else {
                 return HistoryPage(transactions: [], token: token ?? HistoryToken(transaction: 0))
             }
             let kept = transactions.filter { !excludingAuthors.contains($0["author"] as String) }
             var changes: [Int64: [HistoryChange]] = [:]
-            if let first = kept.first?["id"] as Int64? {
+            if let first = kept.first?["first_change"] as Int64? {
+                // A transaction's changes follow its first one, up to the next transaction's first.
                 for row in try Row.fetchAll(
                     db,
                     sql: """
                         SELECT transaction_id, table_name, row_id, operation FROM stratusstore_changes
-                        WHERE transaction_id BETWEEN ? AND ? ORDER BY seq
+                        WHERE seq >= ? AND seq < coalesce(
+                            (SELECT first_change FROM stratusstore_transactions WHERE id > ? ORDER BY id LIMIT 1),
+                            9223372036854775807)
+                        ORDER BY seq
                         """, arguments: [first, last])
                 {
                     guard let rowID = UUID.fromDatabaseValue(row["row_id"]),

@@ -58,7 +58,7 @@ struct StoreMetadataTests {
         }
     }
 
-    @Test("an outbox of the earlier layout (keyed by table first, kept by triggers) is rebuilt keyed by row, its entries kept, and folding starts after its changes")
+    @Test("an outbox and a change log of the earlier layouts are rebuilt, their entries and history kept, and folding starts after their changes")
     func outboxMigrates() async throws {
         try await StoreFoundationTests.withDirectory { directory in
             let pool = try StoreFoundationTests.makePool(directory)
@@ -90,6 +90,12 @@ struct StoreMetadataTests {
             let next = UUID()
             try await store.write { db in try db.execute(sql: "INSERT INTO lists (id) VALUES (?)", arguments: [next.uuidString]) }
             #expect(try await store.pendingChanges().map(\.rowID) == [rowID, next])
+            let log = try await pool.read { db in
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'stratusstore_changes'")
+            }
+            #expect(log?.contains("AUTOINCREMENT") == false)
+            let history = try await store.history()
+            #expect(history.transactions.map { $0.changes.map(\.rowID) } == [[rowID], [next]])
         }
     }
 }
