@@ -163,14 +163,20 @@ enum StoreMetadata {
     /// The outbox entry of a row, found whatever form its key is stored in (a UUID names one row
     /// of all synced tables: it is the record's name in its zone).
     static func outboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
-        var entry = try unfoldedEntries(after: 0, rowID: rowID, in: db).max { $0.version < $1.version }
-        if entry == nil {
-            entry = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
-                arguments: StatementArguments(StoreColumns.keyForms(rowID))
-            ).flatMap(PendingChange.init(row:))
+        if let entry = try unfoldedEntries(after: 0, rowID: rowID, in: db).max(by: { $0.version < $1.version }) {
+            return try withZone(entry, in: db)
         }
-        return try entry.map { try withZone($0, in: db) }
+        return try foldedOutboxEntry(rowID: rowID, in: db)
+    }
+
+    /// The outbox entry of a row in a write that folded the app's changes first (so that the log
+    /// holds none after the fold): the outbox table alone, without reading the log, which a long
+    /// import makes long with its own changes.
+    static func foldedOutboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
+            arguments: StatementArguments(StoreColumns.keyForms(rowID))
+        ).flatMap(PendingChange.init(row:)).map { try withZone($0, in: db) }
     }
 
     /// An entry with the zone its row lives in.
@@ -223,7 +229,7 @@ enum StoreMetadata {
     /// decided the server needs the local side.
     static func requeue(_ operation: PendingChange.Operation, table: String, rowID: UUID, in db: GRDB.Database) throws {
         try fold(in: db)
-        if let entry = try outboxEntry(rowID: rowID, in: db) {
+        if let entry = try foldedOutboxEntry(rowID: rowID, in: db) {
             try db.cachedStatement(
                 sql: "UPDATE stratusstore_outbox SET operation = ? WHERE table_name = ? AND row_id = ?"
             ).execute(arguments: [operation.rawValue, table, entry.storedKey])

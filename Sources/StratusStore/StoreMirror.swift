@@ -554,7 +554,9 @@ actor StoreMirror: SyncEngineDelegate {
         var unreadable: [StoreMappingError] = []
     }
 
-    /// Decides rows against the server's records, within one write.
+    /// Decides rows against the server's records, within one write of ``writeAsImport(_:)``: the
+    /// app's changes are folded into the outbox when it starts, so entries are read from the outbox
+    /// table alone.
     private struct Merger {
         let mirror: StoreMirror
         let db: GRDB.Database
@@ -604,7 +606,7 @@ actor StoreMirror: SyncEngineDelegate {
             let live = record.flatMap { RecordMapping.isMarkedDeleted($0) ? nil : $0 }
             let server = try live.map { try mirror.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
             var result = server
-            if let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db) {
+            if let entry = try StoreMetadata.foldedOutboxEntry(rowID: rowID, in: db) {
                 let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
                 if server == known?.values {
                     // The server's record is the one this device last agreed on (its own save coming
@@ -646,7 +648,7 @@ actor StoreMirror: SyncEngineDelegate {
             } else {
                 try mirror.mapping.delete(rowID: rowID, from: table, columns: tableColumns, in: db)
             }
-            if let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db) {
+            if let entry = try StoreMetadata.foldedOutboxEntry(rowID: rowID, in: db) {
                 try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
                 outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
             }

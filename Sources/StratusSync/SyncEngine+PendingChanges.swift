@@ -111,7 +111,9 @@ struct ChangeQueue<Change: QueueableChange>: Sendable {
     enum Attempt: Sendable {
         case waiting
         case inFlight
-        case retrying(CloudError, Date)
+        // Boxed: a `CloudError` holds records inline, and every entry of a long queue would carry
+        // its size, copied with the entry each time the queue is read.
+        indirect case retrying(CloudError, Date)
     }
 
     private struct Entry: Sendable {

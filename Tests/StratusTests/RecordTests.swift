@@ -258,6 +258,17 @@ struct RecordTests {
             #expect(conflict?.code == .serverRecordChanged)
             #expect(conflict?.serverRecord?["text"] as? String == "three")
 
+            // What earlier versions wrote (`JSONEncoder`, sorted keys, integral milliseconds) still reads.
+            let earlier = try Record(
+                systemFieldsData: Data(
+                    #"{"creationDate":1764000000123,"lastModifiedDeviceID":"phone","ownerName":"_abc","recordChangeTag":"t1","recordName":"n","recordType":"Note","version":1,"zoneName":"Notes"}"#
+                        .utf8))
+            #expect(earlier.recordID == Record.ID(recordName: "n", zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_abc")))
+            #expect(earlier.recordChangeTag == "t1")
+            #expect(earlier.creationDate.map { ($0.timeIntervalSince1970 * 1000).rounded() } == 1_764_000_000_123)
+            #expect(earlier.modificationDate == nil)
+            #expect(earlier.lastModifiedDeviceID == "phone")
+
             let garbage = await cloudError { _ = try Record(systemFieldsData: Data("nonsense".utf8)) }
             #expect(garbage?.code == .invalidArguments)
             #expect(garbage?.message.contains("encodeSystemFields") == true)
