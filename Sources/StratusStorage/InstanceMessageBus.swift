@@ -4,8 +4,9 @@
 /// Delivery is at most once: an instance that loses its link misses what is sent meanwhile, and its
 /// stream says so with ``InstanceMessage/gap`` once the link is back.
 public protocol InstanceMessageBus: Sendable {
-    /// Sends a message to the other instances.
-    func broadcast(_ message: [UInt8]) async throws
+    /// Sends messages to the other instances, which receive them in this order. A bus may carry
+    /// several in one delivery: a burst of writes costs one round trip, not one per write.
+    func broadcast(_ messages: [[UInt8]]) async throws
     /// Listens to the other instances until the calling task is cancelled, handing each message to
     /// `receive` as it arrives. One listener per bus.
     func listen(_ receive: @Sendable (InstanceMessage) async -> Void) async

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import StratusModel
 import StratusPostgres
 import StratusStorage
@@ -49,6 +50,44 @@ struct PostgresConformanceTests {
         let page = try await b.recordChanges(zone: "Z", in: locator, after: nil, limit: 1000, recordTypes: nil)
         #expect(page.records.count == 200)
         #expect(page.records.map(\.sequence) == Array(1...200))
+    }
+
+    @Test("messages cross instances whole and in order: a burst shares notifications; a large one, or one holding a newline, goes through the table")
+    func messageBus() async throws {
+        let database = try await TestPostgres.createDatabase()
+        let a = try PostgresStorage(url: database.url, maximumConnections: 4)
+        let b = try PostgresStorage(url: database.url, maximumConnections: 4)
+        try await a.whileRunning {
+            try await b.whileRunning {
+                // Large messages go through a table: the instances have migrated once storage answers.
+                _ = try await a.migrationStatus()
+                _ = try await b.migrationStatus()
+                let sender = try #require(a.messageBus)
+                let listener = try #require(b.messageBus)
+                let received = Mutex<[[UInt8]]>([])
+                let listening = Task {
+                    await listener.listen { message in
+                        if case .message(let bytes) = message { received.withLock { $0.append(bytes) } }
+                    }
+                }
+                defer { listening.cancel() }
+                // LISTEN takes effect at some point after the task starts: probe until it hears.
+                let probe = Array("probe".utf8)
+                for _ in 0..<500 where !received.withLock({ $0.contains(probe) }) {
+                    try await sender.broadcast([probe])
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(received.withLock { $0.contains(probe) }, "B listens")
+                let burst: [[UInt8]] = (0..<40).map { Array(#"{"event":\#($0),"text":"café"}"#.utf8) }
+                    + [Array(repeating: UInt8(ascii: "x"), count: 9_000), Array("two\nlines".utf8)]
+                    + (40..<45).map { Array(#"{"event":\#($0)}"#.utf8) }
+                try await sender.broadcast(burst)
+                for _ in 0..<500 where received.withLock({ $0.filter { $0 != probe }.count }) < burst.count {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(received.withLock { $0.filter { $0 != probe } } == burst)
+            }
+        }
     }
 
     @Test("concurrent writes to one zone share a transaction: one lock, one statement, one commit per group")

@@ -43,9 +43,10 @@ final class PushHub: Service {
     private let logger: Logger
     private let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
-    /// Local events waiting to go to the other instances.
-    private let outgoing: AsyncStream<Event>
-    private let outgoingContinuation: AsyncStream<Event>.Continuation
+    /// Local events waiting to go to the other instances, and the bell that says some are.
+    private let outgoing = Mutex<[Event]>([])
+    private let outgoingBell: AsyncStream<Void>
+    private let outgoingBellContinuation: AsyncStream<Void>.Continuation
     private let registry = Mutex(Registry())
 
     init(
@@ -57,13 +58,16 @@ final class PushHub: Service {
         self.configuration = configuration
         self.logger = logger
         (events, continuation) = AsyncStream.makeStream()
-        (outgoing, outgoingContinuation) = AsyncStream.makeStream()
+        (outgoingBell, outgoingBellContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Hands an event to the hub; returns at once.
     func publish(_ event: Event) {
         continuation.yield(event)
-        if bus != nil { outgoingContinuation.yield(event) }
+        if bus != nil {
+            outgoing.withLock { $0.append(event) }
+            outgoingBellContinuation.yield()
+        }
     }
 
     func run() async throws {
@@ -109,10 +113,18 @@ final class PushHub: Service {
     }
 
     /// Sends local events to the other instances, in order.
+    /// Sends the local events to the other instances: every event published while the last send
+    /// was under way goes in the next one.
     private func send(to bus: any InstanceMessageBus) async {
-        for await event in outgoing {
+        for await _ in outgoingBell {
+            let events = outgoing.withLock { events in
+                defer { events = [] }
+                return events
+            }
+            guard !events.isEmpty else { continue }
             do {
-                try await bus.broadcast(event.message(sentAt: configuration.clock.milliseconds))
+                let now = configuration.clock.milliseconds
+                try await bus.broadcast(events.map { $0.message(sentAt: now) })
             } catch {
                 // Shutting down cancels a send in flight; anything else is worth knowing.
                 if !Task.isCancelled {
