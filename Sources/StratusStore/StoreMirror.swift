@@ -329,7 +329,9 @@ actor StoreMirror: SyncEngineDelegate {
     func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+        // The front of the queue, a request's worth at a time (the whole queue would cost each batch
+        // a copy of everything pending).
+        var pending = syncEngine.state.pendingRecordZoneChanges(in: context.options.scope, limit: Self.operationsPerRequest)
         guard !pending.isEmpty else { return nil }
         do {
             // The app's changes are folded into the outbox here, off the app's writes, so that the
@@ -341,7 +343,13 @@ actor StoreMirror: SyncEngineDelegate {
             var records: [Stratus.Record.ID: Stratus.Record] = [:]
             var settled: [SyncEngine.PendingRecordZoneChange] = []
             var scanned = 0
-            while scanned < pending.count, sent.count < Self.operationsPerRequest {
+            while sent.count < Self.operationsPerRequest {
+                if scanned == pending.count {
+                    // Changes the outbox settled or could not send left room: read further along.
+                    pending = syncEngine.state.pendingRecordZoneChanges(
+                        in: context.options.scope, limit: scanned + Self.operationsPerRequest)
+                    guard scanned < pending.count else { break }
+                }
                 let chunk = Array(pending[scanned..<min(scanned + Self.operationsPerRequest, pending.count)])
                 scanned += chunk.count
                 let (chunkSent, chunkRecords, unsendable) = try await pool.read { db in try self.changesToSend(chunk, in: db) }

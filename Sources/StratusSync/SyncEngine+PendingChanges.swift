@@ -199,6 +199,15 @@ struct ChangeQueue<Change: QueueableChange>: Sendable {
         update(change) { $0.attempt = .inFlight }
     }
 
+    /// The first `limit` pending changes that satisfy `predicate`, in order.
+    func prefix(_ limit: Int, where predicate: (Change) -> Bool) -> [Change] {
+        var result: [Change] = []
+        for entry in entries where result.count < limit {
+            if let change = entry?.change, predicate(change) { result.append(change) }
+        }
+        return result
+    }
+
     /// Whether a pending change satisfies `predicate`.
     func contains(where predicate: (Change) -> Bool) -> Bool {
         entries.contains { $0.map { predicate($0.change) } ?? false }

@@ -40,6 +40,15 @@ extension SyncEngine {
             storage.withLock { $0.snapshot.recordZoneChanges.changes }
         }
 
+        /// The first `limit` records to save or delete within `scope`, in the order they were added:
+        /// what one batch is made from. It costs time in proportion to `limit`, where
+        /// ``pendingRecordZoneChanges`` copies every pending change, which a delegate that reads it
+        /// for each batch pays once per batch: a send of a long queue then grows with its square.
+        /// Ask for more than one request holds when the record provider may skip changes.
+        public func pendingRecordZoneChanges(in scope: SendChangesOptions.Scope, limit: Int) -> [PendingRecordZoneChange] {
+            storage.withLock { $0.snapshot.recordZoneChanges.prefix(limit) { scope.contains($0) } }
+        }
+
         /// The zones to save and delete, in the order they were added.
         public var pendingDatabaseChanges: [PendingDatabaseChange] {
             storage.withLock { $0.snapshot.databaseChanges.changes }

@@ -232,7 +232,8 @@ final class BenchDevice: SyncEngineDelegate {
     func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+        // The front of the queue, twice what a request holds by default (every record is at hand: none is skipped).
+        let pending = syncEngine.state.pendingRecordZoneChanges(in: context.options.scope, limit: 400)
         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
             self.records.withLock { $0[recordID] }
         }

@@ -35,6 +35,22 @@ struct ChangeQueueTests {
         #expect(queue.changes == [.saveRecord(Self.b)])
     }
 
+    @Test("the front of the queue is the whole queue's first changes that match, in order, across removed entries")
+    func front() {
+        var queue = Queue()
+        let ids = (0..<300).map { Record.ID(recordName: "r\($0)", zoneID: RecordZone.ID(zoneName: $0.isMultiple(of: 3) ? "Z" : "Y")) }
+        for (index, id) in ids.enumerated() { queue.add(.saveRecord(id), version: UInt64(index)) }
+        // Removed entries leave holes until the queue compacts: the front skips them.
+        for id in ids.prefix(100) { queue.remove(.saveRecord(id)) }
+        queue.add(.deleteRecord(ids[150]), version: 400)
+        let inZ: (SyncEngine.PendingRecordZoneChange) -> Bool = { $0.recordID.zoneID.zoneName == "Z" }
+        for limit in [0, 1, 10, 66, 67, 500] {
+            let expected = Array(queue.changes.filter(inZ).prefix(limit))
+            #expect(queue.prefix(limit, where: inZ) == expected, "limit \(limit)")
+        }
+        #expect(queue.prefix(500) { _ in true } == queue.changes)
+    }
+
     @Test("a confirmation removes a change only if it was not added again after the batch was built")
     func confirmationsRespectVersions() {
         var queue = Queue()
