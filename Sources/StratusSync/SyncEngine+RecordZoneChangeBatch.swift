@@ -21,22 +21,24 @@ extension SyncEngine {
         /// A batch of the first `pendingChanges`, in order, that fit one request within the server's
         /// limits (operations per request, and bytes); `nil` when none does. `recordProvider` gives
         /// the record to save for each `saveRecord`; a change whose record it does not give (`nil`)
-        /// is skipped, and stays pending.
+        /// is skipped, and stays pending. Changes of records in the request on the way to the server
+        /// are skipped too: they go in a later batch, once their answer is kept.
         public init?(
             pendingChanges: [PendingRecordZoneChange], recordProvider: @Sendable (Record.ID) async -> Record?
         ) async {
-            let limits = SyncEngine.batchLimits
+            let rules = SyncEngine.batchRules
             var saves: [Record] = []
             var deletes: [Record.ID] = []
             var bytes = 0
             changes: for change in pendingChanges {
-                guard saves.count + deletes.count < limits.operations else { break }
+                guard saves.count + deletes.count < rules.operations else { break }
+                guard !rules.recordIDsOnTheWay.contains(change.recordID) else { continue }
                 switch change {
                 case .saveRecord(let recordID):
                     guard let record = await recordProvider(recordID) else { continue }
                     let size = record.estimatedSize
                     // The batch ends at the first change that does not fit: later ones wait their turn.
-                    if !saves.isEmpty || !deletes.isEmpty, bytes + size > limits.bytes { break changes }
+                    if !saves.isEmpty || !deletes.isEmpty, bytes + size > rules.bytes { break changes }
                     bytes += size
                     saves.append(record)
                 case .deleteRecord(let recordID):
@@ -49,14 +51,17 @@ extension SyncEngine {
         }
     }
 
-    /// The limits a batch is filled to: the server's, set by the engine while it asks the delegate
-    /// for a batch; CloudKit's defaults otherwise.
-    @TaskLocal static var batchLimits = BatchLimits(operations: 200, bytes: 2 << 20)
+    /// What the next batch may hold, set by the engine while it asks the delegate for a batch:
+    /// the server's limits, and not the records of the request on the way. CloudKit's default
+    /// limits otherwise.
+    @TaskLocal static var batchRules = BatchRules(operations: 200, bytes: 2 << 20)
 
-    /// How much one send request holds.
-    struct BatchLimits: Sendable {
+    /// What one send request may hold.
+    struct BatchRules: Sendable {
         var operations: Int
         var bytes: Int
+        /// The records of the request on the way to the server, which wait for its answer.
+        var recordIDsOnTheWay: Set<Record.ID> = []
     }
 }
 

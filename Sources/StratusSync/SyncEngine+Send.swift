@@ -105,54 +105,141 @@ extension SyncEngine {
     /// create after `zoneNotFound`) go out before the next batch. A record or zone is sent at most
     /// twice in one send (once more after its failure was resolved), so that a delegate that keeps
     /// handing the same refused change cannot loop. Returns what failed.
+    ///
+    /// One request is on the way at a time, and the delegate works while it is: it prepares the next
+    /// batch then (the records on the way left out), and when an answer holds no failure the next
+    /// batch goes out before the delegate hears of that answer, so that the delegate's reading and
+    /// keeping of rows overlaps the server's writes instead of adding to them. After a failure the
+    /// send goes one request at a time, as the failure's handling may add a zone to create first,
+    /// or end the send.
     private func sendPendingChanges(
         _ context: SendChangesContext, delegate: any SyncEngineDelegate
     ) async throws -> [CloudError.ItemID: CloudError] {
         let limits = try await transport.serverLimits()
-        let batchLimits = BatchLimits(
+        let rules = BatchRules(
             operations: limits.maxOperationsPerRequest,
             // Leave room for the request's envelope and the records' JSON beyond their values.
             bytes: limits.maxRequestBodyBytes / 2)
         let scope = context.options.scope
         var attempts: [CloudError.ItemID: Int] = [:]
         var failures: [CloudError.ItemID: CloudError] = [:]
-        while true {
-            try Task.checkCancellation()
-            let zoneChanges = state.withSnapshot { snapshot in
+        /// Counts a batch's changes as attempted; `false` when every one was attempted twice already.
+        func attempt(_ batch: PreparedBatch) -> Bool {
+            let itemIDs = batch.recordIDs.map(CloudError.ItemID.record)
+            guard itemIDs.contains(where: { attempts[$0, default: 0] < 2 }) else { return false }
+            for itemID in itemIDs { attempts[itemID, default: 0] += 1 }
+            return true
+        }
+        func pendingZoneChanges() -> [PendingDatabaseChange] {
+            state.withSnapshot { snapshot in
                 snapshot.databaseChanges.changes.filter { scope.covers($0.zoneID) && attempts[.zone($0.zoneID), default: 0] < 2 }
             }
-            if !zoneChanges.isEmpty {
-                for change in zoneChanges { attempts[.zone(change.zoneID), default: 0] += 1 }
-                failures.merge(try await sendDatabaseChanges(zoneChanges, delegate: delegate)) { $1 }
+        }
+        var onTheWay: RecordRequest?
+        var ahead: PreparedBatch?
+        while true {
+            if onTheWay == nil {
+                try Task.checkCancellation()
+                let zoneChanges = pendingZoneChanges()
+                if !zoneChanges.isEmpty {
+                    for change in zoneChanges { attempts[.zone(change.zoneID), default: 0] += 1 }
+                    failures.merge(try await sendDatabaseChanges(zoneChanges, delegate: delegate)) { $1 }
+                }
+                var prepared = ahead
+                ahead = nil
+                if prepared == nil { prepared = await prepareBatch(context, rules: rules, delegate: delegate) }
+                guard let prepared else {
+                    if scope == .all { state.withSnapshot { $0.hasPendingUntrackedChanges = false } }
+                    return failures
+                }
+                guard attempt(prepared) else { return failures }
+                onTheWay = startRequest(prepared)
             }
-            let version = state.withSnapshot { $0.version }
-            let batch = await Self.$batchLimits.withValue(batchLimits) {
-                await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
+            guard let request = onTheWay else { continue }
+            if ahead == nil {
+                var rulesMeanwhile = rules
+                rulesMeanwhile.recordIDsOnTheWay = Set(request.batch.recordIDs)
+                ahead = await prepareBatch(context, rules: rulesMeanwhile, delegate: delegate)
             }
-            guard let batch, !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else {
-                if scope == .all { state.withSnapshot { $0.hasPendingUntrackedChanges = false } }
-                return failures
+            let outcome = settle(request.batch, answer: await request.answer())
+            onTheWay = nil
+            if outcome.failures.isEmpty, let next = ahead, pendingZoneChanges().isEmpty, attempt(next) {
+                // Nothing failed, so nothing stops the send: the next batch goes out now.
+                ahead = nil
+                onTheWay = startRequest(next)
             }
-            let itemIDs = (batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete).map(CloudError.ItemID.record)
-            guard itemIDs.contains(where: { attempts[$0, default: 0] < 2 }) else { return failures }
-            for itemID in itemIDs { attempts[itemID, default: 0] += 1 }
-            failures.merge(try await send(batch, version: version, delegate: delegate)) { $1 }
+            await emit(.sentRecordZoneChanges(outcome.event), to: delegate)
+            // Throws only for a failure, and after one no request is on the way.
+            try outcome.settling.finish()
+            failures.merge(outcome.failures) { $1 }
         }
     }
 
-    /// Sends one batch and reports what became of each record; returns the records that failed.
-    private func send(
-        _ batch: RecordZoneChangeBatch, version: UInt64, delegate: any SyncEngineDelegate
-    ) async throws -> [CloudError.ItemID: CloudError] {
+    /// A batch the delegate prepared, and the state's version before it was asked.
+    private struct PreparedBatch: Sendable {
+        var batch: RecordZoneChangeBatch
+        var version: UInt64
+
+        var recordIDs: [Record.ID] { batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete }
+    }
+
+    /// Asks the delegate for the next batch within `rules`; `nil` when it has none now. Records on
+    /// the way that the delegate put in the batch anyway are left for a later one: built before
+    /// their answer was kept, they would be sent with a change tag that answer replaces.
+    private func prepareBatch(
+        _ context: SendChangesContext, rules: BatchRules, delegate: any SyncEngineDelegate
+    ) async -> PreparedBatch? {
+        let version = state.withSnapshot { $0.version }
+        guard var batch = await Self.$batchRules.withValue(rules, operation: {
+            await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
+        }) else { return nil }
+        if !rules.recordIDsOnTheWay.isEmpty {
+            batch.recordsToSave.removeAll { rules.recordIDsOnTheWay.contains($0.recordID) }
+            batch.recordIDsToDelete.removeAll { rules.recordIDsOnTheWay.contains($0) }
+        }
+        guard !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else { return nil }
+        return PreparedBatch(batch: batch, version: version)
+    }
+
+    /// A batch on its way to the server.
+    private struct RecordRequest {
+        let batch: PreparedBatch
+        let task: Task<Answer<Record.ID, Record>, Never>
+
+        /// The server's answer; cancelling the waiting task cancels the request.
+        func answer() async -> Answer<Record.ID, Record> {
+            await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        }
+    }
+
+    /// Marks a batch's changes in flight and sends it.
+    private func startRequest(_ prepared: PreparedBatch) -> RecordRequest {
+        let batch = prepared.batch
         state.withSnapshot { snapshot in
             for record in batch.recordsToSave { snapshot.recordZoneChanges.markInFlight(.saveRecord(record.recordID)) }
             for recordID in batch.recordIDsToDelete { snapshot.recordZoneChanges.markInFlight(.deleteRecord(recordID)) }
         }
-        let answer = await Answer {
-            try await transport.modifyRecords(
-                saving: batch.recordsToSave, deleting: batch.recordIDsToDelete, savePolicy: .ifServerRecordUnchanged,
-                atomically: batch.atomicByZone)
+        let transport = transport
+        let task = Task {
+            await Answer {
+                try await transport.modifyRecords(
+                    saving: batch.recordsToSave, deleting: batch.recordIDsToDelete, savePolicy: .ifServerRecordUnchanged,
+                    atomically: batch.atomicByZone)
+            }
         }
+        return RecordRequest(batch: prepared, task: task)
+    }
+
+    /// What became of a batch: the event that tells the delegate, what failed, and how the send goes on.
+    private struct BatchOutcome {
+        var event: Event.SentRecordZoneChanges
+        var failures: [CloudError.ItemID: CloudError]
+        var settling: Settling
+    }
+
+    /// Keeps in the state what became of each change of a batch.
+    private func settle(_ prepared: PreparedBatch, answer: Answer<Record.ID, Record>) -> BatchOutcome {
+        let (batch, version) = (prepared.batch, prepared.version)
         var settling = Settling(engine: self)
         var savedRecords: [Record] = []
         var failedRecordSaves: [Event.SentRecordZoneChanges.FailedRecordSave] = []
@@ -189,20 +276,17 @@ extension SyncEngine {
                 deletedRecordIDs.append(recordID)
             }
         }
-        await emit(
-            .sentRecordZoneChanges(
-                .init(
-                    savedRecords: savedRecords, failedRecordSaves: failedRecordSaves, deletedRecordIDs: deletedRecordIDs,
-                    failedRecordDeletes: failedRecordDeletes)),
-            to: delegate)
-        try settling.finish()
         var failures = failedRecordDeletes.mapKeys(CloudError.ItemID.record)
         for failure in failedRecordSaves { failures[.record(failure.record.recordID)] = failure.error }
-        return failures
+        return BatchOutcome(
+            event: .init(
+                savedRecords: savedRecords, failedRecordSaves: failedRecordSaves, deletedRecordIDs: deletedRecordIDs,
+                failedRecordDeletes: failedRecordDeletes),
+            failures: failures, settling: settling)
     }
 
     /// The server's answer to a batch: its results, or the error that failed the whole request.
-    private struct Answer<ID: Hashable & Sendable, Saved: Sendable> {
+    private struct Answer<ID: Hashable & Sendable, Saved: Sendable>: Sendable {
         var results: ModifyResults<ID, Saved>?
         var requestError: CloudError?
 

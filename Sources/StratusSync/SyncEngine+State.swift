@@ -44,9 +44,15 @@ extension SyncEngine {
         /// what one batch is made from. It costs time in proportion to `limit`, where
         /// ``pendingRecordZoneChanges`` copies every pending change, which a delegate that reads it
         /// for each batch pays once per batch: a send of a long queue then grows with its square.
-        /// Ask for more than one request holds when the record provider may skip changes.
+        /// Ask for more than one request holds when the record provider may skip changes. Asked
+        /// while the engine prepares a batch, it leaves out the records of the request on the way to
+        /// the server (the engine prepares the next batch while one is on the way): they go in a
+        /// later batch, once their answer is kept.
         public func pendingRecordZoneChanges(in scope: SendChangesOptions.Scope, limit: Int) -> [PendingRecordZoneChange] {
-            storage.withLock { $0.snapshot.recordZoneChanges.prefix(limit) { scope.contains($0) } }
+            let onTheWay = SyncEngine.batchRules.recordIDsOnTheWay
+            return storage.withLock {
+                $0.snapshot.recordZoneChanges.prefix(limit) { scope.contains($0) && !onTheWay.contains($0.recordID) }
+            }
         }
 
         /// The zones to save and delete, in the order they were added.

@@ -2,6 +2,7 @@ import Foundation
 import Stratus
 import StratusSync
 import StratusTestSupport
+import Synchronization
 import Testing
 
 @Suite("sync engine: two devices, manual sync")
@@ -78,6 +79,43 @@ struct SyncTests {
             try await laptop.fetchChanges()
             #expect(await laptop.contacts == phone.contacts)
             #expect(await laptop.contacts.count == count)
+        }
+    }
+
+    @Test("the next batch is prepared while one is on the way, without its records; an edit made meanwhile goes out after its answer, without a conflict")
+    func batchPreparedWhileOneIsOnTheWay() async throws {
+        try await withServer { server in
+            let (phone, laptop) = try await twoDevices(server)
+            await phone.createZone()
+            for index in 0..<450 { await phone.save("contact-\(index)", "Person \(index)") }
+            let seenWhilePreparingSecond = Mutex<(reported: Int, front: [SyncEngine.PendingRecordZoneChange])?>(nil)
+            await phone.setBeforeBatch { batch in
+                guard batch == 2 else { return }
+                // The first batch is on the way: its answer is not reported yet, and an edit of one
+                // of its records must wait for that answer.
+                await phone.save("contact-0", "Edited")
+                let reported = await phone.sentRecordZoneChanges.count
+                let front = await phone.engine.state.pendingRecordZoneChanges(in: .all, limit: 1_000)
+                seenWhilePreparingSecond.withLock { $0 = (reported, front) }
+            }
+            try await phone.sendChanges()
+
+            let seen = try #require(seenWhilePreparingSecond.withLock { $0 })
+            #expect(seen.reported == 0)
+            #expect(seen.front.count == 250)
+            #expect(seen.front.first { $0.recordID.recordName == "contact-0" } == nil)
+            let sent = await phone.sentRecordZoneChanges
+            #expect(sent.allSatisfy { $0.failedRecordSaves.isEmpty })
+            let saved = sent.flatMap { $0.savedRecords.map(\.recordID.recordName) }
+            #expect(saved.count == 451)
+            #expect(Set(saved).count == 450)
+            #expect(saved.filter { $0 == "contact-0" }.count == 2)
+            #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
+
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts.count == 450)
+            #expect(await laptop.contacts["contact-0"] == "Edited")
+            #expect(try await server.value(of: "contact-0", in: phone) == "Edited")
         }
     }
 
