@@ -186,6 +186,11 @@ enum StoreMetadata {
         return entry
     }
 
+    /// Whether the outbox table holds an entry: in a write that folded first, whether the outbox does.
+    static func hasFoldedOutboxEntries(in db: GRDB.Database) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM stratusstore_outbox)")) ?? false
+    }
+
     /// How many rows have a change the server has not confirmed.
     static func outboxCount(in db: GRDB.Database) throws -> Int {
         let unfolded = try unfoldedEntries(after: 0, in: db)

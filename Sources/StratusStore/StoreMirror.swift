@@ -532,7 +532,7 @@ actor StoreMirror: SyncEngineDelegate {
         alsoWrite: (@Sendable (GRDB.Database) throws -> Void)? = nil
     ) async throws {
         let (outcome, transaction) = try await writeAsImport { [self] db in
-            var merger = Merger(mirror: self, db: db)
+            var merger = try Merger(mirror: self, db: db)
             for record in records {
                 if let share = Share(record) {
                     try StoreMetadata.setSharePermission(
@@ -571,10 +571,24 @@ actor StoreMirror: SyncEngineDelegate {
         var columns: [String: StoreColumns] = [:]
         /// What the merges changed, to hand to the engine after the commit.
         var outcome = MergeOutcome()
+        /// Whether the outbox may hold an entry: read once (a device that only receives has none,
+        /// and its records then skip the lookup), set again when a merge queues one.
+        private var outboxMayHoldEntries: Bool
+        /// Whether a row may live outside the store's own zone: read once (most stores keep every
+        /// row in it, and their records then skip forgetting a placement they never had), set again
+        /// when a record places one elsewhere.
+        private var rowsMayLiveElsewhere: Bool
 
-        init(mirror: StoreMirror, db: GRDB.Database) {
+        init(mirror: StoreMirror, db: GRDB.Database) throws {
             self.mirror = mirror
             self.db = db
+            outboxMayHoldEntries = try StoreMetadata.hasFoldedOutboxEntries(in: db)
+            rowsMayLiveElsewhere = try StoreMetadata.hasRowsInOtherZones(in: db)
+        }
+
+        /// The outbox entry of a row, when the outbox may hold one.
+        private func outboxEntry(rowID: UUID) throws -> PendingChange? {
+            outboxMayHoldEntries ? try StoreMetadata.foldedOutboxEntry(rowID: rowID, in: db) : nil
         }
 
         /// ``apply(server:recordID:recordType:)``, skipping (and keeping the reason of) a record no row
@@ -614,7 +628,7 @@ actor StoreMirror: SyncEngineDelegate {
             let live = record.flatMap { RecordMapping.isMarkedDeleted($0) ? nil : $0 }
             let server = try live.map { try mirror.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
             var result = server
-            if let entry = try StoreMetadata.foldedOutboxEntry(rowID: rowID, in: db) {
+            if let entry = try outboxEntry(rowID: rowID) {
                 let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
                 if server == known?.values {
                     // The server's record is the one this device last agreed on (its own save coming
@@ -632,9 +646,11 @@ actor StoreMirror: SyncEngineDelegate {
                     outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
                 case (nil, _?):
                     try StoreMetadata.requeue(.delete, table: table.name, rowID: rowID, in: db)
+                    outboxMayHoldEntries = true
                     outcome.requeued.append(.deleteRecord(recordID))
                 case (_?, _):
                     try StoreMetadata.requeue(.save, table: table.name, rowID: rowID, in: db)
+                    outboxMayHoldEntries = true
                     outcome.requeued.append(.saveRecord(recordID))
                 }
             }
@@ -656,7 +672,7 @@ actor StoreMirror: SyncEngineDelegate {
             } else {
                 try mirror.mapping.delete(rowID: rowID, from: table, columns: tableColumns, in: db)
             }
-            if let entry = try StoreMetadata.foldedOutboxEntry(rowID: rowID, in: db) {
+            if let entry = try outboxEntry(rowID: rowID) {
                 try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
                 outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
             }
@@ -664,11 +680,15 @@ actor StoreMirror: SyncEngineDelegate {
 
         /// Keeps the server's record of a row as the ancestor of later merges, and the zone it
         /// lives in; `nil`: it is gone.
-        private func remember(_ record: Stratus.Record?, values: [String: DatabaseValue]?, table: StoreTable, rowID: UUID) throws {
+        private mutating func remember(
+            _ record: Stratus.Record?, values: [String: DatabaseValue]?, table: StoreTable, rowID: UUID
+        ) throws {
             try StoreMetadata.setServerRecord(record, values: values ?? [:], table: table.name, rowID: rowID, in: db)
-            if let zoneID = record?.recordID.zoneID {
-                try StoreMetadata.setZone(zoneID == mirror.defaultZoneID ? nil : zoneID, table: table.name, rowID: rowID, in: db)
-            }
+            guard let zoneID = record?.recordID.zoneID else { return }
+            let elsewhere = zoneID == mirror.defaultZoneID ? nil : zoneID
+            guard elsewhere != nil || rowsMayLiveElsewhere else { return }
+            try StoreMetadata.setZone(elsewhere, table: table.name, rowID: rowID, in: db)
+            if elsewhere != nil { rowsMayLiveElsewhere = true }
         }
     }
 
@@ -697,7 +717,7 @@ actor StoreMirror: SyncEngineDelegate {
             + Array(sent.failedRecordDeletes.keys)
         let sentNow = answered.reduce(into: [Stratus.Record.ID: Sent]()) { $0[$1] = inFlight.removeValue(forKey: $1) }
         let (outcome, zonesGone, refused) = try await writeAsImport { [self] db in
-            var merger = Merger(mirror: self, db: db)
+            var merger = try Merger(mirror: self, db: db)
             var zonesGone: Set<RecordZone.ID> = []
             var refused: CloudError?
             for record in sent.savedRecords {
