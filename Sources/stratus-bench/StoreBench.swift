@@ -17,6 +17,12 @@ struct StoreBench {
         var plainWrites = 0.0
         var storeTransferSeconds = 0.0
         var engineTransferSeconds = 0.0
+        /// The transfer's two halves: the first device's sync (its send, and the fetch of its own
+        /// records back) and the second device's (the fetch and import).
+        var storeSendSeconds = 0.0
+        var storeReceiveSeconds = 0.0
+        var engineSendSeconds = 0.0
+        var engineReceiveSeconds = 0.0
         var readerP99DuringImport = 0.0
         var readerP99Idle = 0.0
     }
@@ -81,10 +87,9 @@ struct StoreBench {
         let reader = Reader(pool: laptopPool)
         let importing = Atomic(true)
         let reading = Task { try await reader.read(while: importing) }
-        result.storeTransferSeconds = try await measure {
-            try await phone.sync()
-            try await laptop.sync()
-        }
+        result.storeSendSeconds = try await measure { try await phone.sync() }
+        result.storeReceiveSeconds = try await measure { try await laptop.sync() }
+        result.storeTransferSeconds = result.storeSendSeconds + result.storeReceiveSeconds
         importing.store(false, ordering: .releasing)
         let during = try await reading.value
         let arrived = try await laptopPool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0 }
@@ -113,10 +118,11 @@ struct StoreBench {
                 database: receiver.container.privateCloudDatabase, stateSerialization: nil, delegate: receiver,
                 automaticallySync: false))
         sendingEngine.state.add(pendingRecordZoneChanges: items.map { .saveRecord(Record.ID(recordName: $0.id, zoneID: zoneID)) })
-        result.engineTransferSeconds = try await measure {
-            try await sendingEngine.sendChanges()
+        result.engineSendSeconds = try await measure { try await sendingEngine.sendChanges() }
+        result.engineReceiveSeconds = try await measure {
             try await receivingEngine.fetchChanges(SyncEngine.FetchChangesOptions(scope: .zoneIDs([zoneID])))
         }
+        result.engineTransferSeconds = result.engineSendSeconds + result.engineReceiveSeconds
         guard receiver.fetchedCount >= rows else {
             throw BenchError("the receiving engine fetched \(receiver.fetchedCount) records, expected \(rows)")
         }

@@ -490,6 +490,8 @@ struct StratusBench: AsyncParsableCommand {
                 "|---|---|---|---|---|",
                 compare(storeRounds, "local writes, mirroring on vs plain GRDB", "rows/s", \.mirroredWrites, \.plainWrites),
                 compare(storeRounds, "rows to the second device vs engines alone", "s", \.storeTransferSeconds, \.engineTransferSeconds),
+                compare(storeRounds, "… of which the first device's sync vs the sending engine", "s", \.storeSendSeconds, \.engineSendSeconds),
+                compare(storeRounds, "… of which the second device's sync vs the receiving engine", "s", \.storeReceiveSeconds, \.engineReceiveSeconds),
                 compare(storeRounds, "reader p99 during the import vs idle", "ms", \.readerP99DuringImport, \.readerP99Idle),
             ].joined(separator: "\n"))
         }
