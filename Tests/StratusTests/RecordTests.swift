@@ -269,9 +269,21 @@ struct RecordTests {
             #expect(earlier.modificationDate == nil)
             #expect(earlier.lastModifiedDeviceID == "phone")
 
+            // A record never saved has only its name, zone and type; those come back alone.
+            let unsaved = Record(recordType: "Draft", recordID: .init(recordName: "é", zoneID: zone))
+            let rebuiltUnsaved = try Record(systemFieldsData: unsaved.encodeSystemFields())
+            #expect(rebuiltUnsaved.recordID == unsaved.recordID)
+            #expect(rebuiltUnsaved.recordType == "Draft")
+            #expect(rebuiltUnsaved.recordChangeTag == nil && rebuiltUnsaved.creationDate == nil)
+
             let garbage = await cloudError { _ = try Record(systemFieldsData: Data("nonsense".utf8)) }
             #expect(garbage?.code == .invalidArguments)
             #expect(garbage?.message.contains("encodeSystemFields") == true)
+            // Cut short, or with bytes after the last value: refused, never read as something else.
+            for broken in [data.dropLast(), data + [0]] {
+                let error = await cloudError { _ = try Record(systemFieldsData: Data(broken)) }
+                #expect(error?.code == .invalidArguments)
+            }
         }
     }
 
