@@ -55,7 +55,7 @@ public struct RecordMapping: Sendable {
 
     /// The record ID of a row in `zoneID` (a share's zone).
     public static func recordID(_ rowID: UUID, zoneID: RecordZone.ID) -> Stratus.Record.ID {
-        Stratus.Record.ID(recordName: rowID.uuidString, zoneID: zoneID)
+        Stratus.Record.ID(recordName: rowID.upperText, zoneID: zoneID)
     }
 
     /// The record of the row of `table` whose key is `rowID`, read in `db`; `nil` when the row is gone.
@@ -81,7 +81,7 @@ public struct RecordMapping: Sendable {
     /// with a default, which keeps its value (or takes its default in a new row). Local columns are
     /// left alone. An existing row is found whatever form its key is stored in, and keeps it.
     public func apply(_ record: Stratus.Record, to table: StoreTable, in db: GRDB.Database) throws {
-        guard let rowID = UUID(uuidString: record.recordID.recordName) else {
+        guard let rowID = UUID(text: record.recordID.recordName) else {
             throw StoreMappingError(reason: "record '\(record.recordID.recordName)' of '\(table.name)' is not named by a UUID")
         }
         let columns = try StoreColumns(table, in: db)
@@ -96,7 +96,7 @@ public struct RecordMapping: Sendable {
         of table: StoreTable, rowID: UUID, columns: StoreColumns, in db: GRDB.Database
     ) throws -> [String: DatabaseValue]? {
         guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)"),
+            db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM \(table.name.quotedDatabaseIdentifier)", key: columns.key)),
             arguments: StatementArguments(StoreColumns.keyForms(rowID)))
         else { return nil }
         return Self.columnValues(of: row, columns: columns)
@@ -137,7 +137,7 @@ public struct RecordMapping: Sendable {
         var fields: [String: RecordFieldValue] = [:]
         for (column, value) in values {
             if columns.relationships.contains(column) {
-                if let related = UUID.fromDatabaseValue(value) { fields[column] = .string(related.uuidString) }
+                if let related = UUID.fromDatabaseValue(value) { fields[column] = .string(related.upperText) }
                 continue
             }
             switch value.storage {
@@ -180,29 +180,30 @@ public struct RecordMapping: Sendable {
         _ values: [String: DatabaseValue], rowID: UUID, to table: StoreTable, columns: StoreColumns, in db: GRDB.Database
     ) throws {
         let name = table.name.quotedDatabaseIdentifier
-        let key = columns.key.quotedDatabaseIdentifier
-        var assigned: [(column: String, value: DatabaseValue)] = []
+        var assignedColumns: [String] = []
+        var assignedValues: [DatabaseValue] = []
         for column in columns.fields {
             let value = values[column] ?? .null
             if value.isNull, columns.defaultedColumns.contains(column) { continue }
-            assigned.append((column, value))
+            assignedColumns.append(column.quotedDatabaseIdentifier)
+            assignedValues.append(value)
         }
         if let stored = try DatabaseValue.fetchOne(
-            db.cachedStatement(sql: "SELECT \(key) FROM \(name) WHERE \(key) IN (?, ?, ?)"),
+            db.cachedStatement(sql: StoreColumns.rowByKey("SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(name)", key: columns.key)),
             arguments: StatementArguments(StoreColumns.keyForms(rowID)))
         {
-            guard !assigned.isEmpty else { return }
+            guard !assignedColumns.isEmpty else { return }
             try db.cachedStatement(
-                sql: "UPDATE \(name) SET \(assigned.map { "\($0.column.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")) WHERE \(key) = ?"
-            ).execute(arguments: StatementArguments(assigned.map(\.value) + [stored]))
+                sql: "UPDATE \(name) SET \(assignedColumns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(columns.key.quotedDatabaseIdentifier) = ?"
+            ).execute(arguments: StatementArguments(assignedValues + [stored]))
         } else {
-            let names = [columns.key] + assigned.map(\.column)
+            let names = [columns.key.quotedDatabaseIdentifier] + assignedColumns
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO \(name) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", ")))
+                    INSERT INTO \(name) (\(names.joined(separator: ", ")))
                     VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
                     """
-            ).execute(arguments: StatementArguments([columns.keyValue(rowID)] + assigned.map(\.value)))
+            ).execute(arguments: StatementArguments([columns.keyValue(rowID)] + assignedValues))
         }
     }
 
@@ -218,7 +219,7 @@ public struct RecordMapping: Sendable {
     ) throws -> DatabaseValue {
         guard let value else { return .null }
         if columns.relationships.contains(column) {
-            guard case .string(let name) = value, let related = UUID(uuidString: name) else {
+            guard case .string(let name) = value, let related = UUID(text: name) else {
                 throw StoreMappingError(reason: "field '\(column)' of '\(table.name)' must hold a related row's UUID")
             }
             return columns.uuidValue(related, column: column)
@@ -282,13 +283,21 @@ struct StoreColumns {
 
     /// The forms a UUID key may be stored in: 16 bytes, or its string in upper or lower case.
     static func keyForms(_ id: UUID) -> [DatabaseValue] {
-        [id.databaseValue, id.uuidString.databaseValue, id.uuidString.lowercased().databaseValue]
+        [id.databaseValue, id.upperText.databaseValue, id.lowerText.databaseValue]
+    }
+
+    /// `select` (a statement up to its `WHERE`) reading the one row whose `key` column holds one of
+    /// the ``keyForms(_:)``, its three arguments: three index seeks, stopping at the first row found
+    /// (`key IN (?, ?, ?)` would build a temporary B-tree of the three values at every execution).
+    static func rowByKey(_ select: String, key: String) -> String {
+        let seek = "\(select) WHERE \(key.quotedDatabaseIdentifier) = ?"
+        return "\(seek) UNION ALL \(seek) UNION ALL \(seek) LIMIT 1"
     }
 
     func keyValue(_ rowID: UUID) -> DatabaseValue { uuidValue(rowID, column: key) }
 
     func uuidValue(_ id: UUID, column: String) -> DatabaseValue {
-        blobColumns.contains(column) ? id.databaseValue : id.uuidString.databaseValue
+        blobColumns.contains(column) ? id.databaseValue : id.upperText.databaseValue
     }
 }
 

@@ -67,7 +67,7 @@ enum StoreMetadata {
     static func serverRecord(table: String, rowID: UUID, in db: GRDB.Database) throws -> ServerRecord? {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT system_fields, ancestor FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
-            arguments: [table, rowID.uuidString])
+            arguments: [table, rowID.upperText])
         else { return nil }
         let ancestor: Data? = row["ancestor"]
         return ServerRecord(systemFields: row["system_fields"], values: try ancestor.map(AncestorEncoding.decode) ?? [:])
@@ -77,7 +77,7 @@ enum StoreMetadata {
     static func changeTag(table: String, rowID: UUID, in db: GRDB.Database) throws -> String? {
         try String.fetchOne(
             db.cachedStatement(sql: "SELECT change_tag FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
-            arguments: [table, rowID.uuidString])
+            arguments: [table, rowID.upperText])
     }
 
     /// Remembers the server's record of a row, holding the mirrored column `values`; `nil` forgets
@@ -85,7 +85,7 @@ enum StoreMetadata {
     static func setServerRecord(
         _ record: Stratus.Record?, values: [String: DatabaseValue], table: String, rowID: UUID, in db: GRDB.Database
     ) throws {
-        let arguments: StatementArguments = [table, rowID.uuidString]
+        let arguments: StatementArguments = [table, rowID.upperText]
         guard let record else {
             try db.cachedStatement(
                 sql: "DELETE FROM stratusstore_records WHERE table_name = ? AND row_id = ?"
@@ -163,7 +163,23 @@ enum StoreMetadata {
     /// The outbox entry of a row, found whatever form its key is stored in (a UUID names one row
     /// of all synced tables: it is the record's name in its zone).
     static func outboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
-        if let entry = try unfoldedEntries(after: 0, rowID: rowID, in: db).max(by: { $0.version < $1.version }) {
+        try outboxEntry(rowID: rowID, unfolded: unfoldedEntries(after: 0, rowID: rowID, in: db), in: db)
+    }
+
+    /// The outbox entries of rows, as ``outboxEntry(rowID:in:)`` finds each, with the app's changes
+    /// not folded yet read once for all of them.
+    static func outboxEntries(rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: PendingChange] {
+        let unfolded = Dictionary(grouping: try unfoldedEntries(after: 0, in: db)) { $0.rowID }
+        var entries: [UUID: PendingChange] = [:]
+        for rowID in rowIDs {
+            entries[rowID] = try outboxEntry(rowID: rowID, unfolded: unfolded[rowID] ?? [], in: db)
+        }
+        return entries
+    }
+
+    /// The entry of a row: its latest change not folded yet, or else the outbox table's.
+    private static func outboxEntry(rowID: UUID, unfolded: [PendingChange], in db: GRDB.Database) throws -> PendingChange? {
+        if let entry = unfolded.max(by: { $0.version < $1.version }) {
             return try withZone(entry, in: db)
         }
         return try foldedOutboxEntry(rowID: rowID, in: db)
@@ -174,7 +190,7 @@ enum StoreMetadata {
     /// import makes long with its own changes.
     static func foldedOutboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
         try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?)"),
+            db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM stratusstore_outbox", key: "row_id")),
             arguments: StatementArguments(StoreColumns.keyForms(rowID))
         ).flatMap(PendingChange.init(row:)).map { try withZone($0, in: db) }
     }
@@ -243,7 +259,7 @@ enum StoreMetadata {
                 sql: """
                     INSERT INTO stratusstore_outbox (table_name, row_id, operation, version)
                     VALUES (?, ?, ?, (SELECT coalesce(max(seq), 0) FROM stratusstore_changes))
-                    """, arguments: [table, rowID.uuidString, operation.rawValue])
+                    """, arguments: [table, rowID.upperText, operation.rawValue])
         }
     }
 
@@ -268,7 +284,7 @@ enum StoreMetadata {
     static func zone(ofRow rowID: UUID, in db: GRDB.Database) throws -> RecordZone.ID? {
         try Row.fetchOne(
             db.cachedStatement(sql: "SELECT zone_name, owner_name FROM stratusstore_row_zones WHERE row_id = ?"),
-            arguments: [rowID.uuidString]
+            arguments: [rowID.upperText]
         ).map { RecordZone.ID(zoneName: $0["zone_name"], ownerName: $0["owner_name"]) }
     }
 
@@ -277,9 +293,9 @@ enum StoreMetadata {
         if let zoneID {
             try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO stratusstore_row_zones (row_id, table_name, zone_name, owner_name) VALUES (?, ?, ?, ?)"
-            ).execute(arguments: [rowID.uuidString, table, zoneID.zoneName, zoneID.ownerName])
+            ).execute(arguments: [rowID.upperText, table, zoneID.zoneName, zoneID.ownerName])
         } else {
-            try db.cachedStatement(sql: "DELETE FROM stratusstore_row_zones WHERE row_id = ?").execute(arguments: [rowID.uuidString])
+            try db.cachedStatement(sql: "DELETE FROM stratusstore_row_zones WHERE row_id = ?").execute(arguments: [rowID.upperText])
         }
     }
 
@@ -293,14 +309,14 @@ enum StoreMetadata {
         try Row.fetchAll(
             db, sql: "SELECT table_name, row_id FROM stratusstore_row_zones WHERE zone_name = ? AND owner_name = ?",
             arguments: [zoneID.zoneName, zoneID.ownerName]
-        ).compactMap { row in UUID(uuidString: row["row_id"]).map { (row["table_name"], $0) } }
+        ).compactMap { row in UUID(text: row["row_id"]).map { (row["table_name"], $0) } }
     }
 
     /// Every row's zone, by row, for rows outside the store's own zone.
     static func rowZones(in db: GRDB.Database) throws -> [UUID: RecordZone.ID] {
         var zones: [UUID: RecordZone.ID] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT row_id, zone_name, owner_name FROM stratusstore_row_zones") {
-            guard let rowID = UUID(uuidString: row["row_id"]) else { continue }
+            guard let rowID = UUID(text: row["row_id"]) else { continue }
             zones[rowID] = RecordZone.ID(zoneName: row["zone_name"], ownerName: row["owner_name"])
         }
         return zones

@@ -195,7 +195,7 @@ actor StoreMirror: SyncEngineDelegate {
                 for table in model.syncedTables {
                     for record in try mapping.records(of: table, in: db) {
                         // A row of the shared database placed in no share yet is in the outbox.
-                        guard let zoneID = UUID(uuidString: record.recordID.recordName).flatMap({ zones[$0] }) ?? defaultZoneID
+                        guard let zoneID = UUID(text: record.recordID.recordName).flatMap({ zones[$0] }) ?? defaultZoneID
                         else { continue }
                         records[zoneID, default: []].append(record)
                     }
@@ -386,13 +386,14 @@ actor StoreMirror: SyncEngineDelegate {
     ) throws -> ([Stratus.Record.ID: Sent], [Stratus.Record.ID: Stratus.Record], unsendable: [Stratus.Record.ID: CloudError]) {
         var sent: [Stratus.Record.ID: Sent] = [:]
         var columns: [String: StoreColumns] = [:]
+        let entries = try StoreMetadata.outboxEntries(rowIDs: changes.compactMap { UUID(text: $0.recordID.recordName) }, in: db)
         for change in changes {
             if case .deleteRecord(let recordID) = change, try StoreMetadata.isMoved(recordID, in: db) {
                 sent[recordID] = Sent()
                 continue
             }
-            guard let rowID = UUID(uuidString: change.recordID.recordName),
-                let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db), self.change(for: entry) == change,
+            guard let rowID = UUID(text: change.recordID.recordName),
+                let entry = entries[rowID], self.change(for: entry) == change,
                 let table = model.table(named: entry.table)
             else { continue }
             if entry.operation == .delete, scope != .public {
@@ -607,7 +608,7 @@ actor StoreMirror: SyncEngineDelegate {
         /// with a local change the server has not received.
         mutating func apply(server record: Stratus.Record?, recordID: Stratus.Record.ID, recordType: String) throws {
             guard mirror.ownsZone(recordID.zoneID), let table = mirror.tablesByRecordType[recordType],
-                let rowID = UUID(uuidString: recordID.recordName)
+                let rowID = UUID(text: recordID.recordName)
             else { return }
             // The delete of the record a row left when it moved into a share (from another device)
             // is not the row's.
@@ -705,7 +706,7 @@ actor StoreMirror: SyncEngineDelegate {
     private func unqueue(_ changes: [SyncEngine.PendingRecordZoneChange]) async throws {
         guard !changes.isEmpty else { return }
         engine.state.remove(pendingRecordZoneChanges: changes)
-        let rowIDs = changes.compactMap { UUID(uuidString: $0.recordID.recordName) }
+        let rowIDs = changes.compactMap { UUID(text: $0.recordID.recordName) }
         queue(try await pool.read { db in try rowIDs.compactMap { try StoreMetadata.outboxEntry(rowID: $0, in: db) } })
     }
 

@@ -98,4 +98,32 @@ struct StoreMetadataTests {
             #expect(history.transactions.map { $0.changes.map(\.rowID) } == [[rowID], [next]])
         }
     }
+
+    @Test("a UUID's text is Foundation's in both cases, and what reads back is exactly a UUID's text")
+    func uuidText() {
+        for _ in 0..<1_000 {
+            let id = UUID()
+            #expect(id.upperText == id.uuidString)
+            #expect(id.lowerText == id.uuidString.lowercased())
+            #expect(UUID(text: id.upperText) == id)
+            #expect(UUID(text: id.lowerText) == id)
+        }
+        let valid = "E621E1F8-C36C-495A-93FC-0C247A3E6E5F"
+        var candidates = [valid, "e621e1f8-C36C-495a-93FC-0c247a3e6e5f", "", String(valid.dropLast()), valid + "0",
+            valid.replacingOccurrences(of: "-", with: ""), valid.replacingOccurrences(of: "-", with: "_"),
+            "E621E1F8C-36C-495A-93FC-0C247A3E6E5F", "G621E1F8-C36C-495A-93FC-0C247A3E6E5F", "E621E1F8-C36C-495A-93FC-0C247A3E6E5 "]
+        // Every character replaced by each of a few neighbours of the digits' ranges.
+        for index in valid.indices {
+            for replacement in ["/", ":", "@", "G", "`", "g", "-"] {
+                candidates.append(valid.replacingCharacters(in: index...index, with: replacement))
+            }
+        }
+        for text in candidates {
+            // Foundation's parser on Linux also takes a dash or a two-byte character for digits of
+            // its own; the text read is exactly a UUID's own text, in either case.
+            let foundations = UUID(uuidString: text).flatMap { $0.uuidString == text.uppercased() ? $0 : nil }
+            #expect(UUID(text: text) == foundations, "\(text)")
+        }
+        #expect(UUID(text: "E621E1F8-C36C-495A-93FC-0C247A3E6E5é") == nil)
+    }
 }

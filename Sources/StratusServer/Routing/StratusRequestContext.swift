@@ -29,7 +29,7 @@ public struct StratusRequestContext: RequestContext, RemoteAddressRequestContext
     func closingConnection(after body: ResponseBody) -> ResponseBody {
         let channel = channel
         return ResponseBody(contentLength: body.contentLength) { writer in
-            var answer = body
+            let answer = body
             try await answer.write(writer)
             channel.close(promise: nil)
         }
