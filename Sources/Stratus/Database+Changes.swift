@@ -10,6 +10,11 @@ public struct RecordZoneChanges: Sendable {
         public var recordID: Record.ID
         /// The deleted record's type.
         public var recordType: String
+
+        package init(recordID: Record.ID, recordType: String) {
+            self.recordID = recordID
+            self.recordType = recordType
+        }
     }
 
     /// Records created or changed since the token, in their latest state, each fetched or failed on
@@ -22,6 +27,16 @@ public struct RecordZoneChanges: Sendable {
     public var changeToken: ServerChangeToken
     /// Whether more changes follow; read again with ``changeToken``.
     public var moreComing: Bool
+
+    package init(
+        modificationResultsByID: [Record.ID: Result<Record, CloudError>], deletions: [Deletion], changeToken: ServerChangeToken,
+        moreComing: Bool
+    ) {
+        self.modificationResultsByID = modificationResultsByID
+        self.deletions = deletions
+        self.changeToken = changeToken
+        self.moreComing = moreComing
+    }
 }
 
 /// One page of a database's zone changes (what CloudKit's `databaseChanges(since:)` returns).

@@ -6,7 +6,7 @@ public struct ServerChangeToken: Hashable, Sendable, Codable, CustomStringConver
     /// The token as the server wrote it.
     let rawValue: String
 
-    init(rawValue: String) { self.rawValue = rawValue }
+    package init(rawValue: String) { self.rawValue = rawValue }
 
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)

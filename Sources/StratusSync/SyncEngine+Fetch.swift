@@ -91,16 +91,26 @@ extension SyncEngine {
         }
     }
 
-    /// Reads one zone's change feed from its token, page by page (the next page is read while the
-    /// delegate handles one); each page is handed to the delegate before its token is stored.
+    /// The most records and deletions one `fetchedRecordZoneChanges` event gathers from the pages
+    /// already read: fewer, larger events cost a delegate that applies each in one transaction
+    /// fewer commits (a store's import wrote each random-keyed page's B-tree pages once per page).
+    static let changesPerFetchedEvent = 1_000
+
+    /// Reads one zone's change feed from its token, page by page (the next pages are read while the
+    /// delegate handles one event), handing the delegate up to ``changesPerFetchedEvent`` changes
+    /// at a time before the token after them is stored.
     private func fetchChanges(inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
         var token = state.withSnapshot { $0.zoneChangeTokens[zoneID] }
         while true {
             do {
+                var gathered = GatheredChanges()
                 for try await page in transport.recordZoneChangePages(inZoneWith: zoneID, since: token) {
                     try Task.checkCancellation()
-                    try await apply(page, inZone: zoneID, delegate: delegate)
+                    try gathered.add(page)
+                    guard gathered.count >= Self.changesPerFetchedEvent || !page.moreComing else { continue }
+                    try await apply(gathered, ending: page, inZone: zoneID, delegate: delegate)
                     token = page.changeToken
+                    gathered = GatheredChanges()
                 }
                 return
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
@@ -114,26 +124,45 @@ extension SyncEngine {
         }
     }
 
-    /// Hands one page to the delegate, then stores its token and hands over the state.
-    private func apply(_ page: RecordZoneChanges, inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
-        var modifications: [Event.FetchedRecordZoneChanges.Modification] = []
-        modifications.reserveCapacity(page.modificationResultsByID.count)
-        for result in page.modificationResultsByID.values {
-            // A record whose asset could not be downloaded fails the page: it is read again.
-            modifications.append(.init(record: try result.get()))
-        }
-        if !modifications.isEmpty || !page.deletions.isEmpty {
-            await emit(
-                .fetchedRecordZoneChanges(
-                    .init(
-                        modifications: modifications,
-                        deletions: page.deletions.map { .init(recordID: $0.recordID, recordType: $0.recordType) })),
-                to: delegate)
-        }
+    /// Hands gathered changes to the delegate, then stores the token of the page they end with and
+    /// hands over the state.
+    private func apply(
+        _ gathered: GatheredChanges, ending page: RecordZoneChanges, inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate
+    ) async throws {
+        if gathered.count > 0 { await emit(.fetchedRecordZoneChanges(gathered.event), to: delegate) }
         state.withSnapshot { snapshot in
             snapshot.zoneChangeTokens[zoneID] = page.changeToken
             if !page.moreComing { snapshot.unfetchedZoneIDs.removeAll { $0 == zoneID } }
         }
         await emitStateUpdate(to: delegate)
+    }
+}
+
+/// Consecutive pages of one zone's feed, each record as the latest of them has it: saved (the
+/// newest version) or deleted, never both.
+struct GatheredChanges {
+    private var modifications: [Record.ID: Record] = [:]
+    private var deletions: [Record.ID: String] = [:]
+
+    var count: Int { modifications.count + deletions.count }
+
+    /// Adds the next page; a record whose asset could not be downloaded fails it (it is read again).
+    mutating func add(_ page: RecordZoneChanges) throws {
+        for result in page.modificationResultsByID.values {
+            let record = try result.get()
+            deletions[record.recordID] = nil
+            modifications[record.recordID] = record
+        }
+        for deletion in page.deletions {
+            modifications[deletion.recordID] = nil
+            deletions[deletion.recordID] = deletion.recordType
+        }
+    }
+
+    /// The event handing them to the delegate.
+    var event: SyncEngine.Event.FetchedRecordZoneChanges {
+        .init(
+            modifications: modifications.values.map { .init(record: $0) },
+            deletions: deletions.map { .init(recordID: $0.key, recordType: $0.value) })
     }
 }

@@ -108,4 +108,36 @@ struct ChangeQueueTests {
         #expect(batch.recordsToSave.map(\.recordID) == [Self.a])
         #expect(batch.recordIDsToDelete.isEmpty, "the delete after the save that did not fit waits for the next batch")
     }
+
+    @Test("pages gathered into one fetched event give each record as the latest page has it: saved in its newest version or deleted, never both")
+    func gatheredPages() throws {
+        let c = Record.ID(recordName: "c")
+        func page(_ saved: [Record], deleted: [Record.ID], token: String) -> RecordZoneChanges {
+            RecordZoneChanges(
+                modificationResultsByID: Dictionary(uniqueKeysWithValues: saved.map { ($0.recordID, .success($0)) }),
+                deletions: deleted.map { .init(recordID: $0, recordType: "Note") },
+                changeToken: ServerChangeToken(rawValue: token), moreComing: true)
+        }
+        func note(_ id: Record.ID, _ title: String) -> Record {
+            var record = Record(recordType: "Note", recordID: id)
+            record["title"] = title
+            return record
+        }
+        var gathered = GatheredChanges()
+        try gathered.add(page([note(Self.a, "first"), note(Self.b, "b")], deleted: [], token: "1"))
+        try gathered.add(page([note(c, "c")], deleted: [Self.a], token: "2"))
+        try gathered.add(page([note(Self.a, "again")], deleted: [Self.b], token: "3"))
+        let event = gathered.event
+        #expect(gathered.count == 3)
+        #expect(Dictionary(uniqueKeysWithValues: event.modifications.map { ($0.record.recordID, $0.record.fieldValue(forKey: "title")) })
+            == [Self.a: .string("again"), c: .string("c")])
+        #expect(event.deletions.map(\.recordID) == [Self.b])
+
+        // A record that could not be read (its asset, say) fails the whole gathering: nothing is handed over.
+        var failing = GatheredChanges()
+        let broken = RecordZoneChanges(
+            modificationResultsByID: [c: .failure(CloudError(.networkFailure, "asset download failed"))], deletions: [],
+            changeToken: ServerChangeToken(rawValue: "4"), moreComing: false)
+        #expect(throws: CloudError.self) { try failing.add(broken) }
+    }
 }
