@@ -238,9 +238,12 @@ enum StoreMetadata {
         return try entries.map { try withZone($0, in: db) }
     }
 
+    // The writers of the outbox below run in a write that folded the app's changes first
+    // (``fold(in:)``, once: the app writes nothing inside it), so that the outbox table is the whole
+    // outbox.
+
     /// Removes `change`'s entry if the row changed no more since that version.
     static func confirm(_ change: PendingChange, in db: GRDB.Database) throws {
-        try fold(in: db)
         try db.cachedStatement(
             sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?"
         ).execute(arguments: [change.table, change.storedKey, change.version])
@@ -249,7 +252,6 @@ enum StoreMetadata {
     /// Makes the row's entry `operation` (keeping its version when there is one), after a merge
     /// decided the server needs the local side.
     static func requeue(_ operation: PendingChange.Operation, table: String, rowID: UUID, in db: GRDB.Database) throws {
-        try fold(in: db)
         if let entry = try foldedOutboxEntry(rowID: rowID, in: db) {
             try db.cachedStatement(
                 sql: "UPDATE stratusstore_outbox SET operation = ? WHERE table_name = ? AND row_id = ?"
@@ -265,15 +267,13 @@ enum StoreMetadata {
 
     /// Drops the row's entry whatever its version: the server holds what the row holds.
     static func dropOutboxEntry(table: String, rowID: UUID, in db: GRDB.Database) throws {
-        try fold(in: db)
         try db.cachedStatement(
             sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?)"
         ).execute(arguments: StatementArguments([table.databaseValue] + StoreColumns.keyForms(rowID)))
     }
 
-    /// Empties the outbox, changes not folded yet included.
+    /// Empties the outbox.
     static func clearOutbox(in db: GRDB.Database) throws {
-        try fold(in: db)
         try db.execute(sql: "DELETE FROM stratusstore_outbox")
     }
 

@@ -893,6 +893,7 @@ actor StoreMirror: SyncEngineDelegate {
         // The rows are gathered in the transaction that moves them: a row added below them
         // meanwhile moves too.
         let (leftBehind, entries) = try await pool.write { db in
+            try StoreMetadata.fold(in: db)
             var leftBehind: [Stratus.Record.ID] = []
             var entries: [PendingChange] = []
             for (table, row) in try self.rowsToShare(from: rowID, in: db) {

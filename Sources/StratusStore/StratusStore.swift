@@ -205,6 +205,7 @@ public final class StratusStore: Sendable {
     /// that was sent.
     public func confirm(_ changes: [PendingChange]) async throws {
         try await pool.write { db in
+            try StoreMetadata.fold(in: db)
             for change in changes { try StoreMetadata.confirm(change, in: db) }
         }
     }
