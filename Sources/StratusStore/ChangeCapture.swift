@@ -48,6 +48,7 @@ final class ChangeCapture: Sendable {
                 }
                 return .commit
             }
+            try raisePageCache(in: db)
             let capture = ChangeCapture()
             // Called with the highest committed number, read under the write lock, so that numbers
             // follow the file, not this process's memory: another process writing the same file
@@ -61,6 +62,19 @@ final class ChangeCapture: Sendable {
             db.add(transactionObserver: TransactionEnd(capture: capture), extent: .databaseLifetime)
             return capture
         }
+    }
+
+    /// The least page cache the store gives the pool's writer connection.
+    static let writerPageCacheBytes = 16 << 20
+
+    /// Raises the writer's page cache to ``writerPageCacheBytes`` unless the app made it larger: an
+    /// import applies a thousand records in one transaction, and in SQLite's default cache (2 MB)
+    /// their random-keyed B-tree pages spill into the WAL before the commit, some of them twice.
+    private static func raisePageCache(in db: Database) throws {
+        let setting = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? 0
+        let bytes = setting < 0 ? -setting * 1024 : setting * (try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096)
+        guard bytes < writerPageCacheBytes else { return }
+        try db.execute(sql: "PRAGMA cache_size = -\(writerPageCacheBytes / 1024)")
     }
 
     /// The change log: the transactions, each with its first change, and the changes in commit

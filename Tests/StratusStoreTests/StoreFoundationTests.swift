@@ -183,6 +183,23 @@ struct StoreFoundationTests {
         }
     }
 
+    @Test("the writer gets a 16 MiB page cache for imports, and keeps a larger one the app chose")
+    func writerPageCache() async throws {
+        try await Self.withDirectory { directory in
+            let pool = try Self.makePool(directory)
+            _ = try await StratusStore.open(pool, model: Self.model)
+            #expect(try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -16384)
+        }
+        try await Self.withDirectory { directory in
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -65536") }
+            let pool = try DatabasePool(path: directory.appendingPathComponent("app.sqlite").path, configuration: configuration)
+            try await pool.write { db in try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT)") }
+            _ = try await StratusStore.open(pool, model: StoreModel([.synced("lists", recordType: "List")]))
+            #expect(try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -65536)
+        }
+    }
+
     @Test("one store per pool: a second open is refused while the first store lives, and allowed once it is gone")
     func oneStorePerPool() async throws {
         try await Self.withDirectory { directory in
