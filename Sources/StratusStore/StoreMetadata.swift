@@ -163,36 +163,46 @@ enum StoreMetadata {
     /// The outbox entry of a row, found whatever form its key is stored in (a UUID names one row
     /// of all synced tables: it is the record's name in its zone).
     static func outboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
-        try outboxEntry(rowID: rowID, unfolded: unfoldedEntries(after: 0, rowID: rowID, in: db), in: db)
+        try outboxEntry(rowID: rowID, unfolded: unfoldedEntries(after: 0, rowID: rowID, in: db), rowsMayLiveElsewhere: true, in: db)
     }
 
     /// The outbox entries of rows, as ``outboxEntry(rowID:in:)`` finds each, with the app's changes
-    /// not folded yet read once for all of them.
+    /// not folded yet read once for all of them, and zones looked up only when some row was placed
+    /// outside the store's own.
     static func outboxEntries(rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: PendingChange] {
         let unfolded = Dictionary(grouping: try unfoldedEntries(after: 0, in: db)) { $0.rowID }
+        let rowsMayLiveElsewhere = try hasRowsInOtherZones(in: db)
         var entries: [UUID: PendingChange] = [:]
         for rowID in rowIDs {
-            entries[rowID] = try outboxEntry(rowID: rowID, unfolded: unfolded[rowID] ?? [], in: db)
+            entries[rowID] = try outboxEntry(
+                rowID: rowID, unfolded: unfolded[rowID] ?? [], rowsMayLiveElsewhere: rowsMayLiveElsewhere, in: db)
         }
         return entries
     }
 
     /// The entry of a row: its latest change not folded yet, or else the outbox table's.
-    private static func outboxEntry(rowID: UUID, unfolded: [PendingChange], in db: GRDB.Database) throws -> PendingChange? {
-        if let entry = unfolded.max(by: { $0.version < $1.version }) {
-            return try withZone(entry, in: db)
+    private static func outboxEntry(
+        rowID: UUID, unfolded: [PendingChange], rowsMayLiveElsewhere: Bool, in db: GRDB.Database
+    ) throws -> PendingChange? {
+        guard let entry = try unfolded.max(by: { $0.version < $1.version }) ?? outboxTableEntry(rowID: rowID, in: db) else {
+            return nil
         }
-        return try foldedOutboxEntry(rowID: rowID, in: db)
+        return rowsMayLiveElsewhere ? try withZone(entry, in: db) : entry
     }
 
     /// The outbox entry of a row in a write that folded the app's changes first (so that the log
     /// holds none after the fold): the outbox table alone, without reading the log, which a long
     /// import makes long with its own changes.
     static func foldedOutboxEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
+        try outboxTableEntry(rowID: rowID, in: db).map { try withZone($0, in: db) }
+    }
+
+    /// The outbox table's entry of a row, its zone not looked up.
+    private static func outboxTableEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
         try Row.fetchOne(
             db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM stratusstore_outbox", key: "row_id")),
             arguments: StatementArguments(StoreColumns.keyForms(rowID))
-        ).flatMap(PendingChange.init(row:)).map { try withZone($0, in: db) }
+        ).flatMap(PendingChange.init(row:))
     }
 
     /// An entry with the zone its row lives in.

@@ -104,14 +104,20 @@ extension SyncEngine {
         while true {
             do {
                 var gathered = GatheredChanges()
+                var lastGathered: RecordZoneChanges?
                 for try await page in transport.recordZoneChangePages(inZoneWith: zoneID, since: token) {
                     try Task.checkCancellation()
                     try gathered.add(page)
+                    lastGathered = page
                     guard gathered.count >= Self.changesPerFetchedEvent || !page.moreComing else { continue }
                     try await apply(gathered, ending: page, inZone: zoneID, delegate: delegate)
                     token = page.changeToken
                     gathered = GatheredChanges()
+                    lastGathered = nil
                 }
+                // Pages read when the feed ended without saying so (a page whose `moreComing` was
+                // not followed by another) are applied too.
+                if let lastGathered { try await apply(gathered, ending: lastGathered, inZone: zoneID, delegate: delegate) }
                 return
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
                 // The server no longer knows what changed since the token: read the zone again

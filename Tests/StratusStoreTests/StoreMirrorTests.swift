@@ -376,19 +376,33 @@ struct StoreMirrorTests {
             #expect(page.transactions.last?.token == change.historyToken)
             #expect(page.transactions.contains { $0.author == StratusStore.importAuthor && $0.changes.map(\.rowID) == [item] })
 
-            // An export begun before the stream was made may end first: wait for one seen whole.
-            var started: Set<StoreEvent.ID> = []
-            var completed: StoreEvent?
-            for await event in phoneEvents where event.kind == .export {
-                if event.endDate == nil {
-                    started.insert(event.id)
-                } else if started.contains(event.id) {
-                    completed = event
-                    break
-                }
+            // The export that sent the item ended after the stream was made (it may have begun
+            // before, as an automatic export already running when the app wrote): its end event
+            // reports it whole. Waiting for one begun later could wait for ever.
+            let completed = await Self.firstEvent(phoneEvents, within: .seconds(30)) {
+                $0.kind == .export && $0.endDate != nil && $0.succeeded
             }
-            #expect(completed?.succeeded == true && completed.map { $0.endDate! >= $0.startDate } == true)
+            #expect(completed.map { $0.endDate! >= $0.startDate } == true)
             #expect(await eventually { (try? await phone.store.syncStatus().pendingChanges) == 0 })
+        }
+    }
+
+    /// The first of `events` that `matches`, or `nil` when none comes within `timeout`.
+    static func firstEvent(
+        _ events: AsyncStream<StoreEvent>, within timeout: Duration, matching matches: @escaping @Sendable (StoreEvent) -> Bool
+    ) async -> StoreEvent? {
+        await withTaskGroup(of: StoreEvent?.self) { group in
+            group.addTask {
+                for await event in events where matches(event) { return event }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 
