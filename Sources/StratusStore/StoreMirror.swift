@@ -6,7 +6,7 @@ import Synchronization
 
 /// Mirrors a store's synced tables to one database through a ``SyncEngine``: the store's outbox is
 /// what to send (rebuilt into the engine at every start, and followed after every commit), fetched
-/// records are applied in one transaction per page as the author ``StratusStore/importAuthor``, and
+/// records are applied in one transaction per fetched event as the author ``StratusStore/importAuthor``, and
 /// a row changed on both sides is decided by the merge policy against the server record this device
 /// last agreed on.
 actor StoreMirror: SyncEngineDelegate {
@@ -42,8 +42,8 @@ actor StoreMirror: SyncEngineDelegate {
     private var lastError: CloudError?
     private var runningEvents: [StoreEvent.Kind: StoreEvent] = [:]
     private var fetchError: CloudError?
-    /// Why a fetched page could not be applied (the disk is full, the file is read-only…): from then
-    /// on the engine's state is no longer persisted, so the page is fetched again at the next start.
+    /// Why fetched changes could not be applied (the disk is full, the file is read-only…): from then
+    /// on the engine's state is no longer persisted, so they are fetched again at the next start.
     private var importFailure: CloudError?
     let remoteChanges = Broadcast<StoreRemoteChange>()
     let events = Broadcast<StoreEvent>()

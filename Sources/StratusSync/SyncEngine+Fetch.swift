@@ -93,7 +93,7 @@ extension SyncEngine {
 
     /// The most records and deletions one `fetchedRecordZoneChanges` event gathers from the pages
     /// already read: fewer, larger events cost a delegate that applies each in one transaction
-    /// fewer commits (a store's import wrote each random-keyed page's B-tree pages once per page).
+    /// fewer commits (each commit of random-keyed rows writes most B-tree pages it touched).
     static let changesPerFetchedEvent = 1_000
 
     /// Reads one zone's change feed from its token, page by page (the next pages are read while the

@@ -114,7 +114,8 @@ public final class SyncEngine: Sendable {
     }
 
     /// Fetches the changes on the server: the database's zone changes, then the record changes of
-    /// each zone in `options`' scope that has some, reporting each page in events.
+    /// each zone in `options`' scope that has some, reporting them in events (up to 1,000
+    /// changes each, gathered from the pages read).
     ///
     /// - Throws: ``CloudError`` when the fetch stopped early (after reporting what it fetched):
     ///   `notAuthenticated` when no user is signed in, a transient error the engine retries by

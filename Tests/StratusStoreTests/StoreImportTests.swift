@@ -12,7 +12,7 @@ struct StoreImportTests {
     /// How many rows the import brings: 50,000, or `STRATUS_STORE_IMPORT_ROWS`.
     static let rows = ProcessInfo.processInfo.environment["STRATUS_STORE_IMPORT_ROWS"].flatMap(Int.init) ?? 50_000
 
-    @Test("a reader keeps answering while a 50,000-row import runs: no read waits for the import, which writes one page per transaction")
+    @Test("a reader keeps answering while a 50,000-row import runs: no read waits for the import, which writes each fetched batch in one transaction")
     func readerDuringImport() async throws {
         try await withServer { server in
             try await StoreFoundationTests.withDirectory { directory in
