@@ -141,7 +141,7 @@ let package = Package(
             name: "StratusStore",
             dependencies: [
                 "Stratus", "StratusModel", "StratusSync", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

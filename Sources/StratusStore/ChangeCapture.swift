@@ -49,6 +49,7 @@ final class ChangeCapture: Sendable {
                 return .commit
             }
             try raisePageCache(in: db)
+            try WALCheckpointer.install(on: db)
             let capture = ChangeCapture()
             // Called with the highest committed number, read under the write lock, so that numbers
             // follow the file, not this process's memory: another process writing the same file

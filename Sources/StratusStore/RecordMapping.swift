@@ -97,7 +97,7 @@ public struct RecordMapping: Sendable {
     ) throws -> [String: DatabaseValue]? {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM \(table.name.quotedDatabaseIdentifier)", key: columns.key)),
-            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+            arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
         else { return nil }
         return Self.columnValues(of: row, columns: columns)
     }
@@ -190,12 +190,12 @@ public struct RecordMapping: Sendable {
         }
         if let stored = try DatabaseValue.fetchOne(
             db.cachedStatement(sql: StoreColumns.rowByKey("SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(name)", key: columns.key)),
-            arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+            arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
         {
             guard !assignedColumns.isEmpty else { return }
             try db.cachedStatement(
                 sql: "UPDATE \(name) SET \(assignedColumns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(columns.key.quotedDatabaseIdentifier) = ?"
-            ).execute(arguments: StatementArguments(assignedValues + [stored]))
+            ).execute(arguments: StatementArguments(databaseValues: assignedValues + [stored]))
         } else {
             let names = [columns.key.quotedDatabaseIdentifier] + assignedColumns
             try db.cachedStatement(
@@ -203,7 +203,7 @@ public struct RecordMapping: Sendable {
                     INSERT INTO \(name) (\(names.joined(separator: ", ")))
                     VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
                     """
-            ).execute(arguments: StatementArguments([columns.keyValue(rowID)] + assignedValues))
+            ).execute(arguments: StatementArguments(databaseValues: [columns.keyValue(rowID)] + assignedValues))
         }
     }
 
@@ -211,7 +211,7 @@ public struct RecordMapping: Sendable {
     func delete(rowID: UUID, from table: StoreTable, columns: StoreColumns, in db: GRDB.Database) throws {
         try db.cachedStatement(
             sql: "DELETE FROM \(table.name.quotedDatabaseIdentifier) WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?)"
-        ).execute(arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+        ).execute(arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
     }
 
     private func databaseValue(
@@ -320,5 +320,14 @@ enum ColumnAffinity: Equatable {
         } else {
             self = .numeric
         }
+    }
+}
+
+extension StatementArguments {
+    /// Arguments of values already converted. GRDB's initializer for a sequence of one convertible
+    /// type maps it through a key path, which Swift instantiates at every call (a twentieth of an
+    /// import's time went there).
+    init(databaseValues values: [DatabaseValue]) {
+        self.init(values.map { $0 as (any DatabaseValueConvertible)? })
     }
 }

@@ -154,7 +154,7 @@ enum StoreMetadata {
         var arguments: StatementArguments = [max(seq, try folded(in: db))]
         if let rowID {
             sql += " AND c.row_id IN (?, ?, ?)"
-            arguments += StatementArguments(StoreColumns.keyForms(rowID))
+            arguments += StatementArguments(databaseValues: StoreColumns.keyForms(rowID))
         }
         sql += " GROUP BY c.table_name, c.row_id"
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap(PendingChange.init(row:))
@@ -201,7 +201,7 @@ enum StoreMetadata {
     private static func outboxTableEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
         try Row.fetchOne(
             db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM stratusstore_outbox", key: "row_id")),
-            arguments: StatementArguments(StoreColumns.keyForms(rowID))
+            arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID))
         ).flatMap(PendingChange.init(row:))
     }
 
@@ -279,7 +279,7 @@ enum StoreMetadata {
     static func dropOutboxEntry(table: String, rowID: UUID, in db: GRDB.Database) throws {
         try db.cachedStatement(
             sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?)"
-        ).execute(arguments: StatementArguments([table.databaseValue] + StoreColumns.keyForms(rowID)))
+        ).execute(arguments: StatementArguments(databaseValues: [table.databaseValue] + StoreColumns.keyForms(rowID)))
     }
 
     /// Empties the outbox.

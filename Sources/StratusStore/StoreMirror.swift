@@ -642,7 +642,8 @@ actor StoreMirror: SyncEngineDelegate {
                 let conflict = StoreConflict(table: table.name, rowID: rowID, ancestor: known?.values, local: local, server: server)
                 result = mirror.configuration.customMerges[table.name]?(conflict) ?? mirror.configuration.mergePolicy.resolve(conflict)
                 switch (result, server) {
-                case (nil, nil), (_?, _?) where result == server:
+                case (nil, nil),
+                    (_?, _?) where result == server:
                     try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
                     outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
                 case (nil, _?):
@@ -995,7 +996,7 @@ actor StoreMirror: SyncEngineDelegate {
                 sql: """
                     SELECT EXISTS (SELECT 1 FROM \(table.name.quotedDatabaseIdentifier)
                     WHERE \(columns.key.quotedDatabaseIdentifier) IN (?, ?, ?))
-                    """, arguments: StatementArguments(StoreColumns.keyForms(rowID)))
+                    """, arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
             if found == true { return table }
         }
         return nil
@@ -1019,7 +1020,7 @@ actor StoreMirror: SyncEngineDelegate {
                         sql: """
                             SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(table.name.quotedDatabaseIdentifier)
                             WHERE \(relationship.column.quotedDatabaseIdentifier) IN (?, ?, ?)
-                            """, arguments: StatementArguments(StoreColumns.keyForms(parentID)))
+                            """, arguments: StatementArguments(databaseValues: StoreColumns.keyForms(parentID)))
                     for child in children.compactMap(UUID.fromDatabaseValue) where seen.insert(child).inserted {
                         guard try StoreMetadata.zone(ofRow: child, in: db) == nil else { continue }
                         rows.append((table, child))

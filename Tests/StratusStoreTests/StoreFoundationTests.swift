@@ -200,6 +200,71 @@ struct StoreFoundationTests {
         }
     }
 
+    @Test("WAL checkpoints move off the writer: its commits never copy the WAL, which stays bounded; an app's 'off' is kept")
+    func backgroundCheckpoints() async throws {
+        try await Self.withDirectory { directory in
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 100") }
+            let path = directory.appendingPathComponent("app.sqlite").path
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try await pool.write { db in try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT)") }
+            let store = try await StratusStore.open(pool, model: StoreModel([.synced("lists", recordType: "List")]))
+            // SQLite reports 0 once its own checkpoint is no longer the writer's commit hook.
+            #expect(try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == 0)
+            let databaseBefore = try Self.fileSize(path)
+            // About 600 pages of 4 KiB in 30 commits: six times the threshold, well under the point
+            // (16 times) where the writer would checkpoint in its commit itself.
+            for _ in 0..<30 {
+                try await store.write { db in
+                    for _ in 0..<20 {
+                        try db.execute(
+                            sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
+                            arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
+                    }
+                }
+            }
+            // Only a checkpoint moves pages into the database file; this one ran on another thread.
+            try await Self.waitUntil { try Self.fileSize(path) > databaseBefore + 1_000_000 }
+            // The WAL is restarted after each complete checkpoint instead of growing with every write.
+            #expect(try Self.fileSize(path + "-wal") < 16 * 100 * 4096)
+            #expect(try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM lists") } == 600)
+        }
+        try await Self.withDirectory { directory in
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
+            let path = directory.appendingPathComponent("app.sqlite").path
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try await pool.write { db in try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT)") }
+            let store = try await StratusStore.open(pool, model: StoreModel([.synced("lists", recordType: "List")]))
+            let databaseBefore = try Self.fileSize(path)
+            for _ in 0..<10 {
+                try await store.write { db in
+                    for _ in 0..<20 {
+                        try db.execute(
+                            sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
+                            arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
+                    }
+                }
+            }
+            // The app checkpoints when it chooses: nothing moved the WAL's pages.
+            #expect(try Self.fileSize(path) == databaseBefore)
+            #expect(try Self.fileSize(path + "-wal") > 200 * 3_000)
+        }
+    }
+
+    static func fileSize(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+    }
+
+    /// Waits, bounded at 30 s, for work on another thread to show.
+    static func waitUntil(_ condition: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try !condition() {
+            guard ContinuousClock.now < deadline else { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     @Test("one store per pool: a second open is refused while the first store lives, and allowed once it is gone")
     func oneStorePerPool() async throws {
         try await Self.withDirectory { directory in
