@@ -25,9 +25,15 @@ final class ChangeCapture: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Runs the pool's WAL checkpoints off its writer; `nil` where the app turned them off.
+    let checkpointer: WALCheckpointer?
     /// Called after each commit of a transaction that changed a synced table (the mirror picks up
     /// the new outbox entries then).
     let afterCapturedCommit = Mutex<(@Sendable () -> Void)?>(nil)
+
+    private init(checkpointer: WALCheckpointer?) {
+        self.checkpointer = checkpointer
+    }
 
     /// Creates the metadata tables and the triggers of `model` (replacing earlier ones, so they follow
     /// the model's columns), and registers the functions they call on `pool`'s writer.
@@ -49,8 +55,7 @@ final class ChangeCapture: Sendable {
                 return .commit
             }
             try raisePageCache(in: db)
-            try WALCheckpointer.install(on: db)
-            let capture = ChangeCapture()
+            let capture = ChangeCapture(checkpointer: try WALCheckpointer.install(on: db))
             // Called with the highest committed number, read under the write lock, so that numbers
             // follow the file, not this process's memory: another process writing the same file
             // continues the same sequence.

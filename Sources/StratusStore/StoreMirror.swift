@@ -1088,7 +1088,11 @@ actor StoreMirror: SyncEngineDelegate {
         let event = StoreEvent(kind: kind)
         runningEvents[kind] = event
         events.yield(event)
+        capture.checkpointer?.syncing = isSyncing
     }
+
+    /// Whether an import or an export is running.
+    private var isSyncing: Bool { runningEvents[.import] != nil || runningEvents[.export] != nil }
 
     private func end(_ kind: StoreEvent.Kind, error: CloudError? = nil) {
         guard var event = runningEvents.removeValue(forKey: kind) else { return }
@@ -1096,6 +1100,7 @@ actor StoreMirror: SyncEngineDelegate {
         event.error = error
         event.succeeded = error == nil
         events.yield(event)
+        capture.checkpointer?.syncing = isSyncing
     }
 
     private static func cloudError(_ error: any Error) -> CloudError {

@@ -158,6 +158,57 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("an import grows the WAL past the app's threshold; the end of the sync checkpoints it and the next write cuts the file back; every row arrives")
+    func checkpointsAroundSync() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                var stores: [(pool: DatabasePool, store: StratusStore, path: String)] = []
+                for (index, name) in ["phone", "laptop"].enumerated() {
+                    let container = index == 0 ? try await server.signedInContainer("mei") : try await server.device(of: "mei")
+                    var configuration = Configuration()
+                    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 100") }
+                    let path = directory.appendingPathComponent("\(name).sqlite").path
+                    let pool = try DatabasePool(path: path, configuration: configuration)
+                    try await pool.write { db in
+                        try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL DEFAULT '')")
+                    }
+                    let store = try await StratusStore.open(
+                        pool, model: StoreModel([.synced("lists", recordType: "List")]),
+                        mirroring: StratusStore.Mirroring(
+                            database: container.privateCloudDatabase,
+                            assetDirectory: directory.appendingPathComponent("\(name)-outgoing"), automaticallySync: false))
+                    stores.append((pool, store, path))
+                }
+                let (phone, laptop) = (stores[0], stores[1])
+                // About 450 pages of rows: past the threshold of 100 several times over.
+                for _ in 0..<6 {
+                    try await phone.store.write { db in
+                        for _ in 0..<100 {
+                            try db.execute(
+                                sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
+                                arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
+                        }
+                    }
+                }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM lists") } == 600)
+                // The import grew the WAL past 1.8 MB; the end of the sync checkpointed it whole, so
+                // the app's next write starts it over and cuts the file back to the threshold's
+                // 100 pages (without a limit it would keep its largest size).
+                #expect(try StoreFoundationTests.fileSize(laptop.path + "-wal") > 600 * 3_000)
+                // Only a checkpoint moves pages into the database file, and no write came since.
+                try await StoreFoundationTests.waitUntil { try StoreFoundationTests.fileSize(laptop.path) > 600 * 3_000 }
+                try await StoreFoundationTests.waitUntil {
+                    try laptop.pool.write { db in
+                        try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'later')", arguments: [UUID().uuidString])
+                    }
+                    return try StoreFoundationTests.fileSize(laptop.path + "-wal") <= 100 * 4096
+                }
+            }
+        }
+    }
+
     @Test("initializeSchema() writes the synced tables' record types into development and prints them; local parts stay out; production refuses")
     func initializeSchema() async throws {
         try await withServer { server in
