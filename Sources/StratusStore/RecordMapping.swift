@@ -96,7 +96,7 @@ public struct RecordMapping: Sendable {
         of table: StoreTable, rowID: UUID, columns: StoreColumns, in db: GRDB.Database
     ) throws -> [String: DatabaseValue]? {
         guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM \(table.name.quotedDatabaseIdentifier)", key: columns.key)),
+            db.cachedStatement(sql: columns.selectRowSQL),
             arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
         else { return nil }
         return Self.columnValues(of: row, columns: columns)
@@ -179,31 +179,31 @@ public struct RecordMapping: Sendable {
     func write(
         _ values: [String: DatabaseValue], rowID: UUID, to table: StoreTable, columns: StoreColumns, in db: GRDB.Database
     ) throws {
-        let name = table.name.quotedDatabaseIdentifier
-        var assignedColumns: [String] = []
         var assignedValues: [DatabaseValue] = []
+        assignedValues.reserveCapacity(columns.fields.count + 1)
+        var assignsEveryField = true
         for column in columns.fields {
             let value = values[column] ?? .null
-            if value.isNull, columns.defaultedColumns.contains(column) { continue }
-            assignedColumns.append(column.quotedDatabaseIdentifier)
+            if value.isNull, columns.defaultedColumns.contains(column) {
+                assignsEveryField = false
+                continue
+            }
             assignedValues.append(value)
         }
+        // Most rows assign every mirrored column: their statements are built once per table.
+        let assignedColumns = assignsEveryField
+            ? columns.fields : columns.fields.filter { !(values[$0] ?? .null).isNull || !columns.defaultedColumns.contains($0) }
         if let stored = try DatabaseValue.fetchOne(
-            db.cachedStatement(sql: StoreColumns.rowByKey("SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(name)", key: columns.key)),
-            arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
+            db.cachedStatement(sql: columns.keyProbeSQL), arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
         {
             guard !assignedColumns.isEmpty else { return }
-            try db.cachedStatement(
-                sql: "UPDATE \(name) SET \(assignedColumns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(columns.key.quotedDatabaseIdentifier) = ?"
-            ).execute(arguments: StatementArguments(databaseValues: assignedValues + [stored]))
+            assignedValues.append(stored)
+            try db.cachedStatement(sql: assignsEveryField ? columns.updateEveryFieldSQL : columns.updateSQL(assignedColumns))
+                .execute(arguments: StatementArguments(databaseValues: assignedValues))
         } else {
-            let names = [columns.key.quotedDatabaseIdentifier] + assignedColumns
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO \(name) (\(names.joined(separator: ", ")))
-                    VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
-                    """
-            ).execute(arguments: StatementArguments(databaseValues: [columns.keyValue(rowID)] + assignedValues))
+            assignedValues.insert(columns.keyValue(rowID), at: 0)
+            try db.cachedStatement(sql: assignsEveryField ? columns.insertEveryFieldSQL : columns.insertSQL(assignedColumns))
+                .execute(arguments: StatementArguments(databaseValues: assignedValues))
         }
     }
 
@@ -264,6 +264,14 @@ struct StoreColumns {
     let defaultedColumns: Set<String>
     /// Columns whose declared type is BLOB (a UUID there is 16 bytes; elsewhere its string).
     private let blobColumns: Set<String>
+    /// The table's name, quoted for SQL.
+    private let quotedTable: String
+    /// Reads the row, or its key alone, whose key holds one of the ``keyForms(_:)``.
+    let selectRowSQL: String
+    let keyProbeSQL: String
+    /// Writes every field of a row: a new one (its key first), or an existing one (its key last).
+    let insertEveryFieldSQL: String
+    let updateEveryFieldSQL: String
 
     init(_ table: StoreTable, in db: GRDB.Database) throws {
         let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(table.name.quotedDatabaseIdentifier))")
@@ -279,6 +287,28 @@ struct StoreColumns {
         realColumns = Set(affinities.filter { $0.value == .real }.keys)
         defaultedColumns = Set(columns.filter { ($0["notnull"] as Bool) && ($0["dflt_value"] as String?) != nil }
             .map { $0["name"] as String })
+        let quotedTable = table.name.quotedDatabaseIdentifier
+        self.quotedTable = quotedTable
+        selectRowSQL = Self.rowByKey("SELECT * FROM \(quotedTable)", key: key)
+        keyProbeSQL = Self.rowByKey("SELECT \(key.quotedDatabaseIdentifier) FROM \(quotedTable)", key: key)
+        insertEveryFieldSQL = Self.insertSQL(table: quotedTable, key: key, assigned: fields)
+        updateEveryFieldSQL = Self.updateSQL(table: quotedTable, key: key, assigned: fields)
+    }
+
+    /// Inserts a row with its key and `assigned` columns, in that order.
+    func insertSQL(_ assigned: [String]) -> String { Self.insertSQL(table: quotedTable, key: key, assigned: assigned) }
+
+    /// Updates the `assigned` columns of the row whose key is the last argument.
+    func updateSQL(_ assigned: [String]) -> String { Self.updateSQL(table: quotedTable, key: key, assigned: assigned) }
+
+    private static func insertSQL(table: String, key: String, assigned: [String]) -> String {
+        let names = ([key] + assigned).map(\.quotedDatabaseIdentifier)
+        return "INSERT INTO \(table) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+    }
+
+    private static func updateSQL(table: String, key: String, assigned: [String]) -> String {
+        "UPDATE \(table) SET \(assigned.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")) "
+            + "WHERE \(key.quotedDatabaseIdentifier) = ?"
     }
 
     /// The forms a UUID key may be stored in: 16 bytes, or its string in upper or lower case.

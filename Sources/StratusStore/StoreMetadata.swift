@@ -428,24 +428,34 @@ enum AncestorEncoding {
 
     static func encode(_ values: [String: DatabaseValue]) -> Data {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(128)
         func append<T: FixedWidthInteger>(_ number: T) {
             withUnsafeBytes(of: number.bigEndian) { bytes.append(contentsOf: $0) }
         }
+        func begin(_ column: String, tag: UInt8) {
+            append(UInt16(column.utf8.count))
+            bytes.append(contentsOf: column.utf8)
+            bytes.append(tag)
+        }
         for (column, value) in values.sorted(by: { $0.key < $1.key }) {
-            let tagged: (UInt8, [UInt8])
             switch value.storage {
-            case .null: continue
-            case .int64(let integer): tagged = (1, withUnsafeBytes(of: integer.bigEndian, Array.init))
-            case .double(let real): tagged = (2, withUnsafeBytes(of: real.bitPattern.bigEndian, Array.init))
-            case .string(let text): tagged = (3, Array(text.utf8))
-            case .blob(let data): tagged = (4, Array(data))
+            case .null:
+                continue
+            case .int64(let integer):
+                begin(column, tag: 1)
+                append(integer)
+            case .double(let real):
+                begin(column, tag: 2)
+                append(real.bitPattern)
+            case .string(let text):
+                begin(column, tag: 3)
+                append(UInt32(text.utf8.count))
+                bytes.append(contentsOf: text.utf8)
+            case .blob(let data):
+                begin(column, tag: 4)
+                append(UInt32(data.count))
+                bytes.append(contentsOf: data)
             }
-            let name = Array(column.utf8)
-            append(UInt16(name.count))
-            bytes += name
-            bytes.append(tagged.0)
-            if tagged.0 >= 3 { append(UInt32(tagged.1.count)) }
-            bytes += tagged.1
         }
         return Data(bytes)
     }
