@@ -155,16 +155,19 @@ final class ChangeCapture: Sendable {
         let literal = "'" + table.name.replacingOccurrences(of: "'", with: "''") + "'"
         let keyColumn = key.quotedDatabaseIdentifier
         let latest = "(SELECT max(id) FROM stratusstore_transactions)"
-        // No conflict clause (an outer INSERT OR REPLACE would override it): the row is added once,
-        // and added again if a rolled-back savepoint took it. The transaction's number is one more
-        // than the last committed one, so once its row is there it is the latest: the change takes
-        // that, without asking the capture a second time.
+        // The transaction's row is added by a BEFORE trigger, which fires before the AFTER trigger
+        // that appends the change, only when the transaction has no row yet (its number is one more
+        // than the last committed one, so once its row is there it is the latest): added once, and
+        // added again if a rolled-back savepoint took it. In the trigger's WHEN clause, not in an
+        // `INSERT … SELECT … WHERE` reading the table it writes, which SQLite would materialize into
+        // a temporary table at every row. A statement that then skips its row (`OR IGNORE` on a
+        // conflict) can leave a transaction row without changes; the history leaves those out.
+        let opensTransaction = "\(latest) IS NOT stratusstore_transaction(\(latest))"
         let transaction = """
             INSERT INTO stratusstore_transactions (id, author, time_ms, first_change)
-                SELECT stratusstore_transaction(\(latest)), stratusstore_author(),
+                VALUES (stratusstore_transaction(\(latest)), stratusstore_author(),
                     CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
-                    (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes)
-                WHERE \(latest) IS NOT stratusstore_transaction(\(latest));
+                    (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes));
             """
         func change(_ row: String, _ operation: String, when condition: String? = nil) -> String {
             "INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation) "
@@ -175,25 +178,23 @@ final class ChangeCapture: Sendable {
         // mirror unless a synced column's value differs.
         let changed = synced.map { "OLD.\($0.quotedDatabaseIdentifier) IS NOT NEW.\($0.quotedDatabaseIdentifier)" }
             .joined(separator: " OR ")
+        let updateOf = "UPDATE OF \(synced.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) ON \(name)"
+        func trigger(_ operation: String, _ timing: String, _ event: String, when condition: String?, _ body: String) -> String {
+            """
+            CREATE TRIGGER \(triggerName(table.name, operation).quotedDatabaseIdentifier) \(timing) \(event)
+            \(condition.map { "WHEN \($0) " } ?? "")BEGIN \(body) END
+            """
+        }
         return [
-            """
-            CREATE TRIGGER \(triggerName(table.name, "insert").quotedDatabaseIdentifier) AFTER INSERT ON \(name) BEGIN
-                \(transaction) \(change("NEW", "'insert'"))
-            END
-            """,
-            """
-            CREATE TRIGGER \(triggerName(table.name, "update").quotedDatabaseIdentifier)
-            AFTER UPDATE OF \(synced.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) ON \(name) WHEN \(changed) BEGIN
-                \(transaction)
-                \(change("OLD", "'delete'", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)"))
-                \(change("NEW", "CASE WHEN OLD.\(keyColumn) IS NEW.\(keyColumn) THEN 'update' ELSE 'insert' END"))
-            END
-            """,
-            """
-            CREATE TRIGGER \(triggerName(table.name, "delete").quotedDatabaseIdentifier) AFTER DELETE ON \(name) BEGIN
-                \(transaction) \(change("OLD", "'delete'"))
-            END
-            """,
+            trigger("insert_transaction", "BEFORE", "INSERT ON \(name)", when: opensTransaction, transaction),
+            trigger("insert", "AFTER", "INSERT ON \(name)", when: nil, change("NEW", "'insert'")),
+            trigger("update_transaction", "BEFORE", updateOf, when: "(\(changed)) AND \(opensTransaction)", transaction),
+            trigger(
+                "update", "AFTER", updateOf, when: changed,
+                change("OLD", "'delete'", when: "OLD.\(keyColumn) IS NOT NEW.\(keyColumn)")
+                    + change("NEW", "CASE WHEN OLD.\(keyColumn) IS NEW.\(keyColumn) THEN 'update' ELSE 'insert' END")),
+            trigger("delete_transaction", "BEFORE", "DELETE ON \(name)", when: opensTransaction, transaction),
+            trigger("delete", "AFTER", "DELETE ON \(name)", when: nil, change("OLD", "'delete'")),
         ]
     }
 

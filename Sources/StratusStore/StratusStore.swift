@@ -245,13 +245,15 @@ public final class StratusStore: Sendable {
                         HistoryChange(table: row["table_name"], rowID: rowID, operation: operation))
                 }
             }
+            // A transaction row without changes (a statement that skipped its row) is passed over.
             return HistoryPage(
-                transactions: kept.map { row in
+                transactions: kept.compactMap { row in
                     let id: Int64 = row["id"]
-                    return HistoryTransaction(
-                        token: HistoryToken(transaction: id), author: row["author"],
-                        date: Date(timeIntervalSince1970: Double(row["time_ms"] as Int64) / 1_000),
-                        changes: changes[id] ?? [])
+                    return changes[id].map { changes in
+                        HistoryTransaction(
+                            token: HistoryToken(transaction: id), author: row["author"],
+                            date: Date(timeIntervalSince1970: Double(row["time_ms"] as Int64) / 1_000), changes: changes)
+                    }
                 }, token: HistoryToken(transaction: last))
         }
     }

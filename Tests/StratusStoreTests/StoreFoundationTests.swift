@@ -149,6 +149,39 @@ struct StoreFoundationTests {
         }
     }
 
+    @Test("a transaction's first change inside a rolled-back savepoint, and a statement that skips its row, leave the history right")
+    func captureEdges() async throws {
+        try await Self.withDirectory { directory in
+            let pool = try Self.makePool(directory)
+            let store = try await StratusStore.open(pool, model: Self.model)
+            let (first, second, third) = (UUID(), UUID(), UUID())
+            try await store.write { db in
+                try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'A')", arguments: [first.uuidString])
+            }
+            // The savepoint took the transaction's row with its change; the next change adds it again.
+            try await store.write { db in
+                try db.inSavepoint {
+                    try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'B')", arguments: [second.uuidString])
+                    return .rollback
+                }
+                try db.execute(sql: "UPDATE lists SET title = 'A2' WHERE id = ?", arguments: [first.uuidString])
+            }
+            // A statement that skips its row on a conflict changes nothing, alone in its transaction or not.
+            try await store.write { db in
+                try db.execute(sql: "INSERT OR IGNORE INTO lists (id, title) VALUES (?, 'dup')", arguments: [first.uuidString])
+            }
+            try await store.write { db in
+                try db.execute(sql: "INSERT OR IGNORE INTO lists (id, title) VALUES (?, 'dup')", arguments: [first.uuidString])
+                try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'C')", arguments: [third.uuidString])
+            }
+            let history = try await store.history()
+            #expect(history.transactions.map { $0.changes.map(\.rowID) } == [[first], [first], [third]])
+            #expect(history.transactions.map { $0.changes.map(\.operation) } == [[.insert], [.update], [.insert]])
+            #expect(try await store.pendingChanges().map(\.rowID).sorted { $0.uuidString < $1.uuidString }
+                == [first, third].sorted { $0.uuidString < $1.uuidString })
+        }
+    }
+
     @Test("history tokens survive reopening the file, and numbering goes on after them")
     func tokensSurviveRestarts() async throws {
         try await Self.withDirectory { directory in
