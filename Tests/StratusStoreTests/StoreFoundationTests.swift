@@ -236,26 +236,15 @@ struct StoreFoundationTests {
     @Test("WAL checkpoints move off the writer: its commits never copy the WAL, which stays bounded; an app's 'off' is kept")
     func backgroundCheckpoints() async throws {
         try await Self.withDirectory { directory in
-            var configuration = Configuration()
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 100") }
             let path = directory.appendingPathComponent("app.sqlite").path
-            let pool = try DatabasePool(path: path, configuration: configuration)
-            try await pool.write { db in try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT)") }
+            let pool = try await Self.listsPool(path, autocheckpoint: 100)
             let store = try await StratusStore.open(pool, model: StoreModel([.synced("lists", recordType: "List")]))
             // SQLite reports 0 once its own checkpoint is no longer the writer's commit hook.
             #expect(try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == 0)
             let databaseBefore = try Self.fileSize(path)
             // About 600 pages of 4 KiB in 30 commits: six times the threshold, well under the point
-            // (16 times) where the writer would checkpoint in its commit itself.
-            for _ in 0..<30 {
-                try await store.write { db in
-                    for _ in 0..<20 {
-                        try db.execute(
-                            sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
-                            arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
-                    }
-                }
-            }
+            // where the writer would checkpoint in its commit itself.
+            try await Self.writeLargeLists(store, transactions: 30, rows: 20)
             // Only a checkpoint moves pages into the database file; this one ran on another thread.
             try await Self.waitUntil { try Self.fileSize(path) > databaseBefore + 1_000_000 }
             // The WAL is restarted after each complete checkpoint instead of growing with every write.
@@ -263,25 +252,36 @@ struct StoreFoundationTests {
             #expect(try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM lists") } == 600)
         }
         try await Self.withDirectory { directory in
-            var configuration = Configuration()
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
             let path = directory.appendingPathComponent("app.sqlite").path
-            let pool = try DatabasePool(path: path, configuration: configuration)
-            try await pool.write { db in try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT)") }
-            let store = try await StratusStore.open(pool, model: StoreModel([.synced("lists", recordType: "List")]))
+            let store = try await StratusStore.open(
+                try await Self.listsPool(path, autocheckpoint: 0), model: StoreModel([.synced("lists", recordType: "List")]))
             let databaseBefore = try Self.fileSize(path)
-            for _ in 0..<10 {
-                try await store.write { db in
-                    for _ in 0..<20 {
-                        try db.execute(
-                            sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
-                            arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
-                    }
-                }
-            }
+            try await Self.writeLargeLists(store, transactions: 10, rows: 20)
             // The app checkpoints when it chooses: nothing moved the WAL's pages.
             #expect(try Self.fileSize(path) == databaseBefore)
             #expect(try Self.fileSize(path + "-wal") > 200 * 3_000)
+        }
+    }
+
+    /// A file at `path` with a `lists` table, whose connections checkpoint at `autocheckpoint` pages.
+    static func listsPool(_ path: String, autocheckpoint: Int) async throws -> DatabasePool {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = \(autocheckpoint)") }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        try await pool.write { db in try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL DEFAULT '')") }
+        return pool
+    }
+
+    /// Writes `transactions` transactions of `rows` lists, each with a title of 3,000 bytes.
+    static func writeLargeLists(_ store: StratusStore, transactions: Int, rows: Int) async throws {
+        for _ in 0..<transactions {
+            try await store.write { db in
+                for _ in 0..<rows {
+                    try db.execute(
+                        sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
+                        arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
+                }
+            }
         }
     }
 

@@ -165,13 +165,8 @@ struct StoreMirrorTests {
                 var stores: [(pool: DatabasePool, store: StratusStore, path: String)] = []
                 for (index, name) in ["phone", "laptop"].enumerated() {
                     let container = index == 0 ? try await server.signedInContainer("mei") : try await server.device(of: "mei")
-                    var configuration = Configuration()
-                    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 100") }
                     let path = directory.appendingPathComponent("\(name).sqlite").path
-                    let pool = try DatabasePool(path: path, configuration: configuration)
-                    try await pool.write { db in
-                        try db.execute(sql: "CREATE TABLE lists (id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL DEFAULT '')")
-                    }
+                    let pool = try await StoreFoundationTests.listsPool(path, autocheckpoint: 100)
                     let store = try await StratusStore.open(
                         pool, model: StoreModel([.synced("lists", recordType: "List")]),
                         mirroring: StratusStore.Mirroring(
@@ -181,15 +176,7 @@ struct StoreMirrorTests {
                 }
                 let (phone, laptop) = (stores[0], stores[1])
                 // About 450 pages of rows: past the threshold of 100 several times over.
-                for _ in 0..<6 {
-                    try await phone.store.write { db in
-                        for _ in 0..<100 {
-                            try db.execute(
-                                sql: "INSERT INTO lists (id, title) VALUES (?, ?)",
-                                arguments: [UUID().uuidString, String(repeating: "x", count: 3_000)])
-                        }
-                    }
-                }
+                try await StoreFoundationTests.writeLargeLists(phone.store, transactions: 6, rows: 100)
                 try await phone.store.sync()
                 try await laptop.store.sync()
                 #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM lists") } == 600)
