@@ -179,20 +179,11 @@ public struct RecordMapping: Sendable {
     func write(
         _ values: [String: DatabaseValue], rowID: UUID, to table: StoreTable, columns: StoreColumns, in db: GRDB.Database
     ) throws {
-        var assignedValues: [DatabaseValue] = []
-        assignedValues.reserveCapacity(columns.fields.count + 1)
-        var assignsEveryField = true
-        for column in columns.fields {
-            let value = values[column] ?? .null
-            if value.isNull, columns.defaultedColumns.contains(column) {
-                assignsEveryField = false
-                continue
-            }
-            assignedValues.append(value)
-        }
+        // A NOT NULL column with a default keeps its value when the record has none.
+        let assignedColumns = columns.fields.filter { !(values[$0] ?? .null).isNull || !columns.defaultedColumns.contains($0) }
+        var assignedValues = assignedColumns.map { values[$0] ?? .null }
         // Most rows assign every mirrored column: their statements are built once per table.
-        let assignedColumns = assignsEveryField
-            ? columns.fields : columns.fields.filter { !(values[$0] ?? .null).isNull || !columns.defaultedColumns.contains($0) }
+        let assignsEveryField = assignedColumns.count == columns.fields.count
         if let stored = try DatabaseValue.fetchOne(
             db.cachedStatement(sql: columns.keyProbeSQL), arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
         {
