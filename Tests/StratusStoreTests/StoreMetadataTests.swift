@@ -24,7 +24,7 @@ struct StoreMetadataTests {
         #expect(throws: AncestorEncoding.Malformed.self) { try AncestorEncoding.decode(Data([0, 5, 0x61])) }
     }
 
-    @Test("a file whose ancestors earlier versions kept one row per column is migrated once, values intact")
+    @Test("a file of the earliest layout (records keyed without row IDs, ancestors one row per column) is migrated once, values and tags intact")
     func ancestorsMigrate() async throws {
         try await StoreFoundationTests.withDirectory { directory in
             let pool = try DatabasePool(path: directory.appendingPathComponent("old.sqlite").path)
@@ -54,7 +54,13 @@ struct StoreMetadataTests {
             }
             let known = try await pool.read { db in try StoreMetadata.serverRecord(table: "items", rowID: rowID, in: db) }
             #expect(known?.values == ["title": "Milk".databaseValue, "done": 1.databaseValue])
-            #expect(try await pool.read { db in try db.tableExists("stratusstore_ancestors") } == false)
+            #expect(try await pool.read { db in try StoreMetadata.changeTag(table: "items", rowID: rowID, in: db) } == "tag")
+            let layout = try await pool.read { db in
+                (try db.tableExists("stratusstore_ancestors"),
+                 try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'stratusstore_records'") ?? "")
+            }
+            #expect(layout.0 == false)
+            #expect(!layout.1.contains("WITHOUT ROWID") && layout.1.contains("id INTEGER PRIMARY KEY"))
         }
     }
 
