@@ -460,7 +460,9 @@ actor StoreMirror: SyncEngineDelegate {
                 // After a page failed to apply, the state (whose token is past it) is not kept: the
                 // next start fetches from the last state that followed only applied pages.
                 guard importFailure == nil else { break }
-                let data = try JSONEncoder().encode(update.stateSerialization)
+                // The outbox, not the engine's state, keeps what is left to send: every start
+                // queues it again.
+                let data = try JSONEncoder().encode(update.stateSerialization.withoutPendingRecordZoneChanges())
                 try await pool.write { db in try StoreMetadata.setValue(data, for: Self.engineStateKey, in: db) }
             case .accountChange(let change):
                 switch change.changeType {

@@ -268,6 +268,15 @@ extension SyncEngine {
             public func encode(to encoder: any Encoder) throws {
                 try snapshot.encode(to: encoder)
             }
+
+            /// The state without its pending record zone changes, for a delegate that keeps them
+            /// itself and adds them again at every launch (StratusStore's outbox): a queue of
+            /// 100,000 saves encoded at each `stateUpdate` of a long send cost that send seconds.
+            package func withoutPendingRecordZoneChanges() -> Serialization {
+                var snapshot = snapshot
+                snapshot.recordZoneChanges = ChangeQueue()
+                return Serialization(snapshot: snapshot)
+            }
         }
     }
 }
