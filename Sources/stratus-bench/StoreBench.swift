@@ -76,7 +76,7 @@ struct StoreBench {
                 assetDirectory: directory.appendingPathComponent("phone-assets"), automaticallySync: false))
         result.mirroredWrites = Double(rows) / (try await measure { try await Self.insert(items, list: list, into: phonePool) })
 
-        progress("round \(round): the rows to a second device's store, a reader timed there meanwhile")
+        progress("round \(round): the rows to a second device's store: the first device's sync")
         let laptopPool = try Self.pool(directory.appendingPathComponent("laptop.sqlite"))
         let laptop = try await StratusStore.open(
             laptopPool, model: Self.model,
@@ -86,6 +86,7 @@ struct StoreBench {
         try await laptop.sync()
         result.storeSendSeconds = try await measure { try await phone.sync() }
         // The reader runs during the import alone, as it is reported; the engines' baseline has none.
+        progress("round \(round): the second device's sync, a reader timed there meanwhile")
         let reader = Reader(pool: laptopPool)
         let importing = Atomic(true)
         let reading = Task { try await reader.read(while: importing) }
