@@ -536,6 +536,7 @@ actor StoreMirror: SyncEngineDelegate {
     ) async throws {
         let (outcome, transaction) = try await writeAsImport { [self] db in
             var merger = try Merger(mirror: self, db: db)
+            try merger.readChangeTags(of: records)
             for record in records {
                 if let share = Share(record) {
                     try StoreMetadata.setSharePermission(
@@ -581,12 +582,36 @@ actor StoreMirror: SyncEngineDelegate {
         /// row in it, and their records then skip forgetting a placement they never had), set again
         /// when a record places one elsewhere.
         private var rowsMayLiveElsewhere: Bool
+        /// Change tags read ahead for a batch of fetched records, by table and row (`nil`: no
+        /// record known), kept up to date as the batch's records are remembered.
+        private var knownChangeTags: [String: [UUID: String?]] = [:]
 
         init(mirror: StoreMirror, db: GRDB.Database) throws {
             self.mirror = mirror
             self.db = db
             outboxMayHoldEntries = try StoreMetadata.hasFoldedOutboxEntries(in: db)
             rowsMayLiveElsewhere = try StoreMetadata.hasRowsInOtherZones(in: db)
+        }
+
+        /// Reads the change tags of the rows `records` stand for, one statement per table, before
+        /// they are applied.
+        mutating func readChangeTags(of records: [Stratus.Record]) throws {
+            var rowIDs: [String: [UUID]] = [:]
+            for record in records where mirror.ownsZone(record.recordID.zoneID) {
+                guard let table = mirror.tablesByRecordType[record.recordType], let rowID = UUID(text: record.recordID.recordName)
+                else { continue }
+                rowIDs[table.name, default: []].append(rowID)
+            }
+            for (table, rowIDs) in rowIDs {
+                let tags = try StoreMetadata.changeTags(table: table, rowIDs: rowIDs, in: db)
+                knownChangeTags[table] = Dictionary(rowIDs.map { ($0, tags[$0]) }, uniquingKeysWith: { first, _ in first })
+            }
+        }
+
+        /// The change tag of the server's record of a row as last known.
+        private func changeTag(table: String, rowID: UUID) throws -> String? {
+            if let known = knownChangeTags[table]?[rowID] { return known }
+            return try StoreMetadata.changeTag(table: table, rowID: rowID, in: db)
         }
 
         /// The outbox entry of a row, when the outbox may hold one.
@@ -621,7 +646,7 @@ actor StoreMirror: SyncEngineDelegate {
             }
             // A record this device already holds at this version (its own save, coming back in the
             // feed) changes nothing.
-            if let tag = record?.recordChangeTag, try StoreMetadata.changeTag(table: table.name, rowID: rowID, in: db) == tag {
+            if let tag = record?.recordChangeTag, try changeTag(table: table.name, rowID: rowID) == tag {
                 return
             }
             let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
@@ -688,6 +713,7 @@ actor StoreMirror: SyncEngineDelegate {
             _ record: Stratus.Record?, values: [String: DatabaseValue]?, table: StoreTable, rowID: UUID
         ) throws {
             try StoreMetadata.setServerRecord(record, values: values ?? [:], table: table.name, rowID: rowID, in: db)
+            knownChangeTags[table.name]?.updateValue(record?.recordChangeTag, forKey: rowID)
             guard let zoneID = record?.recordID.zoneID else { return }
             let elsewhere = zoneID == mirror.defaultZoneID ? nil : zoneID
             guard elsewhere != nil || rowsMayLiveElsewhere else { return }

@@ -64,6 +64,27 @@ struct StoreMetadataTests {
         }
     }
 
+    @Test("a batch's change tags come in one read: each known row's tag, none for a row without a record or of another table; one tag per row however often it is asked")
+    func changeTagsOfABatch() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try StoreFoundationTests.makePool(directory)
+            let (tagged, other, unknown) = (UUID(), UUID(), UUID())
+            try await pool.write { db in
+                try StoreMetadata.create(in: db)
+                for (rowID, table, tag) in [(tagged, "items", "t1"), (other, "lists", "t2")] {
+                    try db.execute(
+                        sql: "INSERT INTO stratusstore_records (table_name, row_id, system_fields, change_tag) VALUES (?, ?, x'', ?)",
+                        arguments: [table, rowID.uuidString, tag])
+                }
+            }
+            let tags = try await pool.read { db in
+                try StoreMetadata.changeTags(table: "items", rowIDs: [tagged, other, unknown, tagged], in: db)
+            }
+            #expect(tags == [tagged: "t1"])
+            #expect(try await pool.read { db in try StoreMetadata.changeTags(table: "items", rowIDs: [], in: db) }.isEmpty)
+        }
+    }
+
     @Test("an outbox and a change log of the earlier layouts are rebuilt, their entries and history kept, and folding starts after their changes")
     func outboxMigrates() async throws {
         try await StoreFoundationTests.withDirectory { directory in
