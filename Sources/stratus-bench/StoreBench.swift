@@ -60,11 +60,27 @@ struct StoreBench {
         }
     }
 
+    /// Odd rounds move the rows through the stores first, even rounds through the engines first: the
+    /// second to run writes into a server file that already holds the first's records.
     private func measureRound(_ round: Int, on bench: BenchServer, in directory: URL) async throws -> Round {
         var result = Round()
         let list = UUID().uuidString
         let items = (0..<rows).map { (id: UUID().uuidString, title: "Item \($0)", done: $0 % 2) }
+        if round.isMultiple(of: 2) {
+            try await measureEngines(round, items: items, list: list, on: bench, into: &result)
+            try await measureStores(round, items: items, list: list, on: bench, in: directory, into: &result)
+        } else {
+            try await measureStores(round, items: items, list: list, on: bench, in: directory, into: &result)
+            try await measureEngines(round, items: items, list: list, on: bench, into: &result)
+        }
+        return result
+    }
 
+    /// Local writes, plain and mirrored, then the rows to a second device's store with a reader timed there.
+    private func measureStores(
+        _ round: Int, items: [(id: String, title: String, done: Int)], list: String, on bench: BenchServer, in directory: URL,
+        into result: inout Round
+    ) async throws {
         progress("round \(round): \(rows) local rows, plain GRDB then mirrored by StratusStore")
         let plain = try Self.pool(directory.appendingPathComponent("plain.sqlite"))
         result.plainWrites = Double(rows) / (try await measure { try await Self.insert(items, list: list, into: plain) })
@@ -99,7 +115,12 @@ struct StoreBench {
         let idle = try await reader.read(count: during.count)
         result.readerP99DuringImport = percentile(during, 0.99) * 1000
         result.readerP99Idle = percentile(idle, 0.99) * 1000
+    }
 
+    /// The baseline: the same records from one sync engine to another, in a zone of their own.
+    private func measureEngines(
+        _ round: Int, items: [(id: String, title: String, done: Int)], list: String, on bench: BenchServer, into result: inout Round
+    ) async throws {
         progress("round \(round): the same records between two sync engines")
         let zoneID = RecordZone.ID(zoneName: "EngineBaseline")
         let sender = BenchDevice(container: bench.container(device: "engine-phone"))
@@ -128,7 +149,6 @@ struct StoreBench {
         guard receiver.fetchedCount >= rows else {
             throw BenchError("the receiving engine fetched \(receiver.fetchedCount) records, expected \(rows)")
         }
-        return result
     }
 
     private static func pool(_ url: URL) throws -> DatabasePool {
