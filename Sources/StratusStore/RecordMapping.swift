@@ -85,7 +85,9 @@ public struct RecordMapping: Sendable {
             throw StoreMappingError(reason: "record '\(record.recordID.recordName)' of '\(table.name)' is not named by a UUID")
         }
         let columns = try StoreColumns(table, in: db)
-        try write(try columnValues(of: record, table: table, columns: columns), rowID: rowID, to: table, columns: columns, in: db)
+        try write(
+            try columnValues(of: record, table: table, columns: columns), rowID: rowID,
+            storedKey: try columns.storedKey(of: rowID, in: db), to: table, columns: columns, in: db)
     }
 
     // MARK: Values
@@ -172,21 +174,21 @@ public struct RecordMapping: Sendable {
         return values
     }
 
-    /// Writes mirrored column values into the row of `rowID` (inserting it when it is new): a column
-    /// without a value is `NULL`, except a `NOT NULL` column with a default, which keeps its value
-    /// (or takes its default in a new row). Local columns are left alone; an existing row keeps the
-    /// form its key is stored in.
+    /// Writes mirrored column values into the row of `rowID` (inserting it when it is new), whose
+    /// key is `storedKey` as ``StoreColumns/storedKey(of:in:)`` found it (`nil`: there is no row):
+    /// a column without a value is `NULL`, except a `NOT NULL` column with a default, which keeps
+    /// its value (or takes its default in a new row). Local columns are left alone; an existing row
+    /// keeps the form its key is stored in.
     func write(
-        _ values: [String: DatabaseValue], rowID: UUID, to table: StoreTable, columns: StoreColumns, in db: GRDB.Database
+        _ values: [String: DatabaseValue], rowID: UUID, storedKey: DatabaseValue?, to table: StoreTable, columns: StoreColumns,
+        in db: GRDB.Database
     ) throws {
         // A NOT NULL column with a default keeps its value when the record has none.
         let assignedColumns = columns.fields.filter { !(values[$0] ?? .null).isNull || !columns.defaultedColumns.contains($0) }
         var assignedValues = assignedColumns.map { values[$0] ?? .null }
         // Most rows assign every mirrored column: their statements are built once per table.
         let assignsEveryField = assignedColumns.count == columns.fields.count
-        if let stored = try DatabaseValue.fetchOne(
-            db.cachedStatement(sql: columns.keyProbeSQL), arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID)))
-        {
+        if let stored = storedKey {
             guard !assignedColumns.isEmpty else { return }
             assignedValues.append(stored)
             try db.cachedStatement(sql: assignsEveryField ? columns.updateEveryFieldSQL : columns.updateSQL(assignedColumns))
@@ -259,7 +261,10 @@ struct StoreColumns {
     private let quotedTable: String
     /// Reads the row, or its key alone, whose key holds one of the ``keyForms(_:)``.
     let selectRowSQL: String
-    let keyProbeSQL: String
+    private let keyProbeSQL: String
+    /// Reads the keys, as stored, of the rows of ``keysProbedTogether`` row IDs (each in its
+    /// ``keyForms(_:)``).
+    private let keysProbeSQL: String
     /// Writes every field of a row: a new one (its key first), or an existing one (its key last).
     let insertEveryFieldSQL: String
     let updateEveryFieldSQL: String
@@ -282,8 +287,39 @@ struct StoreColumns {
         self.quotedTable = quotedTable
         selectRowSQL = Self.rowByKey("SELECT * FROM \(quotedTable)", key: key)
         keyProbeSQL = Self.rowByKey("SELECT \(key.quotedDatabaseIdentifier) FROM \(quotedTable)", key: key)
+        let keyForms = Array(repeating: "?", count: 3 * Self.keysProbedTogether).joined(separator: ", ")
+        keysProbeSQL = "SELECT \(key.quotedDatabaseIdentifier) FROM \(quotedTable) WHERE \(key.quotedDatabaseIdentifier) IN (\(keyForms))"
         insertEveryFieldSQL = Self.insertSQL(table: quotedTable, key: key, assigned: fields)
         updateEveryFieldSQL = Self.updateSQL(table: quotedTable, key: key, assigned: fields)
+    }
+
+    /// The key of the row of `rowID` as it is stored (in one of the ``keyForms(_:)``); `nil` when
+    /// the table has no such row.
+    func storedKey(of rowID: UUID, in db: GRDB.Database) throws -> DatabaseValue? {
+        try DatabaseValue.fetchOne(
+            db.cachedStatement(sql: keyProbeSQL), arguments: StatementArguments(databaseValues: Self.keyForms(rowID)))
+    }
+
+    /// Row IDs whose keys one statement of ``storedKeys(of:in:)`` reads.
+    static let keysProbedTogether = 100
+
+    /// The keys as stored of those of `rowIDs` the table has rows of, as ``storedKey(of:in:)``
+    /// finds them one by one, in one statement per ``keysProbedTogether`` row IDs (a fetched batch
+    /// would otherwise pay a statement per row).
+    func storedKeys(of rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: DatabaseValue] {
+        var keys: [UUID: DatabaseValue] = [:]
+        for start in stride(from: 0, to: rowIDs.count, by: Self.keysProbedTogether) {
+            let chunk = rowIDs[start..<min(start + Self.keysProbedTogether, rowIDs.count)]
+            // The last chunk repeats its last row ID, so that every chunk runs one prepared statement.
+            let padded = chunk + Array(repeating: chunk[chunk.endIndex - 1], count: Self.keysProbedTogether - chunk.count)
+            let stored = try DatabaseValue.fetchAll(
+                db.cachedStatement(sql: keysProbeSQL), arguments: StatementArguments(databaseValues: padded.flatMap(Self.keyForms)))
+            // Each key found is one of the forms asked for: 16 bytes, or a UUID's text.
+            for key in stored {
+                if let rowID = UUID.fromDatabaseValue(key) { keys[rowID] = key }
+            }
+        }
+        return keys
     }
 
     /// Inserts a row with its key and `assigned` columns, in that order.

@@ -536,7 +536,7 @@ actor StoreMirror: SyncEngineDelegate {
     ) async throws {
         let (outcome, transaction) = try await writeAsImport { [self] db in
             var merger = try Merger(mirror: self, db: db)
-            try merger.readChangeTags(of: records)
+            try merger.readAhead(of: records)
             for record in records {
                 if let share = Share(record) {
                     try StoreMetadata.setSharePermission(
@@ -572,7 +572,8 @@ actor StoreMirror: SyncEngineDelegate {
     private struct Merger {
         let mirror: StoreMirror
         let db: GRDB.Database
-        var columns: [String: StoreColumns] = [:]
+        /// Each table's columns, read once per transaction.
+        private var columnsByTable: [String: StoreColumns] = [:]
         /// What the merges changed, to hand to the engine after the commit.
         var outcome = MergeOutcome()
         /// Whether the outbox may hold an entry: read once (a device that only receives has none,
@@ -585,6 +586,9 @@ actor StoreMirror: SyncEngineDelegate {
         /// Change tags read ahead for a batch of fetched records, by table and row (`nil`: no
         /// record known), kept up to date as the batch's records are remembered.
         private var knownChangeTags: [String: [UUID: String?]] = [:]
+        /// Keys as stored, read ahead for the same batch (`nil`: no row), kept up to date as the
+        /// batch's rows are written and deleted.
+        private var knownKeys: [String: [UUID: DatabaseValue?]] = [:]
 
         init(mirror: StoreMirror, db: GRDB.Database) throws {
             self.mirror = mirror
@@ -593,19 +597,47 @@ actor StoreMirror: SyncEngineDelegate {
             rowsMayLiveElsewhere = try StoreMetadata.hasRowsInOtherZones(in: db)
         }
 
-        /// Reads the change tags of the rows `records` stand for, one statement per table, before
-        /// they are applied.
-        mutating func readChangeTags(of records: [Stratus.Record]) throws {
-            var rowIDs: [String: [UUID]] = [:]
+        /// Reads the change tags and stored keys of the rows `records` stand for, a few statements
+        /// per table, before they are applied.
+        mutating func readAhead(of records: [Stratus.Record]) throws {
+            var rowIDs: [String: (table: StoreTable, rowIDs: [UUID])] = [:]
             for record in records where mirror.ownsZone(record.recordID.zoneID) {
                 guard let table = mirror.tablesByRecordType[record.recordType], let rowID = UUID(text: record.recordID.recordName)
                 else { continue }
-                rowIDs[table.name, default: []].append(rowID)
+                rowIDs[table.name, default: (table, [])].rowIDs.append(rowID)
             }
-            for (table, rowIDs) in rowIDs {
-                let tags = try StoreMetadata.changeTags(table: table, rowIDs: rowIDs, in: db)
-                knownChangeTags[table] = Dictionary(rowIDs.map { ($0, tags[$0]) }, uniquingKeysWith: { first, _ in first })
+            for (name, (table, rowIDs)) in rowIDs {
+                let tags = try StoreMetadata.changeTags(table: name, rowIDs: rowIDs, in: db)
+                knownChangeTags[name] = Dictionary(rowIDs.map { ($0, tags[$0]) }, uniquingKeysWith: { first, _ in first })
+                let keys = try columns(of: table).storedKeys(of: rowIDs, in: db)
+                knownKeys[name] = Dictionary(rowIDs.map { ($0, keys[$0]) }, uniquingKeysWith: { first, _ in first })
             }
+        }
+
+        /// The table's columns as the mapping uses them.
+        private mutating func columns(of table: StoreTable) throws -> StoreColumns {
+            if let known = columnsByTable[table.name] { return known }
+            let read = try StoreColumns(table, in: db)
+            columnsByTable[table.name] = read
+            return read
+        }
+
+        /// Writes the row of `rowID` (`values`) or deletes it (`nil`), keeping the known keys up to date.
+        private mutating func write(_ values: [String: DatabaseValue]?, table: StoreTable, rowID: UUID, columns: StoreColumns) throws {
+            guard let values else {
+                try mirror.mapping.delete(rowID: rowID, from: table, columns: columns, in: db)
+                knownKeys[table.name]?.updateValue(nil, forKey: rowID)
+                return
+            }
+            let storedKey: DatabaseValue?
+            if let known = knownKeys[table.name]?[rowID] {
+                storedKey = known
+            } else {
+                storedKey = try columns.storedKey(of: rowID, in: db)
+            }
+            try mirror.mapping.write(values, rowID: rowID, storedKey: storedKey, to: table, columns: columns, in: db)
+            // A new row's key is written in the form the mapping chooses.
+            knownKeys[table.name]?.updateValue(storedKey ?? Optional(columns.keyValue(rowID)), forKey: rowID)
         }
 
         /// The change tag of the server's record of a row as last known.
@@ -649,8 +681,7 @@ actor StoreMirror: SyncEngineDelegate {
             if let tag = record?.recordChangeTag, try changeTag(table: table.name, rowID: rowID) == tag {
                 return
             }
-            let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
-            columns[table.name] = tableColumns
+            let tableColumns = try columns(of: table)
             // A record of the public database marked deleted is a deletion; its system fields are
             // kept, to base a later save of the same row on.
             let live = record.flatMap { RecordMapping.isMarkedDeleted($0) ? nil : $0 }
@@ -683,24 +714,15 @@ actor StoreMirror: SyncEngineDelegate {
                     outcome.requeued.append(.saveRecord(recordID))
                 }
             }
-            if let result {
-                try mirror.mapping.write(result, rowID: rowID, to: table, columns: tableColumns, in: db)
-            } else {
-                try mirror.mapping.delete(rowID: rowID, from: table, columns: tableColumns, in: db)
-            }
+            try write(result, table: table, rowID: rowID, columns: tableColumns)
             try remember(record, values: server, table: table, rowID: rowID)
         }
 
         /// Puts the row of `recordID` back as the server last had it (a change it refused: a
         /// participant's who may only read): the server's values, or no row when the server has none.
         mutating func rollBack(_ recordID: Stratus.Record.ID, table: StoreTable, rowID: UUID) throws {
-            let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
-            columns[table.name] = tableColumns
-            if let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) {
-                try mirror.mapping.write(known.values, rowID: rowID, to: table, columns: tableColumns, in: db)
-            } else {
-                try mirror.mapping.delete(rowID: rowID, from: table, columns: tableColumns, in: db)
-            }
+            let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
+            try write(known?.values, table: table, rowID: rowID, columns: columns(of: table))
             if let entry = try outboxEntry(rowID: rowID) {
                 try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
                 outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))

@@ -85,6 +85,33 @@ struct StoreMetadataTests {
         }
     }
 
+    @Test("a fetched batch's keys are found as stored, in each of a UUID's forms, across statements of the batch")
+    func keysOfABatch() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try StoreFoundationTests.makePool(directory)
+            let rowIDs = (0..<(2 * StoreColumns.keysProbedTogether + 50)).map { _ in UUID() }
+            // Every third row ID has no row; the others are stored as 16 bytes, or their text in upper or lower case.
+            let expected = Dictionary(
+                uniqueKeysWithValues: rowIDs.enumerated().filter { !$0.offset.isMultiple(of: 3) }.map { index, rowID in
+                    (rowID, [rowID.databaseValue, rowID.upperText.databaseValue, rowID.lowerText.databaseValue][index % 3])
+                })
+            for table in ["lists", "items"] {
+                let storedTable = try #require(StoreFoundationTests.model.table(named: table))
+                try await pool.write { db in
+                    for (rowID, key) in expected {
+                        try db.execute(sql: "INSERT INTO \(table) (id) VALUES (?)", arguments: [key])
+                    }
+                    let columns = try StoreColumns(storedTable, in: db)
+                    #expect(try columns.storedKeys(of: rowIDs, in: db) == expected, "table \(table)")
+                    #expect(try columns.storedKeys(of: [], in: db).isEmpty)
+                    for rowID in rowIDs.prefix(6) {
+                        #expect(try columns.storedKey(of: rowID, in: db) == expected[rowID], "one by one, as in a batch")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("an outbox and a change log of the earlier layouts are rebuilt, their entries and history kept, and folding starts after their changes")
     func outboxMigrates() async throws {
         try await StoreFoundationTests.withDirectory { directory in
