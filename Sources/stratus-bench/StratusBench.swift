@@ -22,6 +22,22 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             StratusBench.self, WebSocketFloor.self, VersusCommand.self, ShapedNetworkCommand.self, DelayRelayCommand.self,
         ], defaultSubcommand: StratusBench.self)
+
+    /// Runs the command with the allocator settings `stratus serve` runs with (server and clients
+    /// share this process).
+    static func main() async {
+        AllocatorSettings.keepFreedMemoryForReuse()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 struct StratusBench: AsyncParsableCommand {

@@ -264,6 +264,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "stratus")
+        AllocatorSettings.keepFreedMemoryForReuse()
         OpenFileLimit.raise(logger: logger)
         let limits = Limits(
             maxOperationsPerRequest: maxOperationsPerRequest, maxRecordsPerResponse: maxRecordsPerResponse,
