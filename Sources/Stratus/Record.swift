@@ -33,51 +33,128 @@ public struct Record: Hashable, Sendable {
         public var description: String { "\(recordName) in \(zoneID)" }
     }
 
+    /// The record's parts. Copies of a record share them until one copy changes, so a record moves
+    /// through feed pages, dictionaries and events as one pointer, not a few hundred bytes.
+    private struct Parts: Hashable, Sendable {
+        var recordID: ID
+        var recordType: String
+        var recordChangeTag: String?
+        var creationDate: Date?
+        var creatorUserRecordID: ID?
+        var modificationDate: Date?
+        var lastModifiedUserRecordID: ID?
+        var lastModifiedDeviceID: String?
+        var values: [String: RecordFieldValue] = [:]
+        var originalValues: [String: RecordFieldValue?] = [:]
+        var shareKeys: ShareKeys?
+        var parent: Reference?
+        var parentChanged = false
+        var share: Reference?
+    }
+
+    /// The shared parts; changed in place only while one copy holds them.
+    private final class Box: @unchecked Sendable {
+        var parts: Parts
+        init(_ parts: Parts) { self.parts = parts }
+    }
+
+    private var box: Box
+
+    private var parts: Parts {
+        get { box.parts }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.parts) }
+            yield &box.parts
+        }
+    }
+
     /// The record's ID.
-    public let recordID: ID
+    public var recordID: ID { parts.recordID }
     /// The record's type, such as `"Note"`.
-    public let recordType: String
+    public var recordType: String { parts.recordType }
     /// The server's version tag of the record; `nil` for a record never saved. It changes with
     /// every save.
-    public internal(set) var recordChangeTag: String?
+    public internal(set) var recordChangeTag: String? {
+        get { parts.recordChangeTag }
+        set { parts.recordChangeTag = newValue }
+    }
     /// When the record was first saved.
-    public internal(set) var creationDate: Date?
+    public internal(set) var creationDate: Date? {
+        get { parts.creationDate }
+        set { parts.creationDate = newValue }
+    }
     /// The user who first saved the record.
-    public internal(set) var creatorUserRecordID: ID?
+    public internal(set) var creatorUserRecordID: ID? {
+        get { parts.creatorUserRecordID }
+        set { parts.creatorUserRecordID = newValue }
+    }
     /// When the record was last saved.
-    public internal(set) var modificationDate: Date?
+    public internal(set) var modificationDate: Date? {
+        get { parts.modificationDate }
+        set { parts.modificationDate = newValue }
+    }
     /// The user who last saved the record.
-    public internal(set) var lastModifiedUserRecordID: ID?
+    public internal(set) var lastModifiedUserRecordID: ID? {
+        get { parts.lastModifiedUserRecordID }
+        set { parts.lastModifiedUserRecordID = newValue }
+    }
     /// The device that last saved the record, when it said which one it is
     /// (``Container/Configuration/deviceID``).
-    public internal(set) var lastModifiedDeviceID: String?
+    public internal(set) var lastModifiedDeviceID: String? {
+        get { parts.lastModifiedDeviceID }
+        set { parts.lastModifiedDeviceID = newValue }
+    }
 
     /// The field values.
-    var values: [String: RecordFieldValue]
+    var values: [String: RecordFieldValue] {
+        get { parts.values }
+        _modify { yield &parts.values }
+    }
     /// For each key changed since the record was fetched or created: its value before the first
     /// change (`nil` when the field was absent).
-    var originalValues: [String: RecordFieldValue?]
+    var originalValues: [String: RecordFieldValue?] {
+        get { parts.originalValues }
+        _modify { yield &parts.originalValues }
+    }
     /// A share record's share keys (``Share``); `nil` for any other record.
-    var shareKeys: ShareKeys?
+    var shareKeys: ShareKeys? {
+        get { parts.shareKeys }
+        set { parts.shareKeys = newValue }
+    }
 
     /// The record above this one in its hierarchy (CloudKit's `CKRecord.parent`), in the same zone.
     /// Sharing a record (``Share/init(rootRecord:)``) shares every record below it through `parent`.
     public var parent: Reference? {
-        didSet { parentChanged = true }
+        get { parts.parent }
+        set {
+            parts.parent = newValue
+            parts.parentChanged = true
+        }
     }
     /// Whether ``parent`` was set since the record was fetched or created, so a removal is sent.
-    var parentChanged = false
+    var parentChanged: Bool {
+        get { parts.parentChanged }
+        set { parts.parentChanged = newValue }
+    }
 
     /// On the root of a hierarchical share, the share (CloudKit's `CKRecord.share`); the server
     /// sets it when the share is saved.
-    public internal(set) var share: Reference?
+    public internal(set) var share: Reference? {
+        get { parts.share }
+        set { parts.share = newValue }
+    }
 
     /// A new record of `recordType`; the ID defaults to a new UUID in the default zone.
     public init(recordType: String, recordID: ID = ID()) {
-        self.recordID = recordID
-        self.recordType = recordType
-        self.values = [:]
-        self.originalValues = [:]
+        box = Box(Parts(recordID: recordID, recordType: recordType))
+    }
+
+    public static func == (lhs: Record, rhs: Record) -> Bool {
+        lhs.box === rhs.box || lhs.parts == rhs.parts
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(parts)
     }
 
     /// A new record of `recordType` with a new UUID name in `zoneID`.
