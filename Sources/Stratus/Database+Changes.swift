@@ -216,7 +216,7 @@ public struct RecordZoneChangePages: AsyncSequence, Sendable {
         private mutating func requestPlannedPages() {
             for (start, asksAhead) in plan.pagesToRequest() {
                 let pages = pages
-                let pagesAhead = asksAhead ? plan.window : nil
+                let pagesAhead = asksAhead ? plan.pagesAskedAhead : nil
                 replies.append(RequestAhead(Task { try await pages.reply(since: start, pagesAhead: pagesAhead) }))
             }
         }
@@ -266,6 +266,9 @@ public struct RecordZoneChangePages: AsyncSequence, Sendable {
 package struct FeedReadAhead<Token: Hashable & Sendable>: Sendable {
     /// The most pages requested at once.
     package let window: Int
+    /// How many page ends a request that asks ahead asks for: two windows, so that the answer, which
+    /// is read a window of pages after it was requested, still brings starts for the window after.
+    package var pagesAskedAhead: Int { 2 * window }
     /// Pages requested and not yet answered, in feed order: where each starts and whether its request
     /// asks where the pages after it end.
     package private(set) var requested: [(start: Token?, asksAhead: Bool)] = []
@@ -279,13 +282,14 @@ package struct FeedReadAhead<Token: Hashable & Sendable>: Sendable {
     }
 
     /// The pages to request now, in order, moved to ``requested``: as many known starts as the window
-    /// leaves room for. One request at a time asks where the pages after it end, once fewer than half
-    /// a window of starts remain to be requested.
+    /// leaves room for. One request at a time asks where the pages after it end, once fewer than a
+    /// window of starts remain to be requested: its answer is read after the window in front of it,
+    /// and those pages' slots need that many starts meanwhile, or the window drains a round trip.
     package mutating func pagesToRequest() -> [(start: Token?, asksAhead: Bool)] {
         var pages: [(start: Token?, asksAhead: Bool)] = []
         while requested.count < window, !starts.isEmpty {
             let start = starts.removeFirst()
-            let asksAhead = starts.count < window / 2 && !requested.contains(where: \.asksAhead)
+            let asksAhead = starts.count < window && !requested.contains(where: \.asksAhead)
             requested.append((start, asksAhead))
             pages.append((start, asksAhead))
         }

@@ -17,24 +17,34 @@ struct FeedReadAheadTests {
         let none = Self.request(&plan)
         #expect(none.isEmpty, "nothing more is known")
 
-        // Page 1 ends at a; the pages after it end at b, c, d, e.
-        let dropped = plan.answered(next: "a", ends: ["b", "c", "d", "e"])
+        #expect(plan.pagesAskedAhead == 8, "two windows")
+
+        // Page 1 ends at a; the pages after it end at b … i.
+        let dropped = plan.answered(next: "a", ends: ["b", "c", "d", "e", "f", "g", "h", "i"])
         #expect(!dropped)
         let sent = plan.pagesToRequest()
         #expect(sent.map(\.start) == ["a", "b", "c", "d"], "a window's worth")
-        #expect(sent.map(\.asksAhead) == [false, false, false, true], "the one whose starts run short asks ahead")
+        #expect(sent.map(\.asksAhead) == [false, false, false, false], "a window of starts remains: none asks ahead")
 
-        // Pages a, b, c answer as expected; then d's answer extends what is known.
+        // As pages are answered, their slots go to the next starts; the one that leaves fewer than a
+        // window of starts asks ahead.
         _ = plan.answered(next: "b", ends: [])
-        let afterA = Self.request(&plan)
-        #expect(afterA == ["e"])
+        let afterA = plan.pagesToRequest()
+        #expect(afterA.map(\.start) == ["e"] && afterA.map(\.asksAhead) == [false])
         _ = plan.answered(next: "c", ends: [])
-        _ = plan.answered(next: "d", ends: [])
-        let stale = plan.answered(next: "e", ends: ["f", "g", "h"])
+        let afterB = plan.pagesToRequest()
+        #expect(afterB.map(\.start) == ["f"] && afterB.map(\.asksAhead) == [true])
+        for next in ["d", "e", "f"] {
+            _ = plan.answered(next: next, ends: [])
+        }
+        let meanwhile = Self.request(&plan)
+        #expect(meanwhile == ["g", "h", "i"], "the starts known carry the window until f's answer is read")
+        // f's answer extends what is known, and the window stays full.
+        let stale = plan.answered(next: "g", ends: ["h", "i", "j", "k", "l", "m", "n", "o"])
         #expect(!stale)
         let extended = Self.request(&plan)
-        #expect(extended == ["f", "g", "h"])
-        #expect(plan.requested.map(\.start) == ["e", "f", "g", "h"])
+        #expect(extended == ["j"])
+        #expect(plan.requested.map(\.start) == ["g", "h", "i", "j"])
     }
 
     @Test("an answer that does not end where the next request starts drops the stale requests and goes on from it")

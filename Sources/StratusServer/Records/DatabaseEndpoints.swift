@@ -310,8 +310,10 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Change feeds
 
-    /// The most page ends a `records/changes` answer hands out (``HTTPField/Name/stratusPagesAhead``).
-    static let maxPagesAhead = 32
+    /// The most page ends a `records/changes` answer hands out (``HTTPField/Name/stratusPagesAhead``):
+    /// two windows of the Swift SDK's read-ahead, so that it learns the next window's starts a
+    /// window before it needs them.
+    static let maxPagesAhead = 64
 
     /// Reads one page of a zone's changes and writes `{"zoneID", "records", "syncToken", "moreComing"}`;
     /// returns the page's `syncToken` and `moreComing`, and with `pagesAhead` the tokens of where up to
