@@ -160,7 +160,7 @@ let package = Package(
         .executableTarget(
             name: "stratus",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusStorage", "StratusModel",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusStorage", "StratusModel", "StratusProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "OTel", package: "swift-otel"),

@@ -11,6 +11,7 @@ import NIOCore
 import NIOHTTP1
 import StratusModel
 import StratusServer
+import StratusProcess
 import StratusSQLite
 import StratusStorage
 

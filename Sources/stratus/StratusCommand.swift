@@ -7,6 +7,7 @@ import Logging
 import StratusModel
 import StratusServer
 import StratusPostgres
+import StratusProcess
 import StratusSQLite
 import ServiceLifecycle
 import UnixSignals
