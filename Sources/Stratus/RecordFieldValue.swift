@@ -13,9 +13,11 @@ public enum RecordFieldValue: Hashable, Sendable {
     /// A point in time; stored with millisecond precision.
     case date(Date)
     case bytes(Data)
-    case reference(Reference)
-    case asset(Asset)
-    case location(Location)
+    // Boxed (`indirect`) for the reason `FieldValue`'s are: each is several times the size of the
+    // other cases.
+    indirect case reference(Reference)
+    indirect case asset(Asset)
+    indirect case location(Location)
     case stringList([String])
     case int64List([Int64])
     case doubleList([Double])

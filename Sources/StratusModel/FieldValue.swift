@@ -14,9 +14,12 @@ public enum FieldValue: Hashable, Sendable {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     case timestamp(Int64)
     case bytes(Data)
-    case reference(Reference)
-    case asset(AssetValue)
-    case location(Location)
+    // References, assets and locations are boxed (`indirect`): each is several times the size of
+    // the other cases, and a value is as large as its largest case, so unboxed every string or
+    // number a record holds would be copied at that size.
+    indirect case reference(Reference)
+    indirect case asset(AssetValue)
+    indirect case location(Location)
     /// A list; `elementType` is `nil` only for an empty list of unknown type.
     case list(elementType: FieldType?, [FieldValue])
 
