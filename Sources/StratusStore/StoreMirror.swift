@@ -600,17 +600,21 @@ actor StoreMirror: SyncEngineDelegate {
         /// Reads the change tags and stored keys of the rows `records` stand for, a few statements
         /// per table, before they are applied.
         mutating func readAhead(of records: [Stratus.Record]) throws {
-            var rowIDs: [String: (table: StoreTable, rowIDs: [UUID])] = [:]
+            var rows: [String: (table: StoreTable, rows: [(rowID: UUID, changeTag: String?)])] = [:]
             for record in records where mirror.ownsZone(record.recordID.zoneID) {
                 guard let table = mirror.tablesByRecordType[record.recordType], let rowID = UUID(text: record.recordID.recordName)
                 else { continue }
-                rowIDs[table.name, default: (table, [])].rowIDs.append(rowID)
+                rows[table.name, default: (table, [])].rows.append((rowID, record.recordChangeTag))
             }
-            for (name, (table, rowIDs)) in rowIDs {
+            for (name, (table, rows)) in rows {
+                let rowIDs = rows.map(\.rowID)
                 let tags = try StoreMetadata.changeTags(table: name, rowIDs: rowIDs, in: db)
                 knownChangeTags[name] = Dictionary(rowIDs.map { ($0, tags[$0]) }, uniquingKeysWith: { first, _ in first })
-                let keys = try columns(of: table).storedKeys(of: rowIDs, in: db)
-                knownKeys[name] = Dictionary(rowIDs.map { ($0, keys[$0]) }, uniquingKeysWith: { first, _ in first })
+                // A record this device holds at the fetched version (its own save coming back) is
+                // skipped before its row is looked for.
+                let changed = rows.filter { $0.changeTag == nil || tags[$0.rowID] != $0.changeTag }.map(\.rowID)
+                let keys = try columns(of: table).storedKeys(of: changed, in: db)
+                knownKeys[name] = Dictionary(changed.map { ($0, keys[$0]) }, uniquingKeysWith: { first, _ in first })
             }
         }
 
