@@ -44,7 +44,7 @@ struct BenchServer {
         var logger = Logger(label: "stratus-bench")
         logger.logLevel = .error
         let server = try await EmbeddedServer.start(storage: storage, configuration: configuration, logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let http = StratusBench.rawHTTPClient()
         let session = try JSONValue.parse(Array(try await StratusBench.post(
             http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
             Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()

@@ -9,6 +9,7 @@ import Darwin
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import StratusModel
 import StratusServer
 import StratusProcess
@@ -178,7 +179,7 @@ struct StratusBench: AsyncParsableCommand {
         var pushRounds: [PushBench.Round] = []
         let pushDevices = pushDevices.filter { $0 > 0 }
         if !pushDevices.isEmpty {
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let http = Self.rawHTTPClient()
             do {
                 pushRounds = try await PushBench(
                     deviceCounts: pushDevices.sorted(), trials: pushTrials, http: http, progress: progress
@@ -318,7 +319,20 @@ struct StratusBench: AsyncParsableCommand {
     /// sends no `Accept-Encoding`: answers come uncompressed, as the raw baselines beside them read
     /// their rows. (The shared client asks for gzip and refuses answers that inflate more than 25
     /// times, which a page of similar records does.)
-    static let uncompressedHTTP = HTTPClient(eventLoopGroupProvider: .singleton)
+    static let uncompressedHTTP = rawHTTPClient()
+
+    /// The most clients any workload runs at once (`--clients`, the concurrent writers).
+    static let maximumConcurrentClients = 64
+
+    /// An HTTP client that sends no `Accept-Encoding` and opens a connection for each concurrent
+    /// request, up to ``maximumConcurrentClients``, as that many devices would. (AsyncHTTPClient's
+    /// default, 8 connections per host, would queue the other writers of a 64-writer workload inside
+    /// the client, where the server never sees them.)
+    static func rawHTTPClient() -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = maximumConcurrentClients
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    }
 
     static func post(_ http: HTTPClient, _ url: String, _ body: [UInt8]) async throws -> ByteBuffer {
         var request = HTTPClientRequest(url: url)
