@@ -24,8 +24,8 @@ extension SQLiteStorage {
 
     static func existingDatabase(_ db: Database, _ locator: DatabaseLocator) throws -> Int64? {
         try Int64.fetchOne(
-            db,
-            sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?",
+            db.cachedStatement(
+                sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?"),
             arguments: [locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner])
     }
 

@@ -80,12 +80,14 @@ struct ObservabilityMiddleware: RouterMiddleware {
             }
         }
         // A refused request is logged at `info`, with its error: the log alone tells why a client fails.
+        let level: Logger.Level = entry.status >= 400 ? .info : .debug
+        guard context.logger.logLevel <= level else { return response }
         var metadata: Logger.Metadata = [
             "method": "\(entry.method)", "path": "\(entry.path)", "status": "\(entry.status)", "ms": "\(entry.milliseconds)",
         ]
         if let code = entry.errorCode { metadata["error"] = "\(code)" }
         if let reason = entry.reason { metadata["reason"] = "\(reason)" }
-        context.logger.log(level: entry.status >= 400 ? .info : .debug, "answered", metadata: metadata)
+        context.logger.log(level: level, "answered", metadata: metadata)
         return response
     }
 

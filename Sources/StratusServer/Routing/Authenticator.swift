@@ -28,7 +28,7 @@ struct Authenticator: Sendable {
         return DatabaseRequest(
             container: container, environment: environment, scope: scope, userRecordName: context.caller.userRecordName,
             deviceID: request.headers[.stratusDeviceID], signedByServerKey: context.caller.serverKeyID != nil,
-            signInURL: signInURL(request, container: container), baseURL: baseURL(request))
+            makeSignInURL: { signInURL(request, container: container) }, baseURL: baseURL(request))
     }
 
     /// The environment the path names (checked by the middleware).

@@ -18,10 +18,13 @@ struct DatabaseRequest: Sendable {
     var deviceID: String?
     /// Whether a server-to-server key signed the request (``userRecordName`` is then the key's user).
     var signedByServerKey = false
-    /// Where a user without a session signs in.
-    var signInURL: String
+    /// Makes ``signInURL``, which only a request refused for want of a session needs.
+    var makeSignInURL: @Sendable () -> String
     /// The URL clients reach this server at.
     var baseURL: String
+
+    /// Where a user without a session signs in.
+    var signInURL: String { makeSignInURL() }
 
     /// The signed-in user, or `AUTHENTICATION_REQUIRED` with the sign-in URL.
     func requireUser() throws -> String {
