@@ -63,8 +63,10 @@ struct AuthenticationMiddleware: RouterMiddleware {
         guard path.hasPrefix("/database/1/") || path.hasPrefix("/auth/1/") || path.hasPrefix("/device/1/"),
             let container = parameters.get("container")
         else { return }
+        let query = request.uri.queryParameters
+        let apiToken = query.nonEmpty("ckAPIToken")
         // The console calls the database endpoints without an API token, as the user it names.
-        if path.hasPrefix("/database/1/"), request.query("ckAPIToken") == nil,
+        if path.hasPrefix("/database/1/"), apiToken == nil,
             request.headers[.cloudKitSignature] == nil, let session = console.verifiedSession(of: request)
         {
             caller.container = try await accounts.existingContainer(container)
@@ -80,7 +82,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
             trace.act(as: "console session \(session.label)")
             return
         }
-        if let apiToken = request.query("ckAPIToken") {
+        if let apiToken {
             guard try await accounts.container(forAPIToken: apiToken) == container else {
                 throw StratusError(.authenticationFailed, "ckAPIToken does not belong to container '\(container)'")
             }
@@ -92,7 +94,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         if let database = parameters.get("database") {
             caller.scope = try Authenticator.parse(DatabaseScope.self, database, parameter: "database")
         }
-        let webAuthToken = request.query("ckWebAuthToken").flatMap { $0.isEmpty || $0 == "null" ? nil : $0 }
+        let webAuthToken = query.nonEmpty("ckWebAuthToken").flatMap { $0.isEmpty || $0 == "null" ? nil : $0 }
         if let signed = try ServerKeySignature(
             keyID: request.headers[.cloudKitKeyID], date: request.headers[.cloudKitDate],
             signature: request.headers[.cloudKitSignature])

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -153,9 +154,17 @@ extension Request {
         return try T(jsonBytes: Array(buffer.readableBytesView))
     }
 
-    /// A query parameter, if present and not empty.
+    /// A query parameter, if present and not empty. (Each call parses the query: a caller reading
+    /// several parameters parses it once, with `uri.queryParameters.nonEmpty(_:)`.)
     func query(_ name: String) -> String? {
-        guard let value = uri.queryParameters[Substring(name)], !value.isEmpty else { return nil }
+        uri.queryParameters.nonEmpty(name)
+    }
+}
+
+extension FlatDictionary where Key == Substring, Value == Substring {
+    /// A parameter of a parsed query, if present and not empty.
+    func nonEmpty(_ name: String) -> String? {
+        guard let value = self[Substring(name)], !value.isEmpty else { return nil }
         return String(value)
     }
 }
