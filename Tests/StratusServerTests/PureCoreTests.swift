@@ -506,3 +506,23 @@ private final class RecordingSink: PushSink {
         #expect(Self.batch(delivery)?.ids == ["1"])
     }
 }
+
+/// The request log never holds a secret that a path carries (a push token, a share link's GUID).
+@Suite struct LoggedPathTests {
+    @Test func secretParametersAreReplacedByTheirNames() {
+        #expect(ObservabilityMiddleware.loggedPath("/push/1/s3cr3t", endpoint: "/push/1/{token}") == "/push/1/{token}")
+        #expect(
+            ObservabilityMiddleware.loggedPath("/share/abc123", endpoint: "/share/{shortGUID}") == "/share/{shortGUID}")
+    }
+
+    @Test func pathsWithoutSecretsAreLoggedAsTheyAre() {
+        let path = "/database/1/iCloud.app/development/private/records/modify"
+        #expect(
+            ObservabilityMiddleware.loggedPath(path, endpoint: "/database/1/{container}/{environment}/{database}/records/modify")
+                == path)
+    }
+
+    @Test func anUnmatchedPathUnderASecretPrefixIsCut() {
+        #expect(ObservabilityMiddleware.loggedPath("/push/1/s3cr3t/extra", endpoint: "NotFound") == "/push/1/…")
+    }
+}
