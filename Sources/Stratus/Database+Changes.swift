@@ -78,7 +78,8 @@ extension Database {
         resultsLimit: Int? = nil
     ) async throws -> RecordZoneChanges {
         let reply = try await recordZoneChangesReply(
-            inZoneWith: zoneID, since: changeToken, desiredKeys: desiredKeys, resultsLimit: resultsLimit, pagesAhead: nil)
+            inZoneWith: zoneID, since: changeToken, desiredKeys: desiredKeys, resultsLimit: resultsLimit, pagesAhead: nil,
+            readsAhead: false)
         return try await recordZoneChanges(from: reply, zoneID: zoneID)
     }
 
@@ -97,17 +98,21 @@ extension Database {
     }
 
     /// The server's answer to a `records/changes` request, not yet decoded; with `pagesAhead`, asking
-    /// a Stratus server where up to that many pages after this one end.
+    /// a Stratus server where up to that many pages after this one end. `readsAhead` tells it that
+    /// this request is one of several pages requested at once, so that it does not read ahead itself.
     fileprivate func recordZoneChangesReply(
         inZoneWith zoneID: RecordZone.ID, since changeToken: ServerChangeToken?, desiredKeys: [String]?,
-        resultsLimit: Int?, pagesAhead: Int?
+        resultsLimit: Int?, pagesAhead: Int?, readsAhead: Bool
     ) async throws -> Connection.Reply {
         let request = RecordChangesRequest(
             zoneID: wireZoneID(zoneID), syncToken: changeToken?.rawValue, resultsLimit: resultsLimit,
             desiredKeys: desiredKeys)
+        var headers = HTTPHeaders()
+        if let pagesAhead { headers.add(name: "X-Stratus-Pages-Ahead", value: String(pagesAhead)) }
+        if readsAhead { headers.add(name: "X-Stratus-Reads-Ahead", value: "true") }
         return try await connection.send(
             .POST, .database(databaseScope, Endpoints.recordsChanges.erased), body: ByteBuffer(bytes: request.jsonBytes),
-            headers: pagesAhead.map { ["X-Stratus-Pages-Ahead": String($0)] } ?? [:], idempotent: true)
+            headers: headers, idempotent: true)
     }
 
     /// One page of changes decoded from the server's answer, assets downloaded.
@@ -252,7 +257,8 @@ public struct RecordZoneChangePages: AsyncSequence, Sendable {
     /// many pages after it end.
     private func reply(since token: ServerChangeToken?, pagesAhead: Int?) async throws -> Connection.Reply {
         try await database.recordZoneChangesReply(
-            inZoneWith: zoneID, since: token, desiredKeys: desiredKeys, resultsLimit: resultsLimit, pagesAhead: pagesAhead)
+            inZoneWith: zoneID, since: token, desiredKeys: desiredKeys, resultsLimit: resultsLimit, pagesAhead: pagesAhead,
+            readsAhead: true)
     }
 }
 

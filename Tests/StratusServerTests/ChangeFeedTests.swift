@@ -3,6 +3,7 @@ import Foundation
 import StratusModel
 import StratusStorage
 import StratusSQLite
+import StratusServer
 import StratusTestSupport
 import Testing
 
@@ -37,6 +38,92 @@ struct ChangeFeedTests {
             #expect(multi.zones.count == 2)
             #expect((multi.zones[0]["records"] as? [Any])?.count == 1 && multi.zones[0]["moreComing"] as? Bool == true)
             #expect(multi.zones[1]["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
+        }
+    }
+
+    @Test("a feed read page by page is read ahead, and every change made since still reaches the reader")
+    func readAheadKeepsEveryChange() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify(
+                (0..<12).map { operation("create", "r\($0)", fields: ["n": ["value": 0]]) }, zone: "Z", user: alice)
+            func page(after token: String?) async throws -> TestServer.Reply {
+                var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
+                if let token { body["syncToken"] = token }
+                let reply = try await server.database("private", "records/changes", body, user: alice)
+                try #require(reply.status == 200, "\(reply.text)")
+                return reply
+            }
+            func pagesRead() async throws -> Int { try await Self.feedPagesRead(server) }
+
+            var seen: [String: Int] = [:]
+            func read(_ reply: TestServer.Reply) {
+                for record in reply.records {
+                    let value = (record["fields"] as? [String: Any]).flatMap { ($0["n"] as? [String: Any])?["value"] as? Int }
+                    seen[record["recordName"] as! String] = value
+                }
+            }
+            let first = try await page(after: nil)
+            read(first)
+            #expect(first.moreComing == true)
+            // The two pages after it are read while the client reads the first.
+            #expect(await eventually { (try? await pagesRead()) == 3 })
+            // Changes made after they were read: a record of the second page and a new one.
+            _ = try await server.modify(
+                [operation("forceUpdate", "r5", recordType: nil, fields: ["n": ["value": 1]]),
+                 operation("create", "r12", fields: ["n": ["value": 1]])],
+                zone: "Z", user: alice)
+            let second = try await page(after: first.syncToken)
+            read(second)
+            #expect(second.moreComing == true)
+            #expect(try await pagesRead() == 3, "the second page was handed over as read ahead")
+            // The third page was read ahead as the feed's last, which a change since may not be: it is
+            // read again, and the reader reads on to the changes.
+            var token = second.syncToken
+            var more = true
+            while more {
+                let reply = try await page(after: token)
+                read(reply)
+                token = reply.syncToken
+                more = reply.moreComing == true
+            }
+            #expect(seen.count == 13, "every record, the new one included")
+            #expect(seen["r5"] == 1 && seen["r12"] == 1, "the later version of a record read ahead comes after it")
+            #expect(try await server.readFeed(zone: "Z", user: alice, token: token).records.isEmpty)
+        }
+    }
+
+    /// How many pages the server has read from storage for change feeds (its metrics).
+    static func feedPagesRead(_ server: TestServer) async throws -> Int {
+        let reply = try await server.request(
+            .GET, "/metrics", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+        let prefix = #"stratus_storage_read_seconds_count{source="changes"} "#
+        let line = reply.text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+        return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
+    }
+
+    @Test("a client that says it reads ahead itself (X-Stratus-Reads-Ahead), or asks for page ends, is not read ahead for")
+    func noReadAheadForClientsThatReadAhead() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify((0..<12).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+            func page(after token: String?, headers: [String: String]) async throws -> TestServer.Reply {
+                var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
+                if let token { body["syncToken"] = token }
+                return try await server.database("private", "records/changes", body, user: alice, headers: headers)
+            }
+            var token: String?
+            for headers in [["X-Stratus-Reads-Ahead": "true"], ["X-Stratus-Pages-Ahead": "2"], ["X-Stratus-Reads-Ahead": "TRUE"]] {
+                let reply = try await page(after: token, headers: headers)
+                #expect(reply.status == 200)
+                token = reply.syncToken
+            }
+            // A plain request: its page and the two after it.
+            _ = try await page(after: nil, headers: [:])
+            #expect(await eventually { ((try? await Self.feedPagesRead(server)) ?? 0) >= 6 })
+            #expect(try await Self.feedPagesRead(server) == 6, "only the plain request's pages were read ahead")
         }
     }
 

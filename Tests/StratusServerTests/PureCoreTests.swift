@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import StratusModel
 import StratusStorage
+import StratusTestSupport
 import Synchronization
 import Testing
 
@@ -524,5 +525,71 @@ private final class RecordingSink: PushSink {
 
     @Test func anUnmatchedPathUnderASecretPrefixIsCut() {
         #expect(ObservabilityMiddleware.loggedPath("/push/1/s3cr3t/extra", endpoint: "NotFound") == "/push/1/…")
+    }
+}
+
+/// Change-feed pages read ahead (``FeedPagePrefetch``) stay within their bounds: how far ahead, how
+/// many, how large and how old.
+@Suite struct FeedPagePrefetchTests {
+    let clock = ManualClock(milliseconds: 1_000_000)
+    let locator = DatabaseLocator(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+
+    func key(_ token: String?) -> FeedPagePrefetch.Key {
+        FeedPagePrefetch.Key(
+            request: RecordChangesRequest(zoneID: ZoneID(zoneName: "Z"), syncToken: token, resultsLimit: 4),
+            locator: locator, baseURL: "http://127.0.0.1")
+    }
+
+    /// A page of a feed whose pages end at tokens "1", "2", … and whose last page is `last`.
+    static func page(after token: String?, last: Int, bytes: Int = 10) -> ZoneChangesPage {
+        let number = (token.flatMap(Int.init) ?? 0) + 1
+        return ZoneChangesPage(
+            body: Array(repeating: UInt8(ascii: " "), count: bytes), zoneName: "Z",
+            locator: DatabaseLocator(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice"),
+            position: ChangePosition(scopeID: 1, sequence: Int64(number)), syncToken: "\(number)",
+            moreComing: number < last, recordsRead: 4)
+    }
+
+    func prefetch() -> FeedPagePrefetch {
+        FeedPagePrefetch(clock: clock.serverClock)
+    }
+
+    @Test func readsTheGivenDepthAheadAndStopsAtTheLastPage() async {
+        let prefetch = prefetch()
+        let reads = Mutex<[String?]>([])
+        let read: FeedPagePrefetch.Read = { request in
+            reads.withLock { $0.append(request.syncToken) }
+            return Self.page(after: request.syncToken, last: 3)
+        }
+        prefetch.readAhead(key("1"), depth: 2, read: read)
+        #expect(await eventually { reads.withLock { $0.count } == 2 })
+        #expect(reads.withLock { $0 } == ["1", "2"], "pages 2 and 3, not past the last")
+        #expect(await prefetch.take(key("1"))?.syncToken == "2")
+        // Taking page 2 and asking for two more reads none: page 3 is read, and it is the last.
+        prefetch.readAhead(key("2"), depth: 2, read: read)
+        #expect(await prefetch.take(key("2"))?.syncToken == "3")
+        #expect(reads.withLock { $0.count } == 2)
+        #expect(await prefetch.take(key("1")) == nil, "a page is handed over once")
+    }
+
+    @Test func keepsAtMostMaxPagesAndNoneTooLargeOrTooOld() async {
+        let prefetch = prefetch()
+        let read: FeedPagePrefetch.Read = { request in Self.page(after: request.syncToken, last: 1_000) }
+        for start in 0..<(FeedPagePrefetch.maxPages + 10) { prefetch.readAhead(key("x\(start)"), depth: 1, read: read) }
+        #expect(prefetch.count == FeedPagePrefetch.maxPages)
+        clock.advance(bySeconds: Double(FeedPagePrefetch.maxAgeMilliseconds) / 1000)
+        prefetch.readAhead(key("y"), depth: 1, read: read)
+        #expect(prefetch.count == 1, "pages too old to hand over make room")
+
+        let large = self.prefetch()
+        large.readAhead(key(nil), depth: 1) { request in
+            Self.page(after: request.syncToken, last: 5, bytes: FeedPagePrefetch.maxPageBytes + 1)
+        }
+        #expect(await large.take(key(nil)) == nil, "a page over the size bound is not kept")
+
+        let old = self.prefetch()
+        old.readAhead(key(nil), depth: 1, read: read)
+        clock.advance(bySeconds: Double(FeedPagePrefetch.maxAgeMilliseconds) / 1000)
+        #expect(await old.take(key(nil)) == nil, "a page not asked for in time is dropped")
     }
 }

@@ -12,6 +12,8 @@ struct DatabaseEndpoints: Sendable {
     let tokens: SyncTokenCodec
     let assets: AssetStore?
     let hub: PushHub
+    /// Pages of change feeds read before they are asked for.
+    let prefetch: FeedPagePrefetch
 
     var limits: Limits { configuration.limits }
     var metrics: ServerMetrics { configuration.metrics }
@@ -315,14 +317,10 @@ struct DatabaseEndpoints: Sendable {
     /// window before it needs them.
     static let maxPagesAhead = 64
 
-    /// Reads one page of a zone's changes and writes `{"zoneID", "records", "syncToken", "moreComing"}`;
-    /// returns the page's `syncToken` and `moreComing`, and with `pagesAhead` the tokens of where up to
-    /// that many of the pages that follow end.
-    @discardableResult
-    private func writeZoneChanges(
-        _ zone: RecordChangesRequest, field: String, access: DatabaseAccess, pagesAhead: Int? = nil,
-        to writer: inout JSONWriter
-    ) async throws -> (syncToken: String, moreComing: Bool, followingTokens: [String]) {
+    /// Reads one page of a zone's changes and writes it (``ZoneChangesPage``).
+    private func zoneChangesPage(
+        _ zone: RecordChangesRequest, field: String, access: DatabaseAccess
+    ) async throws -> ZoneChangesPage {
         guard let requestedZoneID = zone.zoneID else { throw StratusError.badRequest("\(field).zoneID is required") }
         let target = access.target
         let zoneName = try target.zoneName(requestedZoneID, field: "\(field).zoneID", limits: limits)
@@ -341,6 +339,8 @@ struct DatabaseEndpoints: Sendable {
         let assetURL = downloadURLs(target, zone: zoneName, in: zoneAccess.locator)
         let shareKeys = target.shareKeys
         let desiredKeys = zone.desiredKeys.map(Set.init)
+        let syncToken = tokens.token(for: page.position, kind: .zone)
+        var writer = JSONWriter(capacity: 64 << 10)
         writer.beginObject()
         writer.key("zoneID")
         writer.raw(zoneIDJSON)
@@ -353,17 +353,28 @@ struct DatabaseEndpoints: Sendable {
                 numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)
         }
         writer.endArray()
-        metrics.recordsRead(page.records.count, via: "changes")
-        metrics.feedPageServed("zone")
-        let syncToken = tokens.token(for: page.position, kind: .zone)
         writer.field("syncToken", syncToken)
         writer.field("moreComing", page.moreComing)
         writer.endObject()
-        guard let pagesAhead, page.moreComing else { return (syncToken, page.moreComing, []) }
-        let ends = try await storage.recordChangePageEnds(
-            zone: zoneName, in: zoneAccess.locator, after: page.position, limit: limit,
-            recordTypes: zone.recordTypes.map(Set.init), count: pagesAhead)
-        return (syncToken, page.moreComing, ends.map { tokens.token(for: $0, kind: .zone) })
+        return ZoneChangesPage(
+            body: writer.bytes, zoneName: zoneName, locator: zoneAccess.locator, position: page.position,
+            syncToken: syncToken, moreComing: page.moreComing, recordsRead: page.records.count)
+    }
+
+    /// Counts a page handed to a client.
+    private func served(_ page: ZoneChangesPage) {
+        metrics.recordsRead(page.recordsRead, via: "changes")
+        metrics.feedPageServed("zone")
+    }
+
+    /// Where the page that follows `request` would be kept (``FeedPagePrefetch``): for the owner of
+    /// a private database reading it page by page (neither asking for page ends nor saying that it
+    /// reads ahead itself); `nil` otherwise.
+    private func prefetchKey(
+        _ request: RecordChangesRequest, access: DatabaseAccess, pagesAhead: Int?, readsAhead: Bool
+    ) -> FeedPagePrefetch.Key? {
+        guard pagesAhead == nil, !readsAhead, access.target.scope == .private else { return nil }
+        return FeedPagePrefetch.Key(request: request, locator: access.locator, baseURL: access.target.baseURL)
     }
 
     /// The page ends a `records/changes` request asks for (``HTTPField/Name/stratusPagesAhead``), at
@@ -380,16 +391,39 @@ struct DatabaseEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/changes")
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
-        var writer = JSONWriter(capacity: 64 << 10)
-        let page = try await writeZoneChanges(
-            body, field: "the request", access: access, pagesAhead: pagesAhead(request), to: &writer)
-        var response = Response.json(writer)
+        let pagesAhead = try pagesAhead(request)
+        let key = prefetchKey(
+            body, access: access, pagesAhead: pagesAhead,
+            readsAhead: request.headers[.stratusReadsAhead]?.lowercased() == "true")
+        let page: ZoneChangesPage
+        // A page read ahead is handed over only if more follow (see ``FeedPagePrefetch``).
+        if let key, let prepared = await prefetch.take(key), prepared.moreComing {
+            page = prepared
+        } else {
+            page = try await zoneChangesPage(body, field: "the request", access: access)
+        }
+        served(page)
+        if let key, page.moreComing {
+            var next = key
+            next.request.syncToken = page.syncToken
+            prefetch.readAhead(next, depth: FeedPagePrefetch.depth) { [self] request in
+                try await zoneChangesPage(request, field: "the request", access: access)
+            }
+        }
+        var response = Response.json(bytes: page.body)
         // A Stratus extension: the head says where the next page starts, and where the pages after it
         // end when the client asked (see docs/protocol.md).
         response.headers[.stratusSyncToken] = page.syncToken
         response.headers[.stratusMoreComing] = page.moreComing ? "true" : "false"
-        if !page.followingTokens.isEmpty {
-            response.headers[.stratusFollowingSyncTokens] = page.followingTokens.joined(separator: ",")
+        if let pagesAhead, page.moreComing {
+            let ends = try await storage.recordChangePageEnds(
+                zone: page.zoneName, in: page.locator, after: page.position,
+                limit: try resultsLimit(body.resultsLimit, field: "the request.resultsLimit"),
+                recordTypes: body.recordTypes.map(Set.init), count: pagesAhead)
+            if !ends.isEmpty {
+                response.headers[.stratusFollowingSyncTokens] = ends.map { tokens.token(for: $0, kind: .zone) }
+                    .joined(separator: ",")
+            }
         }
         return response
     }
@@ -464,10 +498,10 @@ struct DatabaseEndpoints: Sendable {
                 zone.desiredKeys = zone.desiredKeys ?? body.desiredKeys
                 zone.recordTypes = zone.recordTypes ?? body.recordTypes
                 zone.numbersAsStrings = zone.numbersAsStrings ?? body.numbersAsStrings
-                var zoneWriter = JSONWriter(capacity: 16 << 10)
                 do {
-                    try await writeZoneChanges(zone, field: "zones[\(index)]", access: access, to: &zoneWriter)
-                    writer.raw(zoneWriter.bytes)
+                    let page = try await zoneChangesPage(zone, field: "zones[\(index)]", access: access)
+                    served(page)
+                    writer.raw(page.body)
                 } catch let error as StratusError {
                     metrics.itemFailed(error.code.rawValue)
                     let zoneID = target.scope == .shared

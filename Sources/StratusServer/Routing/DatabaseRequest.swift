@@ -103,6 +103,9 @@ extension HTTPField.Name {
     static let stratusMoreComing = Self("X-Stratus-More-Coming")!
     /// A `records/changes` request's ask for the ends of up to this many pages after the one it reads.
     static let stratusPagesAhead = Self("X-Stratus-Pages-Ahead")!
+    /// Says (`true`) that a `records/changes` request is one of several pages its client keeps
+    /// requested at once: the server does not read the pages after it ahead (``FeedPagePrefetch``).
+    static let stratusReadsAhead = Self("X-Stratus-Reads-Ahead")!
     /// Where the pages that follow a `records/changes` answer end (the first is the end of the page
     /// that starts at its `syncToken`), as sync tokens separated by commas, for a client that asked
     /// with ``stratusPagesAhead``: each is where another page starts, so it may request them at once.

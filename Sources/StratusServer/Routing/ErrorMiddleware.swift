@@ -95,9 +95,14 @@ struct ErrorMiddleware: RouterMiddleware {
 extension Response {
     /// A JSON response with the writer's bytes.
     static func json(_ writer: JSONWriter, status: HTTPResponse.Status = .ok) -> Response {
+        json(bytes: writer.bytes, status: status)
+    }
+
+    /// A JSON response of bytes already written.
+    static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
         Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// A JSON response `{"<key>": [ … ]}` with each item written by `write`.

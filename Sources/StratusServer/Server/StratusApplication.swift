@@ -128,7 +128,7 @@ public enum StratusApplication {
         let authenticator = Authenticator(configuration: configuration)
         DatabaseEndpoints(
             storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,
-            hub: hub
+            hub: hub, prefetch: FeedPagePrefetch(clock: configuration.clock)
         ).addRoutes(to: router)
         ShareEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
