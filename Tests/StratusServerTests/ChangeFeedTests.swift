@@ -49,9 +49,7 @@ struct ChangeFeedTests {
             _ = try await server.modify(
                 (0..<12).map { operation("create", "r\($0)", fields: ["n": ["value": 0]]) }, zone: "Z", user: alice)
             func page(after token: String?) async throws -> TestServer.Reply {
-                var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
-                if let token { body["syncToken"] = token }
-                let reply = try await server.database("private", "records/changes", body, user: alice)
+                let reply = try await Self.page(of: server, user: alice, after: token)
                 try #require(reply.status == 200, "\(reply.text)")
                 return reply
             }
@@ -94,6 +92,15 @@ struct ChangeFeedTests {
         }
     }
 
+    /// A `records/changes` page of zone "Z", 4 records long, after `token`.
+    static func page(
+        of server: TestServer, user: String, after token: String?, headers: [String: String] = [:]
+    ) async throws -> TestServer.Reply {
+        var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
+        if let token { body["syncToken"] = token }
+        return try await server.database("private", "records/changes", body, user: user, headers: headers)
+    }
+
     /// How many pages the server has read from storage for change feeds (its metrics).
     static func feedPagesRead(_ server: TestServer) async throws -> Int {
         let reply = try await server.request(
@@ -109,19 +116,14 @@ struct ChangeFeedTests {
             let alice = try await server.signUp("alice").token
             try await server.createZone("Z", user: alice)
             _ = try await server.modify((0..<12).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
-            func page(after token: String?, headers: [String: String]) async throws -> TestServer.Reply {
-                var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
-                if let token { body["syncToken"] = token }
-                return try await server.database("private", "records/changes", body, user: alice, headers: headers)
-            }
             var token: String?
             for headers in [["X-Stratus-Reads-Ahead": "true"], ["X-Stratus-Pages-Ahead": "2"], ["X-Stratus-Reads-Ahead": "TRUE"]] {
-                let reply = try await page(after: token, headers: headers)
+                let reply = try await Self.page(of: server, user: alice, after: token, headers: headers)
                 #expect(reply.status == 200)
                 token = reply.syncToken
             }
             // A plain request: its page and the two after it.
-            _ = try await page(after: nil, headers: [:])
+            _ = try await Self.page(of: server, user: alice, after: nil)
             #expect(await eventually { ((try? await Self.feedPagesRead(server)) ?? 0) >= 6 })
             #expect(try await Self.feedPagesRead(server) == 6, "only the plain request's pages were read ahead")
         }
