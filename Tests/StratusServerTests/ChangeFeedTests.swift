@@ -110,6 +110,22 @@ struct ChangeFeedTests {
         return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
     }
 
+    @Test("changes/zone for one zone is read ahead as records/changes is, from the same pages")
+    func readAheadOfOneZoneThroughChangesZone() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            try await server.createZone("Z", user: alice)
+            _ = try await server.modify((0..<12).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+            let first = try await server.database(
+                "private", "changes/zone", ["zones": [["zoneID": ["zoneName": "Z"], "resultsLimit": 4]]], user: alice)
+            let token = try #require(first.zones.first?["syncToken"] as? String)
+            #expect(await eventually { (try? await Self.feedPagesRead(server)) == 3 })
+            let second = try await Self.page(of: server, user: alice, after: token)
+            #expect(second.records.compactMap { $0["recordName"] as? String } == ["r4", "r5", "r6", "r7"])
+            #expect(try await Self.feedPagesRead(server) == 3, "the second page was handed over as read ahead")
+        }
+    }
+
     @Test("a client that says it reads ahead itself (X-Stratus-Reads-Ahead), or asks for page ends, is not read ahead for")
     func noReadAheadForClientsThatReadAhead() async throws {
         try await withServer { server async throws in

@@ -361,20 +361,40 @@ struct DatabaseEndpoints: Sendable {
             syncToken: syncToken, moreComing: page.moreComing, recordsRead: page.records.count)
     }
 
-    /// Counts a page handed to a client.
-    private func served(_ page: ZoneChangesPage) {
+    /// The page `zone` asks for: handed over from the pages read ahead when one is kept under `key`
+    /// and more pages follow it (``FeedPagePrefetch``), read otherwise; counted; and with a `key`,
+    /// the pages after it read ahead.
+    private func servedPage(
+        _ zone: RecordChangesRequest, field: String, access: DatabaseAccess, readAhead key: FeedPagePrefetch.Key?
+    ) async throws -> ZoneChangesPage {
+        let page: ZoneChangesPage
+        if let key, let prepared = await prefetch.take(key), prepared.moreComing {
+            page = prepared
+        } else {
+            page = try await zoneChangesPage(zone, field: field, access: access)
+        }
         metrics.recordsRead(page.recordsRead, via: "changes")
         metrics.feedPageServed("zone")
+        if let key, page.moreComing {
+            var next = key
+            next.request.syncToken = page.syncToken
+            prefetch.readAhead(next, depth: FeedPagePrefetch.depth) { [self] request in
+                try await zoneChangesPage(request, field: field, access: access)
+            }
+        }
+        return page
     }
 
-    /// Where the page that follows `request` would be kept (``FeedPagePrefetch``): for the owner of
-    /// a private database reading it page by page (neither asking for page ends nor saying that it
-    /// reads ahead itself); `nil` otherwise.
+    /// Where the page `zone` asks for is kept when read ahead (``FeedPagePrefetch``): for the owner
+    /// of a private database reading it page by page (neither asking for page ends nor saying that
+    /// it reads ahead itself); `nil` otherwise.
     private func prefetchKey(
-        _ request: RecordChangesRequest, access: DatabaseAccess, pagesAhead: Int?, readsAhead: Bool
+        _ zone: RecordChangesRequest, access: DatabaseAccess, pagesAhead: Int?, request: Request
     ) -> FeedPagePrefetch.Key? {
-        guard pagesAhead == nil, !readsAhead, access.target.scope == .private else { return nil }
-        return FeedPagePrefetch.Key(request: request, locator: access.locator, baseURL: access.target.baseURL)
+        guard pagesAhead == nil, request.headers[.stratusReadsAhead]?.lowercased() != "true",
+            access.target.scope == .private
+        else { return nil }
+        return FeedPagePrefetch.Key(request: zone, locator: access.locator, baseURL: access.target.baseURL)
     }
 
     /// The page ends a `records/changes` request asks for (``HTTPField/Name/stratusPagesAhead``), at
@@ -392,24 +412,8 @@ struct DatabaseEndpoints: Sendable {
         let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/changes")
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let pagesAhead = try pagesAhead(request)
-        let key = prefetchKey(
-            body, access: access, pagesAhead: pagesAhead,
-            readsAhead: request.headers[.stratusReadsAhead]?.lowercased() == "true")
-        let page: ZoneChangesPage
-        // A page read ahead is handed over only if more follow (see ``FeedPagePrefetch``).
-        if let key, let prepared = await prefetch.take(key), prepared.moreComing {
-            page = prepared
-        } else {
-            page = try await zoneChangesPage(body, field: "the request", access: access)
-        }
-        served(page)
-        if let key, page.moreComing {
-            var next = key
-            next.request.syncToken = page.syncToken
-            prefetch.readAhead(next, depth: FeedPagePrefetch.depth) { [self] request in
-                try await zoneChangesPage(request, field: "the request", access: access)
-            }
-        }
+        let key = prefetchKey(body, access: access, pagesAhead: pagesAhead, request: request)
+        let page = try await servedPage(body, field: "the request", access: access, readAhead: key)
         var response = Response.json(bytes: page.body)
         // A Stratus extension: the head says where the next page starts, and where the pages after it
         // end when the client asked (see docs/protocol.md).
@@ -499,8 +503,10 @@ struct DatabaseEndpoints: Sendable {
                 zone.recordTypes = zone.recordTypes ?? body.recordTypes
                 zone.numbersAsStrings = zone.numbersAsStrings ?? body.numbersAsStrings
                 do {
-                    let page = try await zoneChangesPage(zone, field: "zones[\(index)]", access: access)
-                    served(page)
+                    // A client reading one zone page by page is read ahead for, as on `records/changes`.
+                    let key = body.zones.count == 1
+                        ? prefetchKey(zone, access: access, pagesAhead: nil, request: request) : nil
+                    let page = try await servedPage(zone, field: "zones[\(index)]", access: access, readAhead: key)
                     writer.raw(page.body)
                 } catch let error as StratusError {
                     metrics.itemFailed(error.code.rawValue)
