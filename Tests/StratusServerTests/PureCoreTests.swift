@@ -546,7 +546,7 @@ private final class RecordingSink: PushSink {
         return ZoneChangesPage(
             body: Array(repeating: UInt8(ascii: " "), count: bytes), zoneName: "Z",
             locator: DatabaseLocator(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice"),
-            position: ChangePosition(scopeID: 1, sequence: Int64(number)), syncToken: "\(number)",
+            limit: 4, position: ChangePosition(scopeID: 1, sequence: Int64(number)), syncToken: "\(number)",
             moreComing: number < last, recordsRead: 4)
     }
 

@@ -357,7 +357,7 @@ struct DatabaseEndpoints: Sendable {
         writer.field("moreComing", page.moreComing)
         writer.endObject()
         return ZoneChangesPage(
-            body: writer.bytes, zoneName: zoneName, locator: zoneAccess.locator, position: page.position,
+            body: writer.bytes, zoneName: zoneName, locator: zoneAccess.locator, limit: limit, position: page.position,
             syncToken: syncToken, moreComing: page.moreComing, recordsRead: page.records.count)
     }
 
@@ -421,8 +421,7 @@ struct DatabaseEndpoints: Sendable {
         response.headers[.stratusMoreComing] = page.moreComing ? "true" : "false"
         if let pagesAhead, page.moreComing {
             let ends = try await storage.recordChangePageEnds(
-                zone: page.zoneName, in: page.locator, after: page.position,
-                limit: try resultsLimit(body.resultsLimit, field: "the request.resultsLimit"),
+                zone: page.zoneName, in: page.locator, after: page.position, limit: page.limit,
                 recordTypes: body.recordTypes.map(Set.init), count: pagesAhead)
             if !ends.isEmpty {
                 response.headers[.stratusFollowingSyncTokens] = ends.map { tokens.token(for: $0, kind: .zone) }

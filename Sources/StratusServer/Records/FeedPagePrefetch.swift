@@ -10,6 +10,8 @@ struct ZoneChangesPage: Sendable {
     /// The zone's name and database.
     var zoneName: String
     var locator: DatabaseLocator
+    /// The most records a page holds (`resultsLimit`).
+    var limit: Int
     /// Where the page ends.
     var position: ChangePosition
     var syncToken: String
