@@ -20,7 +20,7 @@ struct ZoneChangesPage: Sendable {
     var recordsRead: Int
 }
 
-/// `records/changes` pages read before they are asked for. A client that reads a feed page by page,
+/// Change-feed pages (`records/changes`, `changes/zone` for one zone) read before they are asked for. A client that reads a feed page by page,
 /// as Apple's protocol has it (each request carries the `syncToken` of the page before), leaves the
 /// server idle while a page travels and the client reads it; the server uses that time to read and
 /// write the next page on another core, and hands it over when the request for it comes.
@@ -32,7 +32,8 @@ struct ZoneChangesPage: Sendable {
 /// between shows its earlier version first, as in any feed read while writes go on; a zone deleted
 /// in between answers the next request with its error. Pages are kept only for a database's owner
 /// reading their private database (no per-record access to check again), only for plain requests (a
-/// client that asks for page ends reads ahead itself), and they are bounded in number, size and age.
+/// client that asks for page ends, or sends `X-Stratus-Reads-Ahead: true`, keeps several pages
+/// requested itself), and they are bounded in number, size and age.
 final class FeedPagePrefetch: Sendable {
     /// What a page's bytes depend on: the request as the client will send it, and who reads where.
     struct Key: Hashable, Sendable {
