@@ -1,3 +1,4 @@
+import Foundation
 public import StratusModel
 
 /// The semantics of the seven `records/modify` operation types, shared by every storage backend.
@@ -346,19 +347,17 @@ extension [UInt8] {
     /// Whether canonical field JSON holds a type tag that starts with `tag` (`"type":"REFERENCE`
     /// also finds `REFERENCE_LIST`): records without one need not be decoded.
     func contains(tag: String) -> Bool {
-        // This runs for every record of every feed page: each position is tried by the tag's last
-        // byte first, which is rarely a match, rather than by its first, a quote, which often is.
+        // This runs for every record of every feed page: libc's `memchr` jumps to each occurrence of
+        // the tag's last byte, which is rarely a match, rather than its first, a quote, which often is.
         var tag = tag
         return tag.withUTF8 { needle in
             guard let last = needle.last else { return true }
-            return withUnsafeBufferPointer { bytes in
+            return withUnsafeBytes { bytes in
+                guard let base = bytes.baseAddress else { return false }
                 var end = needle.count - 1
-                while end < bytes.count {
-                    if bytes[end] == last {
-                        var index = needle.count - 2
-                        while index >= 0, bytes[end - (needle.count - 1) + index] == needle[index] { index -= 1 }
-                        if index < 0 { return true }
-                    }
+                while end < bytes.count, let found = memchr(base + end, Int32(last), bytes.count - end) {
+                    end = base.distance(to: UnsafeRawPointer(found))
+                    if memcmp(base + end - (needle.count - 1), needle.baseAddress!, needle.count - 1) == 0 { return true }
                     end += 1
                 }
                 return false
