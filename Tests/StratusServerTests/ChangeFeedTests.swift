@@ -92,6 +92,14 @@ struct ChangeFeedTests {
         }
     }
 
+    /// Signs up alice, who makes zone "Z" with `records` records named r0, r1, …; answers her token.
+    static func aliceWithZoneZ(_ server: TestServer, records: Int) async throws -> String {
+        let alice = try await server.signUp("alice").token
+        try await server.createZone("Z", user: alice)
+        _ = try await server.modify((0..<records).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+        return alice
+    }
+
     /// A `records/changes` page of zone "Z", 4 records long, after `token`.
     static func page(
         of server: TestServer, user: String, after token: String?, headers: [String: String] = [:]
@@ -113,9 +121,7 @@ struct ChangeFeedTests {
     @Test("changes/zone for one zone is read ahead as records/changes is, from the same pages")
     func readAheadOfOneZoneThroughChangesZone() async throws {
         try await withServer { server async throws in
-            let alice = try await server.signUp("alice").token
-            try await server.createZone("Z", user: alice)
-            _ = try await server.modify((0..<12).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+            let alice = try await Self.aliceWithZoneZ(server, records: 12)
             let first = try await server.database(
                 "private", "changes/zone", ["zones": [["zoneID": ["zoneName": "Z"], "resultsLimit": 4]]], user: alice)
             let token = try #require(first.zones.first?["syncToken"] as? String)
@@ -129,9 +135,7 @@ struct ChangeFeedTests {
     @Test("a client that says it reads ahead itself (X-Stratus-Reads-Ahead), or asks for page ends, is not read ahead for")
     func noReadAheadForClientsThatReadAhead() async throws {
         try await withServer { server async throws in
-            let alice = try await server.signUp("alice").token
-            try await server.createZone("Z", user: alice)
-            _ = try await server.modify((0..<12).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+            let alice = try await Self.aliceWithZoneZ(server, records: 12)
             var token: String?
             for headers in [["X-Stratus-Reads-Ahead": "true"], ["X-Stratus-Pages-Ahead": "2"], ["X-Stratus-Reads-Ahead": "TRUE"]] {
                 let reply = try await Self.page(of: server, user: alice, after: token, headers: headers)
@@ -148,14 +152,9 @@ struct ChangeFeedTests {
     @Test("records/changes hands out where the following pages end when asked (X-Stratus-Pages-Ahead)")
     func pageEndsAhead() async throws {
         try await withServer { server async throws in
-            let alice = try await server.signUp("alice").token
-            try await server.createZone("Z", user: alice)
-            _ = try await server.modify((0..<25).map { operation("create", "r\($0)") }, zone: "Z", user: alice)
+            let alice = try await Self.aliceWithZoneZ(server, records: 25)
             func page(from token: String?, ahead: String? = nil) async throws -> TestServer.Reply {
-                var body: [String: Any] = ["zoneID": ["zoneName": "Z"], "resultsLimit": 4]
-                if let token { body["syncToken"] = token }
-                return try await server.database(
-                    "private", "records/changes", body, user: alice, headers: ahead.map { ["X-Stratus-Pages-Ahead": $0] } ?? [:])
+                try await Self.page(of: server, user: alice, after: token, headers: ahead.map { ["X-Stratus-Pages-Ahead": $0] } ?? [:])
             }
             // The ends of the seven pages read one after another (the last has 1 record).
             var ends: [String] = []
