@@ -23,10 +23,9 @@ extension SQLiteStorage {
     }
 
     static func existingDatabase(_ db: Database, _ locator: DatabaseLocator) throws -> Int64? {
-        try Int64.fetchOne(
-            db.cachedStatement(
-                sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?"),
-            arguments: [locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner])
+        try db.cachedStatement(
+            sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner = ?"
+        ).firstInteger(locator.container, locator.environment.rawValue, locator.scope.rawValue, locator.owner)
     }
 
     /// Runs `body` with the database's identifier: in a read when the database exists, otherwise in
@@ -48,10 +47,15 @@ extension SQLiteStorage {
     }
 
     static func liveZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneState? {
-        try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM zones WHERE database_id = ? AND name = ? AND deleted = 0"),
-            arguments: [databaseID, name]
-        ).map(zoneState)
+        let statement = try db.cachedStatement(
+            sql: "SELECT id, seq, purged_seq FROM zones WHERE database_id = ? AND name = ? AND deleted = 0")
+        statement.bind(databaseID, name)
+        defer { sqlite3_reset(statement.sqliteStatement) }
+        guard try statement.step() else { return nil }
+        let handle = statement.sqliteStatement
+        return ZoneState(
+            name: name, id: sqlite3_column_int64(handle, 0), sequence: sqlite3_column_int64(handle, 1),
+            purgedSequence: sqlite3_column_int64(handle, 2), deleted: false)
     }
 
     static func requireZone(_ db: Database, _ databaseID: Int64, _ name: String) throws -> ZoneState {
@@ -63,9 +67,7 @@ extension SQLiteStorage {
 
     /// Takes the database's next sequence number, which orders zone changes.
     static func nextDatabaseSequence(_ db: Database, _ databaseID: Int64) throws -> Int64 {
-        try Int64.fetchOne(
-            db.cachedStatement(sql: "UPDATE databases SET seq = seq + 1 WHERE id = ? RETURNING seq"),
-            arguments: [databaseID])!
+        try db.cachedStatement(sql: "UPDATE databases SET seq = seq + 1 WHERE id = ? RETURNING seq").firstInteger(databaseID)!
     }
 
     public func zones(in database: DatabaseLocator) async throws -> [ZoneState] {
@@ -124,21 +126,12 @@ extension SQLiteStorage {
 
     /// Runs a statement selecting ``recordColumns`` and decodes its rows, reading columns through
     /// SQLite's C API: GRDB's generic row decoding cost more than the read itself on change feeds.
-    static func fetchStoredRecords(
-        _ db: Database, _ statement: Statement, arguments: StatementArguments
-    ) throws -> [StoredRecord] {
+    static func fetchStoredRecords(_ statement: Statement, arguments: StatementArguments) throws -> [StoredRecord] {
         try statement.setArguments(arguments)
         let handle = statement.sqliteStatement
         defer { sqlite3_reset(handle) }
         var records: [StoredRecord] = []
-        while true {
-            let code = sqlite3_step(handle)
-            if code == SQLITE_DONE { return records }
-            guard code == SQLITE_ROW else {
-                throw DatabaseError(
-                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                    sql: statement.sql)
-            }
+        while try statement.step() {
             func text(_ column: Int32) -> String? {
                 guard let bytes = sqlite3_column_text(handle, column) else { return nil }
                 return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))),
@@ -157,11 +150,12 @@ extension SQLiteStorage {
                                           deviceID: text(9)),
                     deleted: sqlite3_column_int64(handle, 11) != 0, sequence: sqlite3_column_int64(handle, 10)))
         }
+        return records
     }
 
     static func fetchRecord(_ db: Database, zoneID: Int64, name: String) throws -> StoredRecord? {
         try fetchStoredRecords(
-            db, db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name = ?"),
+            db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name = ?"),
             arguments: [zoneID, name]
         ).first
     }
@@ -177,7 +171,7 @@ extension SQLiteStorage {
                 sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name IN (\(placeholders))")
             var arguments: StatementArguments = [zoneID]
             arguments += StatementArguments(chunk)
-            for record in try fetchStoredRecords(db, statement, arguments: arguments) {
+            for record in try fetchStoredRecords(statement, arguments: arguments) {
                 records[record.name] = record
             }
         }
@@ -195,12 +189,10 @@ extension SQLiteStorage {
                     modified_by = excluded.modified_by, modified_device = excluded.modified_device,
                     seq = excluded.seq, deleted = excluded.deleted
                 """
-        ).execute(arguments: [
-            zoneID, record.name, record.recordType, record.changeTag, Data(record.fieldsJSON),
-            record.created.timestamp, record.created.userRecordName, record.created.deviceID,
-            record.modified.timestamp, record.modified.userRecordName, record.modified.deviceID,
-            record.sequence, record.deleted,
-        ])
+        ).run(
+            zoneID, record.name, record.recordType, record.changeTag, Data(record.fieldsJSON), record.created.timestamp,
+            record.created.userRecordName, record.created.deviceID, record.modified.timestamp,
+            record.modified.userRecordName, record.modified.deviceID, record.sequence, record.deleted)
     }
 
     public func modifyRecords(
@@ -248,7 +240,7 @@ extension SQLiteStorage {
                                 ? nil : try Self.nextDatabaseSequence(db, databaseID)
                             try db.cachedStatement(
                                 sql: "UPDATE zones SET seq = ?, change_seq = coalesce(?, change_seq), changed_ms = ? WHERE id = ?"
-                            ).execute(arguments: [sequence, changeSequence, context.timestamp, zoneID])
+                            ).run(sequence, changeSequence, context.timestamp, zoneID)
                         }
                         return GroupCommit.Decision(outcome: completion.outcome, commits: true)
                     }
@@ -377,39 +369,23 @@ extension SQLiteStorage {
     ) throws {
         let insert = try db.cachedStatement(sql: indexInsertions[entries.count - 1])
         let handle = insert.sqliteStatement
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        func bind(_ index: Int32, _ text: String) {
-            sqlite3_bind_text(handle, index, text, -1, transient)
-        }
-        defer {
-            sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
-        }
         sqlite3_reset(handle)
+        defer { sqlite3_reset(handle) }
         for (row, entry) in entries.enumerated() {
             let first = Int32(row * 7)
-            sqlite3_bind_int64(handle, first + 1, zoneID)
-            bind(first + 2, record.recordType)
-            bind(first + 3, entry.field)
-            sqlite3_bind_int64(handle, first + 4, Int64(entry.kind.rawValue))
+            _ = zoneID.bind(to: handle, at: first + 1)
+            _ = record.recordType.bind(to: handle, at: first + 2)
+            _ = entry.field.bind(to: handle, at: first + 3)
+            _ = Int64(entry.kind.rawValue).bind(to: handle, at: first + 4)
             switch entry.value {
-            case .integer(let value): sqlite3_bind_int64(handle, first + 5, value)
-            case .real(let value): sqlite3_bind_double(handle, first + 5, value)
-            case .text(let value): bind(first + 5, value)
+            case .integer(let value): _ = value.bind(to: handle, at: first + 5)
+            case .real(let value): _ = value.bind(to: handle, at: first + 5)
+            case .text(let value): _ = value.bind(to: handle, at: first + 5)
             }
-            if let longitude = entry.longitude {
-                sqlite3_bind_double(handle, first + 6, longitude)
-            } else {
-                sqlite3_bind_null(handle, first + 6)
-            }
-            bind(first + 7, record.name)
+            _ = entry.longitude.bind(to: handle, at: first + 6)
+            _ = record.name.bind(to: handle, at: first + 7)
         }
-        let code = sqlite3_step(handle)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                sql: insert.sql)
-        }
+        while try insert.step() {}
     }
 
     public func lookupRecords(names: [String], zone: String, in database: DatabaseLocator) async throws
@@ -431,7 +407,7 @@ extension SQLiteStorage {
             let zoneState = try Self.requireZone(db, databaseID, zone)
             let (sql, arguments) = try Self.changeFeedQuery(
                 Self.recordColumns, zone: zoneState, after: position, recordTypes: recordTypes, limit: limit + 1)
-            let records = try Self.fetchStoredRecords(db, db.cachedStatement(sql: sql), arguments: arguments)
+            let records = try Self.fetchStoredRecords(db.cachedStatement(sql: sql), arguments: arguments)
             return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
     }

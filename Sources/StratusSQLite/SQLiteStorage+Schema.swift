@@ -12,11 +12,10 @@ extension SQLiteStorage {
     /// The schema of a container's environment, decoded once per version.
     func loadSchema(_ db: Database, container: String, environment: ContainerEnvironment) throws -> Schema {
         let key = container + "\u{0}" + environment.rawValue
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT version FROM schemas WHERE container_id = ? AND environment = ?"),
-            arguments: [container, environment.rawValue])
+        guard let version = try db.cachedStatement(
+            sql: "SELECT version FROM schemas WHERE container_id = ? AND environment = ?"
+        ).firstInteger(container, environment.rawValue)
         else { return Schema() }
-        let version: Int64 = row["version"]
         if let cached = schemas.schema(key, version: version) { return cached }
         let definition = try Data.fetchOne(
             db, sql: "SELECT definition FROM schemas WHERE container_id = ? AND environment = ?",
@@ -68,7 +67,6 @@ extension SQLiteStorage {
                             arguments: [zoneID, backfill.recordType, field])
                     }
                     let records = try Self.fetchStoredRecords(
-                        db,
                         db.cachedStatement(
                             sql: "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND record_type = ? AND deleted = 0"),
                         arguments: [zoneID, backfill.recordType])
