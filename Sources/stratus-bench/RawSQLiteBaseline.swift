@@ -6,9 +6,10 @@ import StratusSQLite
 import StratusStorage
 
 /// The baseline: the same rows written to and read from tables laid out like Stratus's `records`
-/// and `record_index`, through GRDB directly, with the same durability and batch size: each record
-/// with the query index rows its schema gives it. No HTTP, no JSON parsing, no change-tag checks, no
-/// index computation: what SQLite alone costs.
+/// and `record_index` (their indexes included: each is a B-tree every insert goes into), through GRDB
+/// directly, with the same durability and batch size: each record with the query index rows its
+/// schema gives it. No HTTP, no JSON parsing, no change-tag checks, no index computation: what SQLite
+/// alone costs.
 struct RawSQLiteBaseline {
     let pool: DatabasePool
 
@@ -26,6 +27,7 @@ struct RawSQLiteBaseline {
                     seq INTEGER NOT NULL, deleted INTEGER NOT NULL, UNIQUE (zone_id, name));
                 CREATE INDEX records_change_order ON records (zone_id, seq);
                 CREATE INDEX records_tombstones ON records (modified_ms) WHERE deleted = 1;
+                CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE deleted = 0;
                 CREATE TABLE record_index (
                     zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
                     value NOT NULL, longitude REAL, name TEXT NOT NULL,

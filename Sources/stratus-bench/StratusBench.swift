@@ -56,6 +56,12 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Concurrent clients in the batched-write workload.")
     var clients = 1
 
+    @Option(help: """
+        Segments the batched-write workload alternates between Stratus and the raw baseline in, so that \
+        both meet the machine as it is at the time (1: all of Stratus's writes, then all of the baseline's).
+        """)
+    var segments = 10
+
     @Option(help: "Single-record saves timed for latency.")
     var saves = 2_000
 
@@ -142,9 +148,11 @@ struct StratusBench: AsyncParsableCommand {
         var rounds: [Round] = []
         for round in 1...repeats where records > 0 {
             var result = Round()
-            let schema = try await measureStratus(into: &result, round: round)
-            let indexEntries = RawSQLiteBaseline.indexEntries(of: fieldsJSON, schema: schema)
-            try await measureRaw(into: &result, fields: fieldsJSON, indexEntries: indexEntries, round: round)
+            let directory = try temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let raw = try RawSQLiteBaseline(path: directory.appendingPathComponent("raw.sqlite").path, durability: durability)
+            let indexEntries = try await measureStratus(into: &result, beside: raw, fields: fieldsJSON, round: round)
+            try await measureRaw(raw, into: &result, fields: fieldsJSON, indexEntries: indexEntries, round: round)
             rounds.append(result)
         }
         var queryRounds: [QueryBench.Round] = []
@@ -236,9 +244,12 @@ struct StratusBench: AsyncParsableCommand {
 
     // MARK: Stratus over HTTP
 
-    /// Measures Stratus's writes and feed; answers the schema they ended with, whose indexes the raw
-    /// baseline's rows get.
-    private func measureStratus(into result: inout Round, round: Int) async throws -> Schema {
+    /// Measures Stratus's writes and feed, and the raw baseline's batched inserts of the same rows
+    /// between segments of Stratus's writes; answers the index rows of `fields` under the schema the
+    /// first segment ended with (in development, the one it grew), which the baseline's rows get.
+    private func measureStratus(
+        into result: inout Round, beside raw: RawSQLiteBaseline, fields: [[UInt8]], round: Int
+    ) async throws -> [[IndexEntry]] {
         let bench = try await BenchServer.start(durability: durability)
         do {
             if environment == .production {
@@ -259,26 +270,46 @@ struct StratusBench: AsyncParsableCommand {
             }
             let clients = clients
             let groupsBefore = bench.storage.commitGroupCounts
-            let writeSeconds = try await measure {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for client in 0..<clients {
-                        group.addTask {
-                            for index in stride(from: client, to: bodies.count, by: clients) {
-                                let reply = try await Self.post(http, "\(base)/records/modify\(query)", bodies[index])
-                                guard occurrences(of: "serverErrorCode", in: Array(reply.readableBytesView)).isEmpty else {
-                                    throw BenchError("a write failed: \(String(buffer: reply).prefix(300))")
+            var (writeSeconds, rawWriteSeconds) = (0.0, 0.0)
+            var indexEntries: [[IndexEntry]]?
+            // Segment by segment, Stratus writes its share of the bodies, then the baseline inserts
+            // the same records.
+            let segmentCount = max(1, min(segments, bodies.count))
+            for segment in 0..<segmentCount {
+                let requests = segment * bodies.count / segmentCount..<(segment + 1) * bodies.count / segmentCount
+                writeSeconds += try await measure {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for client in 0..<clients {
+                            group.addTask {
+                                for index in stride(from: requests.lowerBound + client, to: requests.upperBound, by: clients) {
+                                    let reply = try await Self.post(http, "\(base)/records/modify\(query)", bodies[index])
+                                    guard occurrences(of: "serverErrorCode", in: Array(reply.readableBytesView)).isEmpty else {
+                                        throw BenchError("a write failed: \(String(buffer: reply).prefix(300))")
+                                    }
                                 }
                             }
                         }
+                        try await group.waitForAll()
                     }
-                    try await group.waitForAll()
+                }
+                if indexEntries == nil {
+                    let schema = try await bench.storage.schema(container: bench.credentials.container, environment: environment)
+                    indexEntries = RawSQLiteBaseline.indexEntries(of: fields, schema: schema)
+                }
+                let rows = requests.lowerBound * batch..<min(requests.upperBound * batch, records)
+                let batch = batch
+                rawWriteSeconds += try await measure {
+                    try await raw.insert(rows, batch: batch, prefix: "r", fields: fields, indexEntries: indexEntries!)
                 }
             }
             let groupsAfter = bench.storage.commitGroupCounts
             progress(
                 "round \(round): \(groupsAfter.writes - groupsBefore.writes) record writes committed in "
-                    + "\(groupsAfter.groups - groupsBefore.groups) commits")
+                    + "\(groupsAfter.groups - groupsBefore.groups) commits; the baseline inserted the same rows "
+                    + "(\(indexEntries!.map(\.count).reduce(0, +) / indexEntries!.count) index rows per record) in "
+                    + "\(segmentCount) segments between them")
             result.stratusBatchedWrites = Double(records) / writeSeconds
+            result.rawBatchedWrites = Double(records) / rawWriteSeconds
 
             progress("round \(round): Stratus single-record saves (\(saves))")
             var latencies: [Double] = []
@@ -306,9 +337,8 @@ struct StratusBench: AsyncParsableCommand {
             }
             guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
             result.stratusFeedRead = Double(read) / readSeconds
-            let schema = try await bench.storage.schema(container: bench.credentials.container, environment: environment)
             try await bench.stop()
-            return schema
+            return indexEntries!
         } catch {
             try? await bench.stop()
             throw error
@@ -346,18 +376,12 @@ struct StratusBench: AsyncParsableCommand {
 
     // MARK: Raw GRDB baseline
 
+    /// Measures the raw baseline's single saves and its read of every row, after its batched inserts
+    /// (``measureStratus(into:beside:fields:round:)``).
     private func measureRaw(
-        into result: inout Round, fields: [[UInt8]], indexEntries: [[IndexEntry]], round: Int
+        _ raw: RawSQLiteBaseline, into result: inout Round, fields: [[UInt8]], indexEntries: [[IndexEntry]], round: Int
     ) async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let raw = try RawSQLiteBaseline(path: directory.appendingPathComponent("raw.sqlite").path, durability: durability)
-        progress(
-            "round \(round): raw GRDB inserts (with \(indexEntries.map(\.count).reduce(0, +) / indexEntries.count) index rows per record) and reads of the same rows")
-        let writeSeconds = try await measure {
-            try await raw.insert(0..<records, batch: batch, prefix: "r", fields: fields, indexEntries: indexEntries)
-        }
-        result.rawBatchedWrites = Double(records) / writeSeconds
+        progress("round \(round): raw GRDB single-row saves and reads of the same rows")
         var latencies: [Double] = []
         for index in 0..<saves {
             latencies.append(try await measure {
