@@ -62,13 +62,7 @@ final class GroupCommit: Sendable {
                 try db.inTransaction(.immediate) {
                     for job in jobs {
                         do {
-                            var outcome: ModifyRecordsOutcome?
-                            try db.inSavepoint {
-                                let decision = try job.body(db)
-                                outcome = decision.outcome
-                                return decision.commits ? .commit : .rollback
-                            }
-                            results.append(.success(outcome!))
+                            results.append(.success(try inSavepoint(db) { try job.body(db) }))
                         } catch {
                             // A write that fails alone rolled back its savepoint; if SQLite ended the
                             // whole transaction, the group fails.
@@ -84,5 +78,26 @@ final class GroupCommit: Sendable {
             onFailedGroup()
             return jobs.map { _ in .failure(error) }
         }
+    }
+
+    /// Runs a write's `body` in a savepoint, and rolls the savepoint back when the body fails or
+    /// decides so. The savepoint's statements are prepared once per connection (GRDB's `inSavepoint`
+    /// parses them on every call: about a tenth of a single save's time on the writer).
+    private static func inSavepoint(_ db: Database, _ body: () throws -> Decision) throws -> ModifyRecordsOutcome {
+        try db.cachedStatement(sql: "SAVEPOINT stratus_write").run()
+        let decision: Decision
+        do {
+            decision = try body()
+        } catch {
+            // If SQLite ended the whole transaction, there is no savepoint left: the caller sees it.
+            try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT stratus_write").run()
+            try? db.cachedStatement(sql: "RELEASE SAVEPOINT stratus_write").run()
+            throw error
+        }
+        if !decision.commits {
+            try db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT stratus_write").run()
+        }
+        try db.cachedStatement(sql: "RELEASE SAVEPOINT stratus_write").run()
+        return decision.outcome
     }
 }

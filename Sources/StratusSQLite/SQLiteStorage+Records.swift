@@ -124,10 +124,10 @@ extension SQLiteStorage {
         modified_device, seq, deleted
         """
 
-    /// Runs a statement selecting ``recordColumns`` and decodes its rows, reading columns through
-    /// SQLite's C API: GRDB's generic row decoding cost more than the read itself on change feeds.
-    static func fetchStoredRecords(_ statement: Statement, arguments: StatementArguments) throws -> [StoredRecord] {
-        try statement.setArguments(arguments)
+    /// Runs a statement selecting ``recordColumns``, its arguments bound, and decodes its rows,
+    /// reading columns through SQLite's C API: GRDB's generic row decoding cost more than the read
+    /// itself on change feeds.
+    static func fetchStoredRecords(_ statement: Statement) throws -> [StoredRecord] {
         let handle = statement.sqliteStatement
         defer { sqlite3_reset(handle) }
         var records: [StoredRecord] = []
@@ -154,10 +154,9 @@ extension SQLiteStorage {
     }
 
     static func fetchRecord(_ db: Database, zoneID: Int64, name: String) throws -> StoredRecord? {
-        try fetchStoredRecords(
-            db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name = ?"),
-            arguments: [zoneID, name]
-        ).first
+        let statement = try db.cachedStatement(sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name = ?")
+        statement.bind(zoneID, name)
+        return try fetchStoredRecords(statement).first
     }
 
     /// The stored rows (tombstones included) of `names`, read with one query per 500 names.
@@ -169,9 +168,11 @@ extension SQLiteStorage {
             let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             let statement = try db.cachedStatement(
                 sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name IN (\(placeholders))")
-            var arguments: StatementArguments = [zoneID]
-            arguments += StatementArguments(chunk)
-            for record in try fetchStoredRecords(statement, arguments: arguments) {
+            statement.bind(zoneID)
+            for (offset, name) in chunk.enumerated() {
+                _ = name.bind(to: statement.sqliteStatement, at: Int32(offset + 2))
+            }
+            for record in try fetchStoredRecords(statement) {
                 records[record.name] = record
             }
         }
@@ -407,7 +408,9 @@ extension SQLiteStorage {
             let zoneState = try Self.requireZone(db, databaseID, zone)
             let (sql, arguments) = try Self.changeFeedQuery(
                 Self.recordColumns, zone: zoneState, after: position, recordTypes: recordTypes, limit: limit + 1)
-            let records = try Self.fetchStoredRecords(db.cachedStatement(sql: sql), arguments: arguments)
+            let statement = try db.cachedStatement(sql: sql)
+            try statement.setArguments(arguments)
+            let records = try Self.fetchStoredRecords(statement)
             return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
     }

@@ -66,10 +66,10 @@ extension SQLiteStorage {
                             sql: "DELETE FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ?",
                             arguments: [zoneID, backfill.recordType, field])
                     }
-                    let records = try Self.fetchStoredRecords(
-                        db.cachedStatement(
-                            sql: "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND record_type = ? AND deleted = 0"),
-                        arguments: [zoneID, backfill.recordType])
+                    let statement = try db.cachedStatement(
+                        sql: "SELECT \(Self.recordColumns) FROM records WHERE zone_id = ? AND record_type = ? AND deleted = 0")
+                    statement.bind(zoneID, backfill.recordType)
+                    let records = try Self.fetchStoredRecords(statement)
                     for record in records {
                         try Self.insertIndexEntries(db, zoneID: zoneID, record, backfill.entries(of: record))
                     }
