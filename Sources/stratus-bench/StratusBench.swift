@@ -274,7 +274,8 @@ struct StratusBench: AsyncParsableCommand {
             let bodies = stride(from: 0, to: records, by: batch).map {
                 Workload.modifyBody($0..<min($0 + batch, records), zone: "Bench", prefix: "r")
             }
-            let clients = clients
+            let writers = try await WriterLoad.connect(host: "127.0.0.1", port: bench.server.port, connections: clients)
+            let modifyPath = String("\(base)/records/modify\(query)".dropFirst(bench.server.baseURL.count))
             let groupsBefore = bench.storage.commitGroupCounts
             var (writeSeconds, rawWriteSeconds) = (0.0, 0.0)
             var (writeLatencies, rawWriteLatencies): ([Double], [Double]) = ([], [])
@@ -285,24 +286,7 @@ struct StratusBench: AsyncParsableCommand {
             for segment in 0..<segmentCount {
                 let requests = segment * bodies.count / segmentCount..<(segment + 1) * bodies.count / segmentCount
                 writeSeconds += try await measure {
-                    try await withThrowingTaskGroup(of: [Double].self) { group in
-                        for client in 0..<clients {
-                            group.addTask {
-                                var latencies: [Double] = []
-                                for index in stride(from: requests.lowerBound + client, to: requests.upperBound, by: clients) {
-                                    var reply = ByteBuffer()
-                                    latencies.append(try await measure {
-                                        reply = try await Self.post(http, "\(base)/records/modify\(query)", bodies[index])
-                                    })
-                                    guard occurrences(of: "serverErrorCode", in: Array(reply.readableBytesView)).isEmpty else {
-                                        throw BenchError("a write failed: \(String(buffer: reply).prefix(300))")
-                                    }
-                                }
-                                return latencies
-                            }
-                        }
-                        for try await latencies in group { writeLatencies += latencies }
-                    }
+                    writeLatencies += try await writers.post(bodies[requests], to: modifyPath)
                 }
                 if indexEntries == nil {
                     let schema = try await bench.storage.schema(container: bench.credentials.container, environment: environment)
@@ -318,6 +302,7 @@ struct StratusBench: AsyncParsableCommand {
                     rawWriteLatencies.append(seconds)
                 }
             }
+            await writers.close()
             let groupsAfter = bench.storage.commitGroupCounts
             progress(
                 "round \(round): \(groupsAfter.writes - groupsBefore.writes) record writes committed in "
