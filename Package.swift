@@ -242,7 +242,10 @@ let package = Package(
         .testTarget(name: "StratusModelTests", dependencies: ["StratusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusSQLiteTests",
-            dependencies: ["StratusSQLite", "StratusStorageConformance", "StratusStorage", "StratusModel", "StratusTestSupport"],
+            dependencies: [
+                "StratusSQLite", "StratusStorageConformance", "StratusStorage", "StratusModel", "StratusTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
