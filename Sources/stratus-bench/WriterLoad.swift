@@ -40,6 +40,8 @@ final class WriterLoad: Sendable {
     /// seconds.
     func post(_ bodies: ArraySlice<[UInt8]>, to path: String) async throws -> [Double] {
         let queue = BodyQueue(bodies)
+        // A closed connection's handlers are gone: a run started on it would never end.
+        guard channels.allSatisfy(\.isActive) else { throw BenchError("the server closed a writer's connection") }
         let futures = channels.map { channel in
             let promise = channel.eventLoop.makePromise(of: [Double].self)
             channel.pipeline.fireUserInboundEventTriggered(WriterHandler.Start(path: path, queue: queue, done: promise))
