@@ -62,10 +62,16 @@ struct StratusBench: AsyncParsableCommand {
         """)
     var segments = 10
 
+    @Option(help: """
+        Times each round reads the whole change feed through Stratus and through the raw baseline, alternating, \
+        so that both meet the machine as it is at the time.
+        """)
+    var feedReads = 5
+
     @Option(help: "Single-record saves timed for latency.")
     var saves = 2_000
 
-    @Option(help: "Repetitions; each runs Stratus, then the raw baseline, on fresh files.")
+    @Option(help: "Repetitions; each runs Stratus and the raw baseline on fresh files.")
     var repeats = 3
 
     @Option(help: "Commit durability of both Stratus and the baseline: full or normal.")
@@ -157,8 +163,7 @@ struct StratusBench: AsyncParsableCommand {
             let directory = try temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: directory) }
             let raw = try RawSQLiteBaseline(path: directory.appendingPathComponent("raw.sqlite").path, durability: durability)
-            let indexEntries = try await measureStratus(into: &result, beside: raw, fields: fieldsJSON, round: round)
-            try await measureRaw(raw, into: &result, fields: fieldsJSON, indexEntries: indexEntries, round: round)
+            try await measureRound(into: &result, beside: raw, fields: fieldsJSON, round: round)
             rounds.append(result)
         }
         var queryRounds: [QueryBench.Round] = []
@@ -250,12 +255,14 @@ struct StratusBench: AsyncParsableCommand {
 
     // MARK: Stratus over HTTP
 
-    /// Measures Stratus's writes and feed, and the raw baseline's batched inserts of the same rows
-    /// between segments of Stratus's writes; answers the index rows of `fields` under the schema the
-    /// first segment ended with (in development, the one it grew), which the baseline's rows get.
-    private func measureStratus(
+    /// Measures Stratus's writes, saves and feed, each beside the raw baseline's: its batched inserts
+    /// of the same rows (with the index rows of `fields` under the schema the first segment of
+    /// Stratus's writes ended with: in development, the one it grew) between segments of Stratus's
+    /// writes, its single-row saves after Stratus's, and its reads of every row alternating with
+    /// Stratus's feed reads.
+    private func measureRound(
         into result: inout Round, beside raw: RawSQLiteBaseline, fields: [[UInt8]], round: Int
-    ) async throws -> [[IndexEntry]] {
+    ) async throws {
         let bench = try await BenchServer.start(durability: durability)
         do {
             if environment == .production {
@@ -325,25 +332,44 @@ struct StratusBench: AsyncParsableCommand {
             result.stratusSaveP50 = percentile(latencies, 0.5) * 1000
             result.stratusSaveP99 = percentile(latencies, 0.99) * 1000
 
-            progress("round \(round): Stratus change feed read (\(records + saves) records)")
-            var read = 0
-            let readSeconds = try await measure {
-                var token: String?
-                while true {
-                    var body = #"{"zoneID":{"zoneName":"Bench"},"resultsLimit":\#(batch)"#
-                    if let token { body += #","syncToken":"\#(token)""# }
-                    body += "}"
-                    let page = try await Self.post(http, "\(base)/records/changes\(query)", Array(body.utf8))
-                    let summary = FeedPageSummary(page)
-                    read += summary.records
-                    token = summary.syncToken
-                    if !summary.moreComing { break }
-                }
+            progress("round \(round): raw GRDB single-row saves")
+            latencies = []
+            for index in 0..<saves {
+                latencies.append(try await measure {
+                    try await raw.insert(
+                        records + index..<records + index + 1, batch: 1, prefix: "s", fields: fields,
+                        indexEntries: indexEntries!)
+                })
             }
-            guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
-            result.stratusFeedRead = Double(read) / readSeconds
+            result.rawSaveP50 = percentile(latencies, 0.5) * 1000
+            result.rawSaveP99 = percentile(latencies, 0.99) * 1000
+
+            // A whole read leaves nothing read ahead behind it (its last page has no more coming), so
+            // the baseline's turn runs on a quiet server.
+            progress("round \(round): Stratus change feed read and the raw read of the same rows, \(feedReads) times each")
+            var (feedSeconds, rawFeedSeconds) = (0.0, 0.0)
+            for _ in 0..<max(1, feedReads) {
+                var read = 0
+                feedSeconds += try await measure {
+                    var token: String?
+                    while true {
+                        var body = #"{"zoneID":{"zoneName":"Bench"},"resultsLimit":\#(batch)"#
+                        if let token { body += #","syncToken":"\#(token)""# }
+                        body += "}"
+                        let page = try await Self.post(http, "\(base)/records/changes\(query)", Array(body.utf8))
+                        let summary = FeedPageSummary(page)
+                        read += summary.records
+                        token = summary.syncToken
+                        if !summary.moreComing { break }
+                    }
+                }
+                guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
+                rawFeedSeconds += try await measure { read = try await raw.readAll(page: batch) }
+                guard read == records + saves else { throw BenchError("the raw read gave \(read) rows, expected \(records + saves)") }
+            }
+            result.stratusFeedRead = Double((records + saves) * max(1, feedReads)) / feedSeconds
+            result.rawFeedRead = Double((records + saves) * max(1, feedReads)) / rawFeedSeconds
             try await bench.stop()
-            return indexEntries!
         } catch {
             try? await bench.stop()
             throw error
@@ -377,28 +403,6 @@ struct StratusBench: AsyncParsableCommand {
         let buffer = try await response.body.collect(upTo: 64 << 20)
         guard response.status == .ok else { throw BenchError("HTTP \(response.status.code): \(String(buffer: buffer))") }
         return buffer
-    }
-
-    // MARK: Raw GRDB baseline
-
-    /// Measures the raw baseline's single saves and its read of every row, after its batched inserts
-    /// (``measureStratus(into:beside:fields:round:)``).
-    private func measureRaw(
-        _ raw: RawSQLiteBaseline, into result: inout Round, fields: [[UInt8]], indexEntries: [[IndexEntry]], round: Int
-    ) async throws {
-        progress("round \(round): raw GRDB single-row saves and reads of the same rows")
-        var latencies: [Double] = []
-        for index in 0..<saves {
-            latencies.append(try await measure {
-                try await raw.insert(
-                    records + index..<records + index + 1, batch: 1, prefix: "s", fields: fields, indexEntries: indexEntries)
-            })
-        }
-        result.rawSaveP50 = percentile(latencies, 0.5) * 1000
-        result.rawSaveP99 = percentile(latencies, 0.99) * 1000
-        var read = 0
-        let readSeconds = try await measure { read = try await raw.readAll(page: batch) }
-        result.rawFeedRead = Double(read) / readSeconds
     }
 
     // MARK: Report
@@ -596,37 +600,43 @@ struct FeedPageSummary {
     let moreComing: Bool
 
     init(_ page: ByteBuffer) {
-        let bytes = Array(page.readableBytesView)
-        records = occurrences(of: #""recordName":"#, in: bytes).count
-        let tokenStart = occurrences(of: #""syncToken":""#, in: bytes).last!
-        let tokenEnd = bytes[tokenStart...].firstIndex(of: UInt8(ascii: "\""))!
-        syncToken = String(decoding: bytes[tokenStart..<tokenEnd], as: UTF8.self)
-        moreComing = !occurrences(of: #""moreComing":true"#, in: bytes).isEmpty
+        // Read in place: a page is ~150 KB, which a copy would add to the client's work.
+        (records, syncToken, moreComing) = page.withUnsafeReadableBytes { bytes in
+            let tokenStart = occurrences(of: #""syncToken":""#, in: bytes).last!
+            let tokenEnd = bytes[tokenStart...].firstIndex(of: UInt8(ascii: "\""))!
+            return (
+                occurrences(of: #""recordName":"#, in: bytes).count,
+                String(decoding: bytes[tokenStart..<tokenEnd], as: UTF8.self),
+                !occurrences(of: #""moreComing":true"#, in: bytes).isEmpty
+            )
+        }
     }
 }
 
-/// The indexes just past each occurrence of `marker` in `bytes`. It jumps with libc's `memchr` to
-/// the marker's least common byte (uppercase letters are rare in JSON) and compares around it, so
-/// the client's own work stays small beside the server's.
+/// The indexes just past each occurrence of `marker` in `bytes`.
 func occurrences(of marker: String, in bytes: [UInt8]) -> [Int] {
+    bytes.withUnsafeBytes { occurrences(of: marker, in: $0) }
+}
+
+/// The indexes just past each occurrence of `marker` in `haystack`. It jumps with libc's `memchr`
+/// to the marker's least common byte (uppercase letters are rare in JSON) and compares around it,
+/// so the client's own work stays small beside the server's.
+func occurrences(of marker: String, in haystack: UnsafeRawBufferPointer) -> [Int] {
     let needle = Array(marker.utf8)
     let anchor = needle.lastIndex(where: { (65...90).contains($0) }) ?? needle.count - 1
     var found: [Int] = []
-    bytes.withUnsafeBytes { haystack in
-        needle.withUnsafeBytes { needleBytes in
-            var offset = anchor
-            while offset < haystack.count,
-                let match = memchr(haystack.baseAddress! + offset, Int32(needle[anchor]), haystack.count - offset)
+    guard let base = haystack.baseAddress else { return found }
+    needle.withUnsafeBytes { needleBytes in
+        var offset = anchor
+        while offset < haystack.count, let match = memchr(base + offset, Int32(needle[anchor]), haystack.count - offset) {
+            let position = base.distance(to: UnsafeRawPointer(match))
+            let start = position - anchor
+            if start + needle.count <= haystack.count,
+                memcmp(base + start, needleBytes.baseAddress!, needle.count) == 0
             {
-                let position = haystack.baseAddress!.distance(to: UnsafeRawPointer(match))
-                let start = position - anchor
-                if start + needle.count <= haystack.count,
-                    memcmp(haystack.baseAddress! + start, needleBytes.baseAddress!, needle.count) == 0
-                {
-                    found.append(start + needle.count)
-                }
-                offset = position + 1
+                found.append(start + needle.count)
             }
+            offset = position + 1
         }
     }
     return found
