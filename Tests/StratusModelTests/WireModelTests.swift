@@ -1,5 +1,5 @@
 import Foundation
-import StratusModel
+@testable import StratusModel
 import Testing
 
 @Suite("wire model")
@@ -142,6 +142,33 @@ struct WireModelTests {
         #expect(output == #"["\u0001\t\"\\é",3.0,0.1,-42]"#)
         let parsed = try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [Any]
         #expect(parsed?.first as? String == "\u{1}\t\"\\é")
+    }
+
+    @Test("JSON writer finds a byte to escape at every position, word by word and in the tail")
+    func escapingScan() throws {
+        let mustEscape = Array(0..<0x20) + [UInt8(ascii: "\""), UInt8(ascii: "\\")]
+        // Bytes next to the escaped ones, and UTF-8's high bytes, which a word-wide test could mistake.
+        let safe: [UInt8] = [0x20, 0x21, 0x23, 0x5B, 0x5D, 0x5C ^ 0x80, 0x7F, 0x80, 0xA2, 0xDC, 0xE9, 0xFF]
+        for length in 0...24 {
+            let plain = (0..<length).map { safe[$0 % safe.count] }
+            #expect(!plain.withUnsafeBytes(JSONWriter.needsEscaping), "length \(length)")
+            for position in 0..<length {
+                for byte in mustEscape {
+                    var bytes = plain
+                    bytes[position] = byte
+                    #expect(bytes.withUnsafeBytes(JSONWriter.needsEscaping), "byte \(byte) at \(position) of \(length)")
+                }
+            }
+        }
+        var writer = JSONWriter()
+        writer.beginArray()
+        for value: Int64 in [0, 7, -1, 10, 1_000_000, .max, .min] { writer.int(value) }
+        writer.bool(true)
+        writer.bool(false)
+        writer.null()
+        writer.endArray()
+        #expect(String(decoding: writer.bytes, as: UTF8.self)
+            == "[0,7,-1,10,1000000,9223372036854775807,-9223372036854775808,true,false,null]")
     }
 
     @Test("names must be ASCII and at most 255 characters")
