@@ -126,28 +126,29 @@ extension SQLiteStorage {
 
     /// Runs a statement selecting ``recordColumns``, its arguments bound, and decodes its rows,
     /// reading columns through SQLite's C API: GRDB's generic row decoding cost more than the read
-    /// itself on change feeds.
+    /// itself on change feeds. The type and the stamps' users and devices, which rows of a page
+    /// mostly share, are made into strings once while they repeat.
     static func fetchStoredRecords(_ statement: Statement) throws -> [StoredRecord] {
         let handle = statement.sqliteStatement
         defer { sqlite3_reset(handle) }
         var records: [StoredRecord] = []
+        var recordType = RepeatedText(), createdBy = RepeatedText(), createdDevice = RepeatedText()
+        var modifiedBy = RepeatedText(), modifiedDevice = RepeatedText()
         while try statement.step() {
-            func text(_ column: Int32) -> String? {
-                guard let bytes = sqlite3_column_text(handle, column) else { return nil }
-                return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))),
-                              as: UTF8.self)
-            }
             var fields: [UInt8] = []
             if let blob = sqlite3_column_blob(handle, 3) {
                 fields = [UInt8](UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(handle, 3))))
             }
             records.append(
                 StoredRecord(
-                    name: text(0) ?? "", recordType: text(1) ?? "", changeTag: text(2) ?? "", fieldsJSON: fields,
-                    created: RecordStamp(timestamp: sqlite3_column_int64(handle, 4), userRecordName: text(5) ?? "",
-                                         deviceID: text(6)),
-                    modified: RecordStamp(timestamp: sqlite3_column_int64(handle, 7), userRecordName: text(8) ?? "",
-                                          deviceID: text(9)),
+                    name: RepeatedText.text(handle, 0) ?? "", recordType: recordType.text(handle, 1) ?? "",
+                    changeTag: RepeatedText.text(handle, 2) ?? "", fieldsJSON: fields,
+                    created: RecordStamp(timestamp: sqlite3_column_int64(handle, 4),
+                                         userRecordName: createdBy.text(handle, 5) ?? "",
+                                         deviceID: createdDevice.text(handle, 6)),
+                    modified: RecordStamp(timestamp: sqlite3_column_int64(handle, 7),
+                                          userRecordName: modifiedBy.text(handle, 8) ?? "",
+                                          deviceID: modifiedDevice.text(handle, 9)),
                     deleted: sqlite3_column_int64(handle, 11) != 0, sequence: sqlite3_column_int64(handle, 10)))
         }
         return records
@@ -465,5 +466,29 @@ extension SQLiteStorage {
                 zones: page.map(Self.zoneState), position: ChangePosition(scopeID: databaseID, sequence: end),
                 moreComing: moreComing)
         }
+    }
+}
+
+/// A text column's value as a string, the last one reused while the column repeats it.
+private struct RepeatedText {
+    private var last: String?
+
+    /// The column's text; `nil` for NULL.
+    static func text(_ handle: OpaquePointer, _ column: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(handle, column) else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))),
+                      as: UTF8.self)
+    }
+
+    /// The column's text, the string made for the row before when the bytes are the same.
+    mutating func text(_ handle: OpaquePointer, _ column: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(handle, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        if var last, last.withUTF8({ $0.count == count && (count == 0 || memcmp($0.baseAddress!, bytes, count) == 0) }) {
+            return last
+        }
+        let text = String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        last = text
+        return text
     }
 }
