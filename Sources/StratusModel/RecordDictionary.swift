@@ -64,19 +64,18 @@ public struct RecordDictionary: Hashable, Sendable {
             to: &writer, recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag,
             created: created, modified: modified, deleted: deleted, zoneIDJSON: zoneID?.jsonBytes, share: share,
             parent: parent, removesParent: removesParent, shareReference: shareReference,
-            writeFields: deleted == true || desiredKeys?.isEmpty == true
-                ? nil
-                : {
-                    Self.writeFields(
-                        fields, to: &$0, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                        removedFieldNames: removedFieldNames)
-                }
-        )
+            writesFields: deleted != true && desiredKeys?.isEmpty != true
+        ) {
+            Self.writeFields(
+                fields, to: &$0, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
+                removedFieldNames: removedFieldNames)
+        }
     }
 
     /// Writes a Record Dictionary in Apple's key order (`recordName`, `recordType`, `fields`,
     /// `recordChangeTag`, `created`, `modified`, `deleted`, `zoneID`). `writeFields` writes the
-    /// fields object; when it is `nil` the `fields` key is left out. `zoneIDJSON` is the zone ID
+    /// fields object; without `writesFields` the `fields` key is left out (and `writeFields` is not
+    /// called: it does not escape, so a record's fields need no closure context on the heap). `zoneIDJSON` is the zone ID
     /// already written as JSON: every record of a response shares it, so it is encoded once. Then
     /// `parent` (`null` when `removesParent`), the `share` reference of a shared root, and a share
     /// record's share keys.
@@ -84,7 +83,7 @@ public struct RecordDictionary: Hashable, Sendable {
         to writer: inout JSONWriter, recordName: String?, recordType: String?, recordChangeTag: String?,
         created: RecordStamp?, modified: RecordStamp?, deleted: Bool?, zoneIDJSON: [UInt8]?, share: ShareKeys? = nil,
         parent: Reference? = nil, removesParent: Bool = false, shareReference: Reference? = nil,
-        writeFields: ((inout JSONWriter) -> Void)?
+        writesFields: Bool, writeFields: (inout JSONWriter) -> Void
     ) {
         // Keys encoded once and concrete calls rather than the generic `field`: this runs once per
         // record in every feed page.
@@ -97,7 +96,7 @@ public struct RecordDictionary: Hashable, Sendable {
             writer.key(Keys.recordType)
             writer.string(recordType)
         }
-        if let writeFields {
+        if writesFields {
             writer.key(Keys.fields)
             writeFields(&writer)
         }

@@ -89,20 +89,17 @@ public struct StoredRecord: Hashable, Sendable {
             modified: modified, deleted: deleted, zoneIDJSON: zoneIDJSON, share: share.flatMap { shareKeys?($0) },
             parent: deleted || !reserved ? nil : parentName.map { Reference(recordName: $0) },
             shareReference: deleted || !reserved ? nil : rootShareName.map { Reference(recordName: $0) },
-            writeFields: deleted || desiredKeys?.isEmpty == true
-                ? nil
-                : { writer in
-                    if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, !reserved, !fieldsJSON.isEmpty {
-                        writer.raw(fieldsJSON)
-                        return
-                    }
-                    // The stored JSON was written by Stratus, so it decodes.
-                    var fields = (try? clientFields()) ?? [:]
-                    if rewritesAssets, let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
-                    RecordDictionary.writeFields(
-                        fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
-                }
-        )
+            writesFields: !deleted && desiredKeys?.isEmpty != true
+        ) { writer in
+            if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, !reserved, !fieldsJSON.isEmpty {
+                writer.raw(fieldsJSON)
+                return
+            }
+            // The stored JSON was written by Stratus, so it decodes.
+            var fields = (try? clientFields()) ?? [:]
+            if rewritesAssets, let assetURL { addDownloadURLs(to: &fields, assetURL: assetURL) }
+            RecordDictionary.writeFields(fields, to: &writer, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings)
+        }
     }
 
     /// The record as a Record Dictionary value; `assetURL` gives its assets their `downloadURL` and
