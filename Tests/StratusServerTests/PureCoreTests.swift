@@ -550,6 +550,12 @@ private final class RecordingSink: PushSink {
             moreComing: number < last, recordsRead: 4)
     }
 
+    /// The records of ``page(after:last:bytes:)``, read; `fieldBytes` their fields' size.
+    static func read(after token: String?, last: Int, bytes: Int = 10, fieldBytes: Int = 10) -> ZoneChangesRead {
+        let page = page(after: token, last: last, bytes: bytes)
+        return ZoneChangesRead(syncToken: page.syncToken, moreComing: page.moreComing, fieldBytes: fieldBytes) { page }
+    }
+
     func prefetch() -> FeedPagePrefetch {
         FeedPagePrefetch(clock: clock.serverClock)
     }
@@ -559,7 +565,7 @@ private final class RecordingSink: PushSink {
         let reads = Mutex<[String?]>([])
         let read: FeedPagePrefetch.Read = { request in
             reads.withLock { $0.append(request.syncToken) }
-            return Self.page(after: request.syncToken, last: 3)
+            return Self.read(after: request.syncToken, last: 3)
         }
         prefetch.readAhead(key("1"), depth: 2, read: read)
         #expect(await eventually { reads.withLock { $0.count } == 2 })
@@ -572,9 +578,27 @@ private final class RecordingSink: PushSink {
         #expect(await prefetch.take(key("1")) == nil, "a page is handed over once")
     }
 
+    @Test func readsThePageAfterOneWhileItIsWritten() async {
+        let prefetch = prefetch()
+        let pagesWhenWritten = Mutex<[String?: Int]>([:])
+        let read: FeedPagePrefetch.Read = { request in
+            let page = Self.page(after: request.syncToken, last: 3)
+            return ZoneChangesRead(syncToken: page.syncToken, moreComing: page.moreComing, fieldBytes: 10) {
+                let count = prefetch.count
+                pagesWhenWritten.withLock { $0[request.syncToken] = count }
+                return page
+            }
+        }
+        prefetch.readAhead(key(nil), depth: 2, read: read)
+        #expect(await eventually { pagesWhenWritten.withLock { $0.count } == 2 })
+        #expect(pagesWhenWritten.withLock { $0[nil] } == 2, "page 2 was being read while page 1 was written")
+        #expect(await prefetch.take(key(nil))?.syncToken == "1")
+        #expect(await prefetch.take(key("1"))?.syncToken == "2")
+    }
+
     @Test func keepsAtMostMaxPagesAndNoneTooLargeOrTooOld() async {
         let prefetch = prefetch()
-        let read: FeedPagePrefetch.Read = { request in Self.page(after: request.syncToken, last: 1_000) }
+        let read: FeedPagePrefetch.Read = { request in Self.read(after: request.syncToken, last: 1_000) }
         for start in 0..<(FeedPagePrefetch.maxPages + 10) { prefetch.readAhead(key("x\(start)"), depth: 1, read: read) }
         #expect(prefetch.count == FeedPagePrefetch.maxPages)
         clock.advance(bySeconds: Double(FeedPagePrefetch.maxAgeMilliseconds) / 1000)
@@ -582,10 +606,16 @@ private final class RecordingSink: PushSink {
         #expect(prefetch.count == 1, "pages too old to hand over make room")
 
         let large = self.prefetch()
-        large.readAhead(key(nil), depth: 1) { request in
-            Self.page(after: request.syncToken, last: 5, bytes: FeedPagePrefetch.maxPageBytes + 1)
+        large.readAhead(key(nil), depth: 2) { request in
+            Self.read(after: request.syncToken, last: 5, bytes: FeedPagePrefetch.maxPageBytes + 1)
         }
         #expect(await large.take(key(nil)) == nil, "a page over the size bound is not kept")
+        let largeFields = self.prefetch()
+        largeFields.readAhead(key(nil), depth: 2) { request in
+            Self.read(after: request.syncToken, last: 5, fieldBytes: FeedPagePrefetch.maxPageBytes + 1)
+        }
+        #expect(await largeFields.take(key(nil)) == nil, "nor one whose records' fields are over it")
+        #expect(largeFields.count == 0, "and the pages after it are not read ahead")
 
         let old = self.prefetch()
         old.readAhead(key(nil), depth: 1, read: read)

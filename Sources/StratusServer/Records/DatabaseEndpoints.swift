@@ -317,10 +317,10 @@ struct DatabaseEndpoints: Sendable {
     /// window before it needs them.
     static let maxPagesAhead = 64
 
-    /// Reads one page of a zone's changes and writes it (``ZoneChangesPage``).
-    private func zoneChangesPage(
+    /// Reads one page of a zone's changes (``ZoneChangesRead``); its JSON is written when asked.
+    private func readZoneChanges(
         _ zone: RecordChangesRequest, field: String, access: DatabaseAccess
-    ) async throws -> ZoneChangesPage {
+    ) async throws -> ZoneChangesRead {
         guard let requestedZoneID = zone.zoneID else { throw StratusError.badRequest("\(field).zoneID is required") }
         let target = access.target
         let zoneName = try target.zoneName(requestedZoneID, field: "\(field).zoneID", limits: limits)
@@ -339,26 +339,33 @@ struct DatabaseEndpoints: Sendable {
         let assetURL = downloadURLs(target, zone: zoneName, in: zoneAccess.locator)
         let shareKeys = target.shareKeys
         let desiredKeys = zone.desiredKeys.map(Set.init)
+        let numbersAsStrings = zone.numbersAsStrings ?? false
         let syncToken = tokens.token(for: page.position, kind: .zone)
-        var writer = JSONWriter(capacity: 64 << 10)
-        writer.beginObject()
-        writer.key("zoneID")
-        writer.raw(zoneIDJSON)
-        writer.key("records")
-        writer.beginArray()
-        for found in page.records {
-            guard let record = zoneAccess.feedEntry(found, since: since?.sequence) else { continue }
-            record.write(
-                to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys,
-                numbersAsStrings: zone.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)
+        let fieldBytes = page.records.reduce(0) { $0 + $1.fieldsJSON.count }
+        return ZoneChangesRead(syncToken: syncToken, moreComing: page.moreComing, fieldBytes: fieldBytes) {
+            // Room for the whole page (a record's other keys take a few hundred bytes), so that it
+            // is not copied as it grows.
+            var writer = JSONWriter(capacity: fieldBytes + page.records.count * 512 + 1024)
+            writer.beginObject()
+            writer.key("zoneID")
+            writer.raw(zoneIDJSON)
+            writer.key("records")
+            writer.beginArray()
+            for found in page.records {
+                guard let record = zoneAccess.feedEntry(found, since: since?.sequence) else { continue }
+                record.write(
+                    to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
+                    assetURL: assetURL, shareKeys: shareKeys)
+            }
+            writer.endArray()
+            writer.field("syncToken", syncToken)
+            writer.field("moreComing", page.moreComing)
+            writer.endObject()
+            return ZoneChangesPage(
+                body: writer.bytes, zoneName: zoneName, locator: zoneAccess.locator, limit: limit,
+                position: page.position, syncToken: syncToken, moreComing: page.moreComing,
+                recordsRead: page.records.count)
         }
-        writer.endArray()
-        writer.field("syncToken", syncToken)
-        writer.field("moreComing", page.moreComing)
-        writer.endObject()
-        return ZoneChangesPage(
-            body: writer.bytes, zoneName: zoneName, locator: zoneAccess.locator, limit: limit, position: page.position,
-            syncToken: syncToken, moreComing: page.moreComing, recordsRead: page.records.count)
     }
 
     /// The page `zone` asks for: handed over from the pages read ahead when one is kept under `key`
@@ -371,7 +378,7 @@ struct DatabaseEndpoints: Sendable {
         if let key, let prepared = await prefetch.take(key), prepared.moreComing {
             page = prepared
         } else {
-            page = try await zoneChangesPage(zone, field: field, access: access)
+            page = try await readZoneChanges(zone, field: field, access: access).write()
         }
         metrics.recordsRead(page.recordsRead, via: "changes")
         metrics.feedPageServed("zone")
@@ -379,7 +386,7 @@ struct DatabaseEndpoints: Sendable {
             var next = key
             next.request.syncToken = page.syncToken
             prefetch.readAhead(next, depth: FeedPagePrefetch.depth) { [self] request in
-                try await zoneChangesPage(request, field: field, access: access)
+                try await readZoneChanges(request, field: field, access: access)
             }
         }
         return page

@@ -20,10 +20,24 @@ struct ZoneChangesPage: Sendable {
     var recordsRead: Int
 }
 
+/// One page of a zone's changes, its records read and its JSON not yet written: where the page after
+/// it starts is known, so that page can be read while this one is written.
+struct ZoneChangesRead: Sendable {
+    /// Where the page ends.
+    var syncToken: String
+    /// Whether more pages follow it.
+    var moreComing: Bool
+    /// The size of its records' fields, most of the page's size.
+    var fieldBytes: Int
+    /// Writes the page.
+    var write: @Sendable () -> ZoneChangesPage
+}
+
 /// Change-feed pages (`records/changes`, `changes/zone` for one zone) read before they are asked for. A client that reads a feed page by page,
 /// as Apple's protocol has it (each request carries the `syncToken` of the page before), leaves the
 /// server idle while a page travels and the client reads it; the server uses that time to read and
-/// write the next page on another core, and hands it over when the request for it comes.
+/// write the next page on another core, and hands it over when the request for it comes. A page's
+/// successor is read as soon as the page's records are, while the page is written.
 ///
 /// A page read ahead is what the request would have read had it come at once, when its token was
 /// known. It is handed over only when more pages follow it (`moreComing`): a change made since it
@@ -44,15 +58,17 @@ final class FeedPagePrefetch: Sendable {
         var baseURL: String
     }
 
-    /// Reads the page a key names.
-    typealias Read = @Sendable (_ request: RecordChangesRequest) async throws -> ZoneChangesPage
+    /// Reads the records of the page a key names.
+    typealias Read = @Sendable (_ request: RecordChangesRequest) async throws -> ZoneChangesRead
 
     private struct Entry {
+        /// Reads and writes the page.
         let reading: Task<ZoneChangesPage?, Never>
         let startedAt: Int64
-        /// The page, once read.
-        var page: ZoneChangesPage?
-        /// How many of the pages after this one to read once it is read.
+        /// The key of the page after this one, once this one's records are read (when more follow
+        /// and it is kept).
+        var successor: Key?
+        /// How many of the pages after this one to read once its records are read.
         var following: Int
     }
 
@@ -62,7 +78,8 @@ final class FeedPagePrefetch: Sendable {
 
     /// The most pages kept or being read at once.
     static let maxPages = 32
-    /// Pages larger than this are not kept (their records are large: the read dominates anyway).
+    /// Pages larger than this, or whose records' fields are, are not kept (their records are large:
+    /// the read dominates anyway).
     static let maxPageBytes = 1 << 20
     /// A page not asked for within this long is dropped.
     static let maxAgeMilliseconds: Int64 = 30_000
@@ -79,45 +96,45 @@ final class FeedPagePrefetch: Sendable {
     var count: Int { entries.withLock { $0.count } }
 
     /// Makes sure the page `key` names and the `depth - 1` pages after it are read or being read
-    /// with `read` (each page's successor is known once it is read), within the bound on pages.
+    /// with `read` (each page's successor is known once its records are read), within the bound on
+    /// pages.
     func readAhead(_ key: Key, depth: Int, read: @escaping Read) {
         guard depth > 0 else { return }
         let now = clock.milliseconds
-        let readNext: ZoneChangesPage? = entries.withLock { entries -> ZoneChangesPage? in
+        let readNext: Key? = entries.withLock { entries -> Key? in
             entries = entries.filter { now - $0.value.startedAt < Self.maxAgeMilliseconds }
             if var entry = entries[key] {
                 guard depth - 1 > entry.following else { return nil }
                 entry.following = depth - 1
                 entries[key] = entry
-                // Read already: its successor can start now; otherwise it starts when the read ends.
-                return entry.page
+                // Records read already: the successor can start now; otherwise it starts once they are.
+                return entry.successor
             }
             guard entries.count < Self.maxPages else { return nil }
             let reading = Task { [self] () -> ZoneChangesPage? in
                 // A page that fails to read is read again, with its error, when it is asked for.
-                let page = try? await read(key.request)
-                let kept: ZoneChangesPage? = if let page, page.body.count <= Self.maxPageBytes { page } else { nil }
+                guard let records = try? await read(key.request), records.fieldBytes <= Self.maxPageBytes else {
+                    return nil
+                }
+                var successor: Key?
+                if records.moreComing {
+                    successor = key
+                    successor?.request.syncToken = records.syncToken
+                }
                 let following = self.entries.withLock { entries -> Int in
                     guard var entry = entries[key] else { return 0 }
-                    entry.page = kept
+                    entry.successor = successor
                     entries[key] = entry
                     return entry.following
                 }
-                if let kept { readAfter(kept, key: key, depth: following, read: read) }
-                return kept
+                if let successor { readAhead(successor, depth: following, read: read) }
+                let page = records.write()
+                return page.body.count <= Self.maxPageBytes ? page : nil
             }
-            entries[key] = Entry(reading: reading, startedAt: now, page: nil, following: depth - 1)
+            entries[key] = Entry(reading: reading, startedAt: now, successor: nil, following: depth - 1)
             return nil
         }
-        if let readNext { readAfter(readNext, key: key, depth: depth - 1, read: read) }
-    }
-
-    /// Reads ahead from the page after `page`, which `key` named.
-    private func readAfter(_ page: ZoneChangesPage, key: Key, depth: Int, read: @escaping Read) {
-        guard page.moreComing, depth > 0 else { return }
-        var next = key
-        next.request.syncToken = page.syncToken
-        readAhead(next, depth: depth, read: read)
+        if let readNext { readAhead(readNext, depth: depth - 1, read: read) }
     }
 
     /// Takes the page prepared for `key` (waiting for its read to finish); `nil` when there is none,
