@@ -281,7 +281,7 @@ struct StratusBench: AsyncParsableCommand {
             let bodies = stride(from: 0, to: records, by: batch).map {
                 Workload.modifyBody($0..<min($0 + batch, records), zone: "Bench", prefix: "r")
             }
-            let writers = try await WriterLoad.connect(host: "127.0.0.1", port: bench.server.port, connections: clients)
+            let writers = try await ClientLoad.connect(host: "127.0.0.1", port: bench.server.port, connections: clients)
             let modifyPath = String("\(base)/records/modify\(query)".dropFirst(bench.server.baseURL.count))
             let groupsBefore = bench.storage.commitGroupCounts
             var (writeSeconds, rawWriteSeconds) = (0.0, 0.0)
@@ -293,7 +293,7 @@ struct StratusBench: AsyncParsableCommand {
             for segment in 0..<segmentCount {
                 let requests = segment * bodies.count / segmentCount..<(segment + 1) * bodies.count / segmentCount
                 writeSeconds += try await measure {
-                    writeLatencies += try await writers.post(bodies[requests], to: modifyPath)
+                    writeLatencies += try await writers.run(BodyQueue(bodies[requests]), to: modifyPath)
                 }
                 if indexEntries == nil {
                     let schema = try await bench.storage.schema(container: bench.credentials.container, environment: environment)
@@ -347,31 +347,23 @@ struct StratusBench: AsyncParsableCommand {
             // A whole read leaves nothing read ahead behind it (its last page has no more coming), so
             // the baseline's turn runs on a quiet server.
             progress("round \(round): Stratus change feed read and the raw read of the same rows, \(feedReads) times each")
+            let reader = try await ClientLoad.connect(host: "127.0.0.1", port: bench.server.port, connections: 1)
+            let changesPath = String("\(base)/records/changes\(query)".dropFirst(bench.server.baseURL.count))
             var (feedSeconds, rawFeedSeconds) = (0.0, 0.0)
             var (feedCPU, rawFeedCPU) = (0.0, 0.0)
             for _ in 0..<max(1, feedReads) {
-                var read = 0
+                let walk = FeedWalk(zoneName: "Bench", resultsLimit: batch)
                 feedCPU -= processCPUSeconds()
-                feedSeconds += try await measure {
-                    var token: String?
-                    while true {
-                        var body = #"{"zoneID":{"zoneName":"Bench"},"resultsLimit":\#(batch)"#
-                        if let token { body += #","syncToken":"\#(token)""# }
-                        body += "}"
-                        let page = try await Self.post(http, "\(base)/records/changes\(query)", Array(body.utf8))
-                        let summary = FeedPageSummary(page)
-                        read += summary.records
-                        token = summary.syncToken
-                        if !summary.moreComing { break }
-                    }
-                }
+                feedSeconds += try await measure { _ = try await reader.run(walk, to: changesPath) }
                 feedCPU += processCPUSeconds()
+                var read = walk.records
                 guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
                 rawFeedCPU -= processCPUSeconds()
                 rawFeedSeconds += try await measure { read = try await raw.readAll(page: batch) }
                 rawFeedCPU += processCPUSeconds()
                 guard read == records + saves else { throw BenchError("the raw read gave \(read) rows, expected \(records + saves)") }
             }
+            await reader.close()
             let pages = Double((records + saves) * max(1, feedReads)) / Double(batch)
             progress(String(
                 format: "round %d: CPU per page of %d: Stratus %.3f ms (server and client), raw read %.3f ms", round, batch,
