@@ -192,7 +192,7 @@ extension SQLiteStorage {
                     seq = excluded.seq, deleted = excluded.deleted
                 """
         ).run(
-            zoneID, record.name, record.recordType, record.changeTag, Data(record.fieldsJSON), record.created.timestamp,
+            zoneID, record.name, record.recordType, record.changeTag, BlobBinding(record.fieldsJSON), record.created.timestamp,
             record.created.userRecordName, record.created.deviceID, record.modified.timestamp,
             record.modified.userRecordName, record.modified.deviceID, record.sequence, record.deleted)
     }

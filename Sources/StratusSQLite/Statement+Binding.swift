@@ -47,3 +47,22 @@ extension Statement {
         return try step() ? sqlite3_column_int64(sqliteStatement, 0) : nil
     }
 }
+
+/// Bytes bound as a BLOB (an empty one for no bytes, never NULL), without first becoming `Data`:
+/// a save binds every record's fields.
+struct BlobBinding: StatementBinding {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    func bind(to sqliteStatement: SQLiteStatement, at index: CInt) -> CInt {
+        guard !bytes.isEmpty else { return sqlite3_bind_zeroblob(sqliteStatement, index, 0) }
+        return bytes.withUnsafeBytes {
+            // SQLITE_TRANSIENT: SQLite copies the bytes before this returns.
+            sqlite3_bind_blob(
+                sqliteStatement, index, $0.baseAddress, CInt($0.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+        }
+    }
+}

@@ -33,6 +33,21 @@ struct StatementBindingTests {
         }
     }
 
+    @Test("bytes bind as a BLOB, and no bytes as an empty BLOB, not NULL")
+    func blobs() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+            let insert = try db.cachedStatement(sql: "INSERT INTO t (id, data) VALUES (?, ?)")
+            try insert.run(Int64(1), BlobBinding(Array(#"{"a":{"value":1}}"#.utf8)))
+            try insert.run(Int64(2), BlobBinding([]))
+            let rows = try Row.fetchAll(db, sql: "SELECT data, typeof(data) AS type FROM t ORDER BY id")
+            #expect(rows[0]["data"] as Data == Data(#"{"a":{"value":1}}"#.utf8))
+            #expect(rows.map { $0["type"] as String } == ["blob", "blob"])
+            #expect(rows[1]["data"] as Data == Data())
+        }
+    }
+
     @Test("the first integer of the first row, or nil without a row; the statement is reset between uses")
     func firstInteger() throws {
         let queue = try DatabaseQueue()
