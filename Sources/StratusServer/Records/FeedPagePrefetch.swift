@@ -66,7 +66,7 @@ final class FeedPagePrefetch: Sendable {
         let reading: Task<ZoneChangesPage?, Never>
         let startedAt: Int64
         /// The key of the page after this one, once this one's records are read (when more follow
-        /// and it is kept).
+        /// and its records' fields are within ``maxPageBytes``).
         var successor: Key?
         /// How many of the pages after this one to read once its records are read.
         var following: Int
