@@ -168,7 +168,7 @@ extension DatabaseEndpoints {
                     ErrorDictionary(
                         serverErrorCode: .notFound,
                         reason: "record '\(item.recordName)' has no asset field '\(item.fieldName)' you can read",
-                        recordName: item.recordName, uuid: UUID().uuidString
+                        recordName: item.recordName, uuid: RequestTrace.nextID()
                     ).write(to: &writer)
                     continue
                 }

@@ -98,8 +98,9 @@ final class RequestTrace: Sendable {
     private static let issuedIDs = Atomic<UInt64>(0)
 
     /// A new request ID: the process's random start plus a count, shaped as a version 4 UUID. Request
-    /// IDs name requests (in answers, logs and the request log) and grant nothing, so they need to be
-    /// unique, not unpredictable; Foundation's `UUID()` opens and reads `/dev/urandom` for each one on
+    /// IDs name requests (in answers, logs and the request log), and the `uuid`s of the errors of
+    /// single items in an answer come from the same count; they grant nothing, so they need to be
+    /// unique, not unpredictable. Foundation's `UUID()` opens and reads `/dev/urandom` for each one on
     /// Linux, a few percent of a small request's time.
     static func nextID() -> String {
         let count = issuedIDs.add(1, ordering: .relaxed).newValue

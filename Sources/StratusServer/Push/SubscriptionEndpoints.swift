@@ -94,7 +94,7 @@ struct SubscriptionEndpoints: Sendable {
                         .failure(
                             ErrorDictionary(
                                 serverErrorCode: .zoneNotFound, reason: "zone '\(zone)' does not exist",
-                                subscriptionID: id, uuid: UUID().uuidString)))
+                                subscriptionID: id, uuid: RequestTrace.nextID())))
                 } else {
                     try await storage.saveSubscription(
                         StoredSubscription(
@@ -233,7 +233,7 @@ struct SubscriptionEndpoints: Sendable {
     private func notFound(_ id: String) -> ErrorDictionary {
         ErrorDictionary(
             serverErrorCode: .notFound, reason: "subscription '\(id)' does not exist", subscriptionID: id,
-            uuid: UUID().uuidString)
+            uuid: RequestTrace.nextID())
     }
 
     /// A subscription as answered from `target`'s database: its zone ID carries the database's owner

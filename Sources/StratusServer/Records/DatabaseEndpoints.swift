@@ -124,7 +124,7 @@ struct DatabaseEndpoints: Sendable {
                 } else {
                     ErrorDictionary(
                         serverErrorCode: .zoneNotFound, reason: "zone '\(zoneID.zoneName)' does not exist",
-                        zoneID: reached?.wireZoneID ?? zoneID, uuid: UUID().uuidString
+                        zoneID: reached?.wireZoneID ?? zoneID, uuid: RequestTrace.nextID()
                     ).write(to: &writer)
                 }
             }
@@ -143,7 +143,7 @@ struct DatabaseEndpoints: Sendable {
             for (operation, name) in zip(body.operations, names) {
                 let zoneID = try target.wireZoneID(name)
                 func fail(_ code: ServerErrorCode, _ reason: String) {
-                    ErrorDictionary(serverErrorCode: code, reason: reason, zoneID: zoneID, uuid: UUID().uuidString)
+                    ErrorDictionary(serverErrorCode: code, reason: reason, zoneID: zoneID, uuid: RequestTrace.nextID())
                         .write(to: &writer)
                 }
                 switch operation.operationType {
@@ -224,7 +224,7 @@ struct DatabaseEndpoints: Sendable {
                     metrics.itemFailed(failure.code.rawValue)
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
-                        uuid: UUID().uuidString,
+                        uuid: RequestTrace.nextID(),
                         serverRecord: try? failure.serverRecord?.dictionary(
                             zoneID: zoneID, assetURL: assetURL, shareKeys: shareKeys)
                     ).write(to: &writer)
@@ -294,7 +294,7 @@ struct DatabaseEndpoints: Sendable {
                     ErrorDictionary(
                         serverErrorCode: .accessDenied,
                         reason: "the schema does not grant you READ on record '\(item.recordName)' of type '\(record.recordType)'",
-                        recordName: item.recordName, uuid: UUID().uuidString
+                        recordName: item.recordName, uuid: RequestTrace.nextID()
                     ).write(to: &writer)
                 } else if let record {
                     record.write(
@@ -303,7 +303,7 @@ struct DatabaseEndpoints: Sendable {
                 } else {
                     ErrorDictionary(
                         serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
-                        recordName: item.recordName, uuid: UUID().uuidString
+                        recordName: item.recordName, uuid: RequestTrace.nextID()
                     ).write(to: &writer)
                 }
             }
@@ -519,7 +519,7 @@ struct DatabaseEndpoints: Sendable {
                     let zoneID = target.scope == .shared
                         ? zone.zoneID : zone.zoneID.flatMap { try? target.wireZoneID($0.zoneName) } ?? zone.zoneID
                     ErrorDictionary(
-                        serverErrorCode: error.code, reason: error.reason, zoneID: zoneID, uuid: UUID().uuidString
+                        serverErrorCode: error.code, reason: error.reason, zoneID: zoneID, uuid: RequestTrace.nextID()
                     ).write(to: &writer)
                 }
             }

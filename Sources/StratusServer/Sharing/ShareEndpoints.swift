@@ -50,7 +50,7 @@ struct ShareEndpoints: Sendable {
                 results.append(.success(try await metadata(item, target: target, user: user, accepting: accepting)))
             } catch let error as StratusError {
                 results.append(
-                    .failure(ErrorDictionary(serverErrorCode: error.code, reason: error.reason, uuid: UUID().uuidString)))
+                    .failure(ErrorDictionary(serverErrorCode: error.code, reason: error.reason, uuid: RequestTrace.nextID())))
             }
         }
         var writer = JSONWriter()
