@@ -49,10 +49,11 @@ struct RawSQLiteBaseline {
         }
     }
 
-    /// Inserts rows `range` in transactions of `batch` rows; row `i` holds `fields[i % count]` and
-    /// has the index rows `indexEntries[i % count]`.
+    /// Inserts rows `range` in transactions of `batch` rows, named as the workload names them; row `i`
+    /// holds `fields[i % count]` and has the index rows `indexEntries[i % count]`.
     func insert(
-        _ range: Range<Int>, batch: Int, prefix: String, fields: [[UInt8]], indexEntries: [[IndexEntry]]
+        _ range: Range<Int>, batch: Int, prefix: String, naming: Workload.RecordNaming = .counted, fields: [[UInt8]],
+        indexEntries: [[IndexEntry]]
     ) async throws {
         for start in stride(from: range.lowerBound, to: range.upperBound, by: batch) {
             let end = min(start + batch, range.upperBound)
@@ -67,7 +68,7 @@ struct RawSQLiteBaseline {
                     VALUES (1, 'Note', ?, ?, ?, ?, ?)
                     """)
                 for index in start..<end {
-                    let name = "\(prefix)\(index)"
+                    let name = Workload.recordName(index, prefix: prefix, naming: naming)
                     try statement.execute(arguments: [
                         name, "1-\(index)", Data(fields[index % fields.count]), 1_700_000_000_000, 1_700_000_000_000,
                         index + 1,

@@ -68,6 +68,12 @@ struct StratusBench: AsyncParsableCommand {
         """)
     var feedReads = 5
 
+    @Option(help: """
+        How the write workloads name their records: 'counted' (r0, r1, …: a batch's names are neighbours) or \
+        'uuid' (as apps name them: a batch's names land all over every name-keyed B-tree).
+        """)
+    var recordNames: Workload.RecordNaming = .counted
+
     @Option(help: "Single-record saves timed for latency.")
     var saves = 2_000
 
@@ -279,7 +285,7 @@ struct StratusBench: AsyncParsableCommand {
 
             progress("round \(round): Stratus batched writes (\(records) records, \(batch) per request, \(clients) client(s))")
             let bodies = stride(from: 0, to: records, by: batch).map {
-                Workload.modifyBody($0..<min($0 + batch, records), zone: "Bench", prefix: "r")
+                Workload.modifyBody($0..<min($0 + batch, records), zone: "Bench", prefix: "r", naming: recordNames)
             }
             let writers = try await ClientLoad.connect(host: "127.0.0.1", port: bench.server.port, connections: clients)
             let modifyPath = String("\(base)/records/modify\(query)".dropFirst(bench.server.baseURL.count))
@@ -303,7 +309,9 @@ struct StratusBench: AsyncParsableCommand {
                 for start in stride(from: rows.lowerBound, to: rows.upperBound, by: batch) {
                     let transaction = start..<min(start + batch, rows.upperBound)
                     let seconds = try await measure {
-                        try await raw.insert(transaction, batch: batch, prefix: "r", fields: fields, indexEntries: indexEntries!)
+                        try await raw.insert(
+                            transaction, batch: batch, prefix: "r", naming: recordNames, fields: fields,
+                            indexEntries: indexEntries!)
                     }
                     rawWriteSeconds += seconds
                     rawWriteLatencies.append(seconds)
@@ -326,7 +334,7 @@ struct StratusBench: AsyncParsableCommand {
             progress("round \(round): Stratus single-record saves (\(saves))")
             var latencies: [Double] = []
             for index in 0..<saves {
-                let body = Workload.modifyBody(index..<index + 1, zone: "Bench", prefix: "s")
+                let body = Workload.modifyBody(index..<index + 1, zone: "Bench", prefix: "s", naming: recordNames)
                 latencies.append(try await measure { _ = try await Self.post(http, "\(base)/records/modify\(query)", body) })
             }
             result.stratusSaveP50 = percentile(latencies, 0.5) * 1000
@@ -337,7 +345,7 @@ struct StratusBench: AsyncParsableCommand {
             for index in 0..<saves {
                 latencies.append(try await measure {
                     try await raw.insert(
-                        records + index..<records + index + 1, batch: 1, prefix: "s", fields: fields,
+                        records + index..<records + index + 1, batch: 1, prefix: "s", naming: recordNames, fields: fields,
                         indexEntries: indexEntries!)
                 })
             }
@@ -592,6 +600,7 @@ struct StratusBench: AsyncParsableCommand {
 
 extension SQLiteStorage.Durability: ExpressibleByArgument {}
 extension ContainerEnvironment: ExpressibleByArgument {}
+extension Workload.RecordNaming: ExpressibleByArgument {}
 
 /// What the benchmark client reads from a `records/changes` page without parsing every record
 /// (a plain byte scan, so the client's own work stays small beside the server's).
