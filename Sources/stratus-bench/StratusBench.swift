@@ -161,6 +161,10 @@ struct StratusBench: AsyncParsableCommand {
         var rawFeedRead = 0.0
     }
 
+    func validate() throws {
+        guard feedReads >= 1 else { throw ValidationError("--feed-reads must be at least 1 (got \(feedReads))") }
+    }
+
     func run() async throws {
         let fieldsJSON = (0..<1_000).map(Workload.fieldsJSON)
         var rounds: [Round] = []
@@ -359,7 +363,7 @@ struct StratusBench: AsyncParsableCommand {
             let changesPath = String("\(base)/records/changes\(query)".dropFirst(bench.server.baseURL.count))
             var (feedSeconds, rawFeedSeconds) = (0.0, 0.0)
             var (feedCPU, rawFeedCPU) = (0.0, 0.0)
-            for _ in 0..<max(1, feedReads) {
+            for _ in 0..<feedReads {
                 let walk = FeedWalk(zoneName: "Bench", resultsLimit: batch)
                 feedCPU -= processCPUSeconds()
                 feedSeconds += try await measure { _ = try await reader.run(walk, to: changesPath) }
@@ -372,12 +376,13 @@ struct StratusBench: AsyncParsableCommand {
                 guard read == records + saves else { throw BenchError("the raw read gave \(read) rows, expected \(records + saves)") }
             }
             await reader.close()
-            let pages = Double((records + saves) * max(1, feedReads)) / Double(batch)
+            let recordsRead = Double((records + saves) * feedReads)
+            let pages = recordsRead / Double(batch)
             progress(String(
                 format: "round %d: CPU per page of %d: Stratus %.3f ms (server and client), raw read %.3f ms", round, batch,
                 feedCPU * 1000 / pages, rawFeedCPU * 1000 / pages))
-            result.stratusFeedRead = Double((records + saves) * max(1, feedReads)) / feedSeconds
-            result.rawFeedRead = Double((records + saves) * max(1, feedReads)) / rawFeedSeconds
+            result.stratusFeedRead = recordsRead / feedSeconds
+            result.rawFeedRead = recordsRead / rawFeedSeconds
             try await bench.stop()
         } catch {
             try? await bench.stop()
