@@ -222,6 +222,15 @@ enum PostgresMigrations {
                 $function$
                 """,
             ]),
+        Migration(
+            version: 8, name: "records by type in the order they were written",
+            statements: [
+                // Without the name in the key, a new record's entry goes after its type's others (ties
+                // are ordered by the row's place in the table): no page at a random place per record
+                // named by UUID, as apps name them.
+                "DROP INDEX records_by_type",
+                "CREATE INDEX records_by_type ON records (zone_id, record_type) WHERE NOT deleted",
+            ]),
     ]
 
     /// The latest version this build knows.

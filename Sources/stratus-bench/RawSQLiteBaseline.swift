@@ -27,7 +27,7 @@ struct RawSQLiteBaseline {
                     seq INTEGER NOT NULL, deleted INTEGER NOT NULL, UNIQUE (zone_id, name));
                 CREATE INDEX records_change_order ON records (zone_id, seq);
                 CREATE INDEX records_tombstones ON records (modified_ms) WHERE deleted = 1;
-                CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE deleted = 0;
+                CREATE INDEX records_by_type ON records (zone_id, record_type) WHERE deleted = 0;
                 CREATE TABLE record_index (
                     zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
                     value NOT NULL, longitude REAL, name TEXT NOT NULL,

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import StratusModel
 import StratusSQLite
 import StratusStorage
@@ -32,6 +33,47 @@ struct SQLiteConformanceTests {
         }
         let reopened = try SQLiteStorage(path: path)
         #expect(try await reopened.lookupRecords(names: ["r"], zone: "Z", in: locator)[0]?.recordType == "T")
+    }
+
+    @Test("a file from before records by type were keyed by row opens: the index is rebuilt, and queries by type find its records")
+    func recordsByTypeMigration() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("test.sqlite").path
+        let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
+        let context = WriteContext(userRecordName: "_a", timestamp: 1)
+        do {
+            let storage = try SQLiteStorage(path: path)
+            _ = try await storage.createZone(named: "Z", in: locator, timestamp: 1)
+            _ = try await storage.modifyRecords(
+                ["b", "a", "c"].map { RecordWrite(operationType: .create, recordName: $0, recordType: "T") }
+                    + [RecordWrite(operationType: .create, recordName: "other", recordType: "U")],
+                zone: "Z", in: locator, atomic: true, context: context)
+        }
+        // The file as the previous release left it: the index keyed by name, the migration not applied.
+        let pool = try DatabasePool(path: path)
+        try await pool.write { db in
+            try db.execute(sql: """
+                DROP INDEX records_by_type;
+                CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE deleted = 0;
+                DELETE FROM grdb_migrations WHERE identifier LIKE 'v9:%';
+                """)
+        }
+        try pool.close()
+
+        let reopened = try SQLiteStorage(path: path)
+        let outcome = try await reopened.modifyRecords(
+            [RecordWrite(operationType: .forceDelete, recordName: "a"),
+             RecordWrite(operationType: .create, recordName: "d", recordType: "T")],
+            zone: "Z", in: locator, atomic: true, context: context)
+        #expect(outcome.changes.count == 2, "\(outcome.results)")
+        let page = try await reopened.queryRecords(RecordQuery(recordType: "T", limit: 10), zones: ["Z"], in: locator)
+        #expect(page.items.map(\.record.name) == ["b", "c", "d"])
+        let columns = try await DatabasePool(path: path).read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM pragma_index_info('records_by_type')")
+        }
+        #expect(columns == ["zone_id", "record_type"])
     }
 
     @Test("concurrent writes share commits, each keeping its outcome: a failing atomic batch rolls back alone, the others commit in sequence order")
