@@ -231,6 +231,23 @@ enum PostgresMigrations {
                 "DROP INDEX records_by_type",
                 "CREATE INDEX records_by_type ON records (zone_id, record_type) WHERE NOT deleted",
             ]),
+        Migration(
+            version: 9, name: "query index entries of equal values in creation order",
+            statements: [
+                // Entries of one value (a search token, a flag, a parent reference: shared by many
+                // records) were ordered by record name, and apps name records by UUID, so each new
+                // record put an entry at a random place in each such list; ordered by the record's
+                // creation time first, they go at the lists' ends, as in SQLite.
+                "ALTER TABLE record_index ADD COLUMN created_ms bigint",
+                """
+                UPDATE record_index i SET created_ms = r.created_ms FROM records r
+                WHERE r.zone_id = i.zone_id AND r.name = i.name
+                """,
+                "DELETE FROM record_index WHERE created_ms IS NULL",
+                "ALTER TABLE record_index ALTER COLUMN created_ms SET NOT NULL",
+                "ALTER TABLE record_index DROP CONSTRAINT record_index_pkey",
+                "ALTER TABLE record_index ADD PRIMARY KEY (zone_id, record_type, field, kind, number, string, created_ms, name)",
+            ]),
     ]
 
     /// The latest version this build knows.

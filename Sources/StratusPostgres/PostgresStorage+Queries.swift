@@ -68,26 +68,29 @@ extension PostgresStorage {
         }
 
         func scanValues(
-            zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?,
-            limit: Int
-        ) async throws -> [(value: QueryScalar, name: String)] {
+            zone: String, field: String, range: ScalarRange, descending: Bool, after: IndexPosition?, limit: Int
+        ) async throws -> [IndexPosition] {
             // The text form gets its own name: ORDER BY `number` must mean the numeric column.
-            var statement = Statement(sql: "SELECT number::text AS number_text, string, scalar, name FROM record_index WHERE ")
+            var statement = Statement(
+                sql: "SELECT number::text AS number_text, string, scalar, created_ms, name FROM record_index WHERE ")
             statement.sql += "zone_id = \(statement.bind(zoneIDs[zone] ?? -1)) AND record_type = \(statement.bind(recordType))"
             statement.sql += " AND field = \(statement.bind(field)) AND kind = 0"
             statement.bound(range)
             if let after {
-                let columns = IndexRows.columns(after.0)
-                statement.sql += " AND (number, string, name) \(descending ? "<" : ">") "
+                let columns = IndexRows.columns(after.value)
+                statement.sql += " AND (number, string, created_ms, name) \(descending ? "<" : ">") "
                     + "(\(statement.bind(columns.number))::numeric, \(statement.bind(columns.string)), "
-                    + "\(statement.bind(after.1)))"
+                    + "\(statement.bind(after.created)), \(statement.bind(after.name)))"
             }
             statement.sql += descending
-                ? " ORDER BY number DESC, string DESC, name DESC" : " ORDER BY number, string, name"
+                ? " ORDER BY number DESC, string DESC, created_ms DESC, name DESC"
+                : " ORDER BY number, string, created_ms, name"
             statement.sql += " LIMIT \(statement.bind(limit))"
             return try await statement.run(storage).compactMap { row in
-                let (number, string, scalar, name) = try row.decode((String, String, Int32, String).self)
-                return IndexRows.scalar(number: number, string: string, scalar: scalar).map { ($0, name) }
+                let (number, string, scalar, created, name) = try row.decode((String, String, Int32, Int64, String).self)
+                return IndexRows.scalar(number: number, string: string, scalar: scalar).map {
+                    IndexPosition(value: $0, created: created, name: name)
+                }
             }
         }
 

@@ -101,7 +101,7 @@ extension PostgresStorage {
                     var rows = IndexRows()
                     for record in records {
                         for entry in backfill.entries(of: record) {
-                            rows.append(entry, recordType: backfill.recordType, name: record.name)
+                            rows.append(entry, of: record)
                         }
                     }
                     try await rows.insert(connection, zoneID: zoneID, logger: logger)

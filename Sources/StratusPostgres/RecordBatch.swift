@@ -101,12 +101,12 @@ struct RecordBatch {
         names.insert(record.name)
         var addedKeys: Set<IndexRows.Key> = []
         for entry in change.addedIndexEntries {
-            addedKeys.insert(addedEntries.append(entry, recordType: record.recordType, name: record.name))
+            addedKeys.insert(addedEntries.append(entry, of: record))
         }
         if let previous = change.previous {
             for entry in change.removedIndexEntries
-            where !addedKeys.contains(IndexRows.Key(entry, recordType: previous.recordType, name: previous.name)) {
-                removedEntries.append(entry, recordType: previous.recordType, name: previous.name)
+            where !addedKeys.contains(IndexRows.Key(entry, of: previous)) {
+                removedEntries.append(entry, of: previous)
             }
         }
         if change.clearsReferences { referencesCleared.append(record.name) }
@@ -330,16 +330,19 @@ struct IndexRows {
         let kind: Int32
         let number: String
         let string: String
+        let created: Int64
         let name: String
 
-        init(_ entry: IndexEntry, recordType: String, name: String) {
+        /// The key of `record`'s `entry`.
+        init(_ entry: IndexEntry, of record: StoredRecord) {
             let columns = IndexRows.columns(entry.value)
-            self.recordType = recordType
+            recordType = record.recordType
             field = entry.field
             kind = Int32(entry.kind.rawValue)
             number = columns.number
             string = columns.string
-            self.name = name
+            created = record.created.timestamp
+            name = record.name
         }
     }
 
@@ -351,6 +354,7 @@ struct IndexRows {
     private(set) var scalars: [Int32] = []
     private(set) var longitudes: [Double] = []
     private(set) var hasLongitude: [Bool] = []
+    private(set) var createds: [Int64] = []
     private(set) var names: [String] = []
     private var keys: Set<Key> = []
 
@@ -377,13 +381,13 @@ struct IndexRows {
 
     var isEmpty: Bool { names.isEmpty }
 
-    /// Adds an entry's row unless one with its key is there; returns the key.
+    /// Adds the row of `record`'s `entry` unless one with its key is there; returns the key.
     @discardableResult
-    mutating func append(_ entry: IndexEntry, recordType: String, name: String) -> Key {
-        let key = Key(entry, recordType: recordType, name: name)
+    mutating func append(_ entry: IndexEntry, of record: StoredRecord) -> Key {
+        let key = Key(entry, of: record)
         guard keys.insert(key).inserted else { return key }
         let columns = Self.columns(entry.value)
-        recordTypes.append(recordType)
+        recordTypes.append(record.recordType)
         fields.append(entry.field)
         kinds.append(Int32(entry.kind.rawValue))
         numbers.append(columns.number)
@@ -391,7 +395,8 @@ struct IndexRows {
         scalars.append(columns.scalar)
         longitudes.append(entry.longitude ?? 0)
         hasLongitude.append(entry.longitude != nil)
-        names.append(name)
+        createds.append(record.created.timestamp)
+        names.append(record.name)
         return key
     }
 
@@ -405,6 +410,7 @@ struct IndexRows {
         scalars += other.scalars
         longitudes += other.longitudes
         hasLongitude += other.hasLongitude
+        createds += other.createds
         names += other.names
         keys.formUnion(other.keys)
     }
@@ -422,7 +428,8 @@ struct IndexRows {
     func appendInsertion(to sql: inout PostgresQuery.StringInterpolation, zoneID: Int64) {
         sql.appendLiteral(
             """
-            INSERT INTO record_index (zone_id, record_type, field, kind, number, string, scalar, longitude, name)
+            INSERT INTO record_index (
+                zone_id, record_type, field, kind, number, string, scalar, longitude, created_ms, name)
 
             """)
         sql.appendLiteral("SELECT ")
@@ -430,18 +437,18 @@ struct IndexRows {
         sql.appendLiteral(
             """
             , e.record_type, e.field, e.kind, e.number::numeric, e.string, e.scalar,
-                CASE WHEN e.has_longitude THEN e.longitude END, e.name
+                CASE WHEN e.has_longitude THEN e.longitude END, e.created_ms, e.name
             FROM
 
             """)
         sql.appendUnnest(
             (recordTypes, "text"), (fields, "text"), (kinds, "int4"), (numbers, "text"), (strings, "text"),
-            (scalars, "int4"), (longitudes, "float8"), (hasLongitude, "bool"), (names, "text"))
+            (scalars, "int4"), (longitudes, "float8"), (hasLongitude, "bool"), (createds, "int8"), (names, "text"))
         sql.appendLiteral(
             """
 
-                AS e(record_type, field, kind, number, string, scalar, longitude, has_longitude, name)
-            ON CONFLICT (zone_id, record_type, field, kind, number, string, name) DO UPDATE SET
+                AS e(record_type, field, kind, number, string, scalar, longitude, has_longitude, created_ms, name)
+            ON CONFLICT (zone_id, record_type, field, kind, number, string, created_ms, name) DO UPDATE SET
                 scalar = excluded.scalar, longitude = excluded.longitude
             """)
     }
@@ -450,17 +457,19 @@ struct IndexRows {
     func appendDeletion(to sql: inout PostgresQuery.StringInterpolation, zoneID: Int64) {
         sql.appendLiteral("DELETE FROM record_index i USING ")
         sql.appendUnnest(
-            (recordTypes, "text"), (fields, "text"), (kinds, "int4"), (numbers, "text"), (strings, "text"), (names, "text"))
+            (recordTypes, "text"), (fields, "text"), (kinds, "int4"), (numbers, "text"), (strings, "text"),
+            (createds, "int8"), (names, "text"))
         sql.appendLiteral(
             """
-             AS d(record_type, field, kind, number, string, name)
+             AS d(record_type, field, kind, number, string, created_ms, name)
             WHERE i.zone_id =
             """)
         sql.appendInterpolation(zoneID)
         sql.appendLiteral(
             """
              AND i.record_type = d.record_type AND i.field = d.field AND i.kind = d.kind
-                AND i.number = d.number::numeric AND i.string = d.string AND i.name = d.name
+                AND i.number = d.number::numeric AND i.string = d.string AND i.created_ms = d.created_ms
+                AND i.name = d.name
             """)
     }
 }

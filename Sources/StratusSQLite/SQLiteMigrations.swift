@@ -149,6 +149,24 @@ enum SQLiteMigrations {
                     CREATE INDEX records_by_type ON records (zone_id, record_type) WHERE deleted = 0;
                     """)
         }
+        migrator.registerMigration("v10: query index entries of equal values in creation order") { db in
+            // Entries of one value (a search token, a flag, a parent reference: shared by many
+            // records) were ordered by record name, and apps name records by UUID, so each new
+            // record put an entry on a page at a random place in each such list. Ordered by the
+            // record's creation time first, a new record's entries go at the lists' ends.
+            try db.execute(
+                sql: """
+                    CREATE TABLE record_index_by_creation (
+                        zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
+                        value NOT NULL, longitude REAL, created_ms INTEGER NOT NULL, name TEXT NOT NULL,
+                        PRIMARY KEY (zone_id, record_type, field, kind, value, created_ms, name)) WITHOUT ROWID;
+                    INSERT INTO record_index_by_creation
+                        SELECT i.zone_id, i.record_type, i.field, i.kind, i.value, i.longitude, r.created_ms, i.name
+                        FROM record_index i JOIN records r ON r.zone_id = i.zone_id AND r.name = i.name;
+                    DROP TABLE record_index;
+                    ALTER TABLE record_index_by_creation RENAME TO record_index;
+                    """)
+        }
         return migrator
     }
 }

@@ -52,23 +52,26 @@ extension SQLiteStorage {
         }
 
         func scanValues(
-            zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?,
-            limit: Int
-        ) async throws -> [(value: QueryScalar, name: String)] {
-            var sql = "SELECT value, name FROM record_index WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = 0"
+            zone: String, field: String, range: ScalarRange, descending: Bool, after: IndexPosition?, limit: Int
+        ) async throws -> [IndexPosition] {
+            var sql = """
+                SELECT value, created_ms, name FROM record_index
+                WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = 0
+                """
             var arguments: StatementArguments = [zoneIDs[zone], recordType, field]
             let bounds = Self.bounds(range)
             sql += bounds.sql
             arguments += bounds.arguments
             if let after {
-                sql += descending ? " AND (value, name) < (?, ?)" : " AND (value, name) > (?, ?)"
-                arguments += [after.0.databaseValue, after.1]
+                sql += descending ? " AND (value, created_ms, name) < (?, ?, ?)" : " AND (value, created_ms, name) > (?, ?, ?)"
+                arguments += [after.value.databaseValue, after.created, after.name]
             }
-            sql += descending ? " ORDER BY value DESC, name DESC LIMIT ?" : " ORDER BY value, name LIMIT ?"
+            sql += descending
+                ? " ORDER BY value DESC, created_ms DESC, name DESC LIMIT ?" : " ORDER BY value, created_ms, name LIMIT ?"
             arguments += [limit]
             return try await pool.read { [sql, arguments] db in
                 try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { row in
-                    QueryScalar(row[0] as DatabaseValue).map { ($0, row[1]) }
+                    QueryScalar(row[0] as DatabaseValue).map { IndexPosition(value: $0, created: row[1], name: row[2]) }
                 }
             }
         }

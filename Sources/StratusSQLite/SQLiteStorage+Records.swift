@@ -286,12 +286,13 @@ extension SQLiteStorage {
                 let delete = try db.cachedStatement(
                     sql: """
                         DELETE FROM record_index
-                        WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ? AND name = ?
+                        WHERE zone_id = ? AND record_type = ? AND field = ? AND kind = ? AND value = ?
+                            AND created_ms = ? AND name = ?
                         """)
                 for entry in change.removedIndexEntries {
                     try delete.execute(arguments: [
                         zoneID, previous.recordType, entry.field, entry.kind.rawValue, entry.value.databaseValue,
-                        previous.name,
+                        previous.created.timestamp, previous.name,
                     ])
                 }
             }
@@ -343,10 +344,10 @@ extension SQLiteStorage {
     /// Index rows one `INSERT` statement holds at most.
     static let indexRowsPerStatement = 32
 
-    /// The statements inserting 1, 2, … ``indexRowsPerStatement`` index rows, of seven parameters each.
+    /// The statements inserting 1, 2, … ``indexRowsPerStatement`` index rows, of eight parameters each.
     static let indexInsertions: [String] = (1...indexRowsPerStatement).map { rows in
-        "INSERT OR IGNORE INTO record_index (zone_id, record_type, field, kind, value, longitude, name) VALUES "
-            + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        "INSERT OR IGNORE INTO record_index (zone_id, record_type, field, kind, value, longitude, created_ms, name) VALUES "
+            + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
     }
 
     /// Inserts query index entries of a record, in key order, up to ``indexRowsPerStatement`` rows
@@ -374,7 +375,7 @@ extension SQLiteStorage {
         sqlite3_reset(handle)
         defer { sqlite3_reset(handle) }
         for (row, entry) in entries.enumerated() {
-            let first = Int32(row * 7)
+            let first = Int32(row * 8)
             _ = zoneID.bind(to: handle, at: first + 1)
             _ = record.recordType.bind(to: handle, at: first + 2)
             _ = entry.field.bind(to: handle, at: first + 3)
@@ -385,7 +386,8 @@ extension SQLiteStorage {
             case .text(let value): _ = value.bind(to: handle, at: first + 5)
             }
             _ = entry.longitude.bind(to: handle, at: first + 6)
-            _ = record.name.bind(to: handle, at: first + 7)
+            _ = record.created.timestamp.bind(to: handle, at: first + 7)
+            _ = record.name.bind(to: handle, at: first + 8)
         }
         while try insert.step() {}
     }

@@ -9,15 +9,35 @@ public import StratusModel
 public protocol QueryIndexReader: Sendable {
     /// The zones the query covers.
     var zones: [String] { get }
-    /// The value entries of `field` in `zone` within `range`, ordered by (value, record name)
-    /// ascending or descending, strictly after `after` in that order, at most `limit` of them.
+    /// The value entries of `field` in `zone` within `range`, ordered by (value, record's creation
+    /// time, record name) ascending or descending, strictly after `after` in that order, at most
+    /// `limit` of them.
     func scanValues(
-        zone: String, field: String, range: ScalarRange, descending: Bool, after: (QueryScalar, String)?, limit: Int
-    ) async throws -> [(value: QueryScalar, name: String)]
+        zone: String, field: String, range: ScalarRange, descending: Bool, after: IndexPosition?, limit: Int
+    ) async throws -> [IndexPosition]
     /// The names of the records the source selects, in every covered zone, each once.
     func candidates(_ source: CandidateSource) async throws -> [(zone: String, name: String)]
     /// The live records of `zone` with these names, in any order.
     func records(zone: String, names: [String]) async throws -> [StoredRecord]
+}
+
+/// Where a record stands in a field's index: the field's value, then the record's creation time
+/// and name, which order records of equal values (the order the index keeps them in, so that a
+/// new record's entries go after the others of its value).
+public struct IndexPosition: Sendable, Equatable {
+    /// The field's value.
+    public var value: QueryScalar
+    /// When the record was created (milliseconds).
+    public var created: Int64
+    /// The record's name.
+    public var name: String
+
+    /// A position.
+    public init(value: QueryScalar, created: Int64, name: String) {
+        self.value = value
+        self.created = created
+        self.name = name
+    }
 }
 
 /// Runs queries over a ``QueryIndexReader``.
@@ -30,8 +50,8 @@ public protocol QueryIndexReader: Sendable {
 /// - **candidates**, otherwise: the most selective indexed filter picks candidate records (or, with
 ///   none, every record of the type); they are checked, sorted and cut after the cursor.
 ///
-/// Ties are broken by zone and record name, so paging never repeats or skips a record that did not
-/// change in between.
+/// Ties are broken by zone, then creation time, then record name (the order index entries are kept
+/// in), so paging never repeats or skips a record that did not change in between.
 public enum QueryExecutor {
     /// Runs a query.
     public static func run(_ query: RecordQuery, reader: some QueryIndexReader) async throws -> QueryPage {
@@ -75,7 +95,9 @@ public enum QueryExecutor {
     private static func scan(
         _ query: RecordQuery, _ plan: ScanPlan, zone: String, reader: some QueryIndexReader
     ) async throws -> QueryPage {
-        var after = query.after.flatMap { cursor in cursor.keys.first.map { ($0, cursor.name) } }
+        var after = query.after.flatMap { cursor in
+            cursor.keys.first.map { IndexPosition(value: $0, created: cursor.created, name: cursor.name) }
+        }
         // The index range already holds the driving field's equality, range and prefix filters.
         var residual = query
         residual.filters.removeAll { $0.fieldName == plan.field && ScalarRange.of($0) != nil }
@@ -88,7 +110,7 @@ public enum QueryExecutor {
                 zone: zone, field: plan.field, range: plan.range, descending: plan.descending, after: after,
                 limit: batchSize)
             guard let last = entries.last else { break }
-            after = (last.value, last.name)
+            after = last
             let records = try await reader.records(zone: zone, names: entries.map(\.name))
             let byName = Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
             for entry in entries where items.count <= query.limit && seen.insert(entry.name).inserted {
@@ -102,7 +124,9 @@ public enum QueryExecutor {
         items.removeLast()
         let last = items[items.count - 1]
         return QueryPage(
-            items: items, cursor: QueryCursor(keys: [keys[items.count - 1]], zone: zone, name: last.record.name))
+            items: items,
+            cursor: QueryCursor(
+                keys: [keys[items.count - 1]], zone: zone, created: last.record.created.timestamp, name: last.record.name))
     }
 
     /// The most selective source of candidates the filters allow.
@@ -173,22 +197,25 @@ public enum QueryExecutor {
             }
         }
         let ascending = query.sorts.map(\.ascending)
-        func precedes(_ a: (keys: [QueryScalar], zone: String, name: String),
-                      _ b: (keys: [QueryScalar], zone: String, name: String)) -> Bool {
+        func position(_ row: (keys: [QueryScalar], item: QueryPage.Item)) -> QueryCursor {
+            QueryCursor(
+                keys: row.keys, zone: row.item.zone, created: row.item.record.created.timestamp,
+                name: row.item.record.name)
+        }
+        func precedes(_ a: QueryCursor, _ b: QueryCursor) -> Bool {
             for (index, (x, y)) in zip(a.keys, b.keys).enumerated() where x != y {
                 return ascending[index] ? x < y : y < x
             }
             if a.zone != b.zone { return a.zone.utf8.lexicographicallyPrecedes(b.zone.utf8) }
+            if a.created != b.created { return a.created < b.created }
             return a.name.utf8.lexicographicallyPrecedes(b.name.utf8)
         }
-        rows.sort { precedes(($0.keys, $0.item.zone, $0.item.record.name), ($1.keys, $1.item.zone, $1.item.record.name)) }
+        rows.sort { precedes(position($0), position($1)) }
         if let after = query.after, after.keys.count == query.sorts.count {
-            rows.removeAll { !precedes((after.keys, after.zone, after.name), ($0.keys, $0.item.zone, $0.item.record.name)) }
+            rows.removeAll { !precedes(after, position($0)) }
         }
         guard rows.count > query.limit else { return QueryPage(items: rows.map(\.item), cursor: nil) }
         let page = rows.prefix(query.limit)
-        let last = page[page.count - 1]
-        return QueryPage(
-            items: page.map(\.item), cursor: QueryCursor(keys: last.keys, zone: last.item.zone, name: last.item.record.name))
+        return QueryPage(items: page.map(\.item), cursor: position(page[page.count - 1]))
     }
 }

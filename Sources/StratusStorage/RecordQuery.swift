@@ -53,19 +53,23 @@ extension RecordQuery {
     }
 }
 
-/// The position after the last record of a page: its sort keys, zone and name.
+/// The position after the last record of a page: its sort keys, zone, creation time and name.
 public struct QueryCursor: Hashable, Sendable {
     /// The record's keys in the query's order.
     public var keys: [QueryScalar]
     /// The record's zone.
     public var zone: String
+    /// When the record was created (milliseconds); `Int64.min` for a cursor that predates creation
+    /// times in cursors, which then resumes at the first record with its keys in its zone.
+    public var created: Int64
     /// The record's name.
     public var name: String
 
     /// Creates a cursor.
-    public init(keys: [QueryScalar], zone: String, name: String) {
+    public init(keys: [QueryScalar], zone: String, created: Int64, name: String) {
         self.keys = keys
         self.zone = zone
+        self.created = created
         self.name = name
     }
 }

@@ -139,7 +139,7 @@ struct QueryBench {
             range.append(try await measure {
                 _ = try raw.read { db in
                     try Row.fetchAll(
-                        db.cachedStatement(sql: join + " AND i.value >= ? ORDER BY i.value, i.name LIMIT 100"),
+                        db.cachedStatement(sql: join + " AND i.value >= ? ORDER BY i.value, i.created_ms, i.name LIMIT 100"),
                         arguments: [zoneID, target])
                 }
             })

@@ -30,8 +30,8 @@ struct RawSQLiteBaseline {
                 CREATE INDEX records_by_type ON records (zone_id, record_type) WHERE deleted = 0;
                 CREATE TABLE record_index (
                     zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
-                    value NOT NULL, longitude REAL, name TEXT NOT NULL,
-                    PRIMARY KEY (zone_id, record_type, field, kind, value, name)) WITHOUT ROWID;
+                    value NOT NULL, longitude REAL, created_ms INTEGER NOT NULL, name TEXT NOT NULL,
+                    PRIMARY KEY (zone_id, record_type, field, kind, value, created_ms, name)) WITHOUT ROWID;
                 """)
         }
     }
@@ -57,6 +57,8 @@ struct RawSQLiteBaseline {
     ) async throws {
         for start in stride(from: range.lowerBound, to: range.upperBound, by: batch) {
             let end = min(start + batch, range.upperBound)
+            // A transaction's rows are created at one time, later than the one before, as a request's are.
+            let created = 1_700_000_000_000 + Int64(start)
             try await pool.write { db in
                 let statement = try db.cachedStatement(sql: """
                     INSERT INTO records (zone_id, name, record_type, change_tag, fields, created_ms, created_by,
@@ -64,17 +66,17 @@ struct RawSQLiteBaseline {
                     VALUES (1, ?, 'Note', ?, ?, ?, '_user', NULL, ?, '_user', NULL, ?, 0)
                     """)
                 let indexRow = try db.cachedStatement(sql: """
-                    INSERT INTO record_index (zone_id, record_type, field, kind, value, longitude, name)
-                    VALUES (1, 'Note', ?, ?, ?, ?, ?)
+                    INSERT INTO record_index (zone_id, record_type, field, kind, value, longitude, created_ms, name)
+                    VALUES (1, 'Note', ?, ?, ?, ?, ?, ?)
                     """)
                 for index in start..<end {
                     let name = Workload.recordName(index, prefix: prefix, naming: naming)
                     try statement.execute(arguments: [
-                        name, "1-\(index)", Data(fields[index % fields.count]), 1_700_000_000_000, 1_700_000_000_000,
+                        name, "1-\(index)", Data(fields[index % fields.count]), created, created,
                         index + 1,
                     ])
                     for entry in indexEntries[index % indexEntries.count] {
-                        try Self.insert(entry, name: name, with: indexRow, db)
+                        try Self.insert(entry, created: created, name: name, with: indexRow, db)
                     }
                 }
             }
@@ -83,7 +85,9 @@ struct RawSQLiteBaseline {
 
     /// Steps the one-row index insert, bound through SQLite's C API (GRDB's argument arrays would
     /// cost more than the insert).
-    private static func insert(_ entry: IndexEntry, name: String, with insert: Statement, _ db: Database) throws {
+    private static func insert(
+        _ entry: IndexEntry, created: Int64, name: String, with insert: Statement, _ db: Database
+    ) throws {
         let handle = insert.sqliteStatement
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         sqlite3_reset(handle)
@@ -95,7 +99,8 @@ struct RawSQLiteBaseline {
         case .text(let value): sqlite3_bind_text(handle, 3, value, -1, transient)
         }
         if let longitude = entry.longitude { sqlite3_bind_double(handle, 4, longitude) } else { sqlite3_bind_null(handle, 4) }
-        sqlite3_bind_text(handle, 5, name, -1, transient)
+        sqlite3_bind_int64(handle, 5, created)
+        sqlite3_bind_text(handle, 6, name, -1, transient)
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE else {
             throw DatabaseError(

@@ -25,6 +25,29 @@ struct PostgresConformanceTests {
         try await a.whileRunning { try await b.whileRunning { try await Self.writeThroughBoth(a, b) } }
     }
 
+    @Test("a database from before migrations 8 and 9 starts: the query index gets creation times, and queries find its records in creation order")
+    func indexMigrations() async throws {
+        let database = try await TestPostgres.createDatabase()
+        let first = try PostgresStorage(url: database.url, maximumConnections: 2)
+        try await first.whileRunning { try await IndexOrderCheck.writeRecords(first) }
+        // The database as the previous release left it: both indexes keyed by name, the migrations not applied.
+        for statement in [
+            "DROP INDEX records_by_type",
+            "CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE NOT deleted",
+            "ALTER TABLE record_index DROP CONSTRAINT record_index_pkey",
+            "ALTER TABLE record_index DROP COLUMN created_ms",
+            "ALTER TABLE record_index ADD PRIMARY KEY (zone_id, record_type, field, kind, number, string, name)",
+            "DELETE FROM stratus_migrations WHERE version IN (8, 9)",
+        ] {
+            try await TestPostgres.execute(statement, at: database.url)
+        }
+        let reopened = try PostgresStorage(url: database.url, maximumConnections: 2)
+        try await reopened.whileRunning {
+            try await IndexOrderCheck.checkOrder(reopened)
+            #expect(try await reopened.migrationStatus().applied.suffix(2) == ["8", "9"])
+        }
+    }
+
     static func writeThroughBoth(_ a: PostgresStorage, _ b: PostgresStorage) async throws {
         let status = try await a.migrationStatus()
         let latest = try #require(Int(status.latest))

@@ -35,45 +35,40 @@ struct SQLiteConformanceTests {
         #expect(try await reopened.lookupRecords(names: ["r"], zone: "Z", in: locator)[0]?.recordType == "T")
     }
 
-    @Test("a file from before records by type were keyed by row opens: the index is rebuilt, and queries by type find its records")
-    func recordsByTypeMigration() async throws {
+    @Test("a file from before migrations v9 and v10 opens: records by type and the query index are rebuilt, and queries find its records in creation order")
+    func indexMigrations() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("test.sqlite").path
-        let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
-        let context = WriteContext(userRecordName: "_a", timestamp: 1)
-        do {
-            let storage = try SQLiteStorage(path: path)
-            _ = try await storage.createZone(named: "Z", in: locator, timestamp: 1)
-            _ = try await storage.modifyRecords(
-                ["b", "a", "c"].map { RecordWrite(operationType: .create, recordName: $0, recordType: "T") }
-                    + [RecordWrite(operationType: .create, recordName: "other", recordType: "U")],
-                zone: "Z", in: locator, atomic: true, context: context)
-        }
-        // The file as the previous release left it: the index keyed by name, the migration not applied.
+        try await IndexOrderCheck.writeRecords(SQLiteStorage(path: path))
+        // The file as the previous release left it: both indexes keyed by name, the migrations not applied.
         let pool = try DatabasePool(path: path)
         try await pool.write { db in
             try db.execute(sql: """
                 DROP INDEX records_by_type;
                 CREATE INDEX records_by_type ON records (zone_id, record_type, name) WHERE deleted = 0;
-                DELETE FROM grdb_migrations WHERE identifier LIKE 'v9:%';
+                CREATE TABLE record_index_earlier (
+                    zone_id INTEGER NOT NULL, record_type TEXT NOT NULL, field TEXT NOT NULL, kind INTEGER NOT NULL,
+                    value NOT NULL, longitude REAL, name TEXT NOT NULL,
+                    PRIMARY KEY (zone_id, record_type, field, kind, value, name)) WITHOUT ROWID;
+                INSERT INTO record_index_earlier SELECT zone_id, record_type, field, kind, value, longitude, name FROM record_index;
+                DROP TABLE record_index;
+                ALTER TABLE record_index_earlier RENAME TO record_index;
+                DELETE FROM grdb_migrations WHERE identifier LIKE 'v9:%' OR identifier LIKE 'v10:%';
                 """)
         }
         try pool.close()
 
-        let reopened = try SQLiteStorage(path: path)
-        let outcome = try await reopened.modifyRecords(
-            [RecordWrite(operationType: .forceDelete, recordName: "a"),
-             RecordWrite(operationType: .create, recordName: "d", recordType: "T")],
-            zone: "Z", in: locator, atomic: true, context: context)
-        #expect(outcome.changes.count == 2, "\(outcome.results)")
-        let page = try await reopened.queryRecords(RecordQuery(recordType: "T", limit: 10), zones: ["Z"], in: locator)
-        #expect(page.items.map(\.record.name) == ["b", "c", "d"])
-        let columns = try await DatabasePool(path: path).read { db in
-            try String.fetchAll(db, sql: "SELECT name FROM pragma_index_info('records_by_type')")
+        try await IndexOrderCheck.checkOrder(SQLiteStorage(path: path))
+        let keys = try await DatabasePool(path: path).read { db in
+            try (
+                String.fetchAll(db, sql: "SELECT name FROM pragma_index_info('records_by_type')"),
+                String.fetchAll(db, sql: "SELECT name FROM pragma_table_info('record_index') WHERE pk > 0 ORDER BY pk")
+            )
         }
-        #expect(columns == ["zone_id", "record_type"])
+        #expect(keys.0 == ["zone_id", "record_type"])
+        #expect(keys.1 == ["zone_id", "record_type", "field", "kind", "value", "created_ms", "name"])
     }
 
     @Test("concurrent writes share commits, each keeping its outcome: a failing atomic batch rolls back alone, the others commit in sequence order")

@@ -22,6 +22,7 @@ struct QueryMarker {
         }
         writer.endArray()
         writer.field("z", cursor.zone)
+        writer.field("c", cursor.created)
         writer.field("n", cursor.name)
         writer.endObject()
         return tokens.seal([version] + writer.bytes)
@@ -49,6 +50,9 @@ struct QueryMarker {
             default: nil
             }
         }
-        return QueryCursor(keys: scalars, zone: zone, name: name)
+        // A marker from before creation times were in markers resumes at its keys' first record,
+        // which may repeat a record of equal keys but skips none.
+        let created: Int64 = (try? object.decode("c")) ?? .min
+        return QueryCursor(keys: scalars, zone: zone, created: created, name: name)
     }
 }
