@@ -62,11 +62,14 @@ public struct IndexEntry: Hashable, Sendable {
         of record: StoredRecord, indexes: [String: FieldSchema], tokens searchTokens: inout SearchTokens
     ) -> [IndexEntry] {
         guard !record.deleted, indexes.values.contains(where: { !$0.indexes.isEmpty }),
-            let fields = try? record.queryFields()
+            let fields = try? record.decodeFields()
         else { return [] }
         var entries: [IndexEntry] = []
-        for (name, value) in fields {
-            guard let options = indexes[name]?.indexes, !options.isEmpty else { continue }
+        // The indexed fields' values, looked up (the query's view of the record, ``StoredRecord/queryFields()``,
+        // would copy every field to add the system fields, and a deployed schema indexes a few).
+        for (name, schema) in indexes where !schema.indexes.isEmpty {
+            guard let value = record.systemQueryField(name) ?? fields[name] else { continue }
+            let options = schema.indexes
             if !options.isDisjoint(with: [.queryable, .sortable]) {
                 let locations: [Location] = switch value {
                 case .location(let location): [location]

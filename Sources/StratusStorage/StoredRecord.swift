@@ -57,16 +57,27 @@ public struct StoredRecord: Hashable, Sendable {
         hasher.combine(sequence)
     }
 
+    /// CloudKit's system fields a query sees beside the record's own.
+    static let systemQueryFieldNames = ["___recordID", "___createTime", "___modTime", "___createdBy", "___modifiedBy"]
+
     /// The fields a query sees: the record's own, plus CloudKit's system fields `___recordID`,
     /// `___createTime`, `___modTime`, `___createdBy` and `___modifiedBy`.
     public func queryFields() throws -> [String: FieldValue] {
         var fields = try decodeFields()
-        fields["___recordID"] = .reference(Reference(recordName: name))
-        fields["___createTime"] = .timestamp(created.timestamp)
-        fields["___modTime"] = .timestamp(modified.timestamp)
-        fields["___createdBy"] = .reference(Reference(recordName: created.userRecordName))
-        fields["___modifiedBy"] = .reference(Reference(recordName: modified.userRecordName))
+        for name in Self.systemQueryFieldNames { fields[name] = systemQueryField(name) }
         return fields
+    }
+
+    /// The value of system field `name` as a query sees it; `nil` for any other name.
+    func systemQueryField(_ name: String) -> FieldValue? {
+        switch name {
+        case "___recordID": .reference(Reference(recordName: self.name))
+        case "___createTime": .timestamp(created.timestamp)
+        case "___modTime": .timestamp(modified.timestamp)
+        case "___createdBy": .reference(Reference(recordName: created.userRecordName))
+        case "___modifiedBy": .reference(Reference(recordName: modified.userRecordName))
+        default: nil
+        }
     }
 
     /// Writes the record as a Record Dictionary. With no `desiredKeys`, numbers as numbers and no
