@@ -8,6 +8,23 @@ import Testing
 
 @testable import StratusServer
 
+/// A continuation marker carries the last record's keys, zone, creation time and name.
+@Suite struct QueryMarkerTests {
+    let codec = SyncTokenCodec(secret: SyncTokenCodec.makeSecret())
+
+    @Test func markersRoundTripTheirPosition() throws {
+        let cursor = QueryCursor(keys: [.integer(7), .real(0.5), .text("x")], zone: "Z", created: 1_700_000_000_123, name: "r")
+        #expect(try QueryMarker.decode(QueryMarker.encode(cursor, recordType: "T", tokens: codec), recordType: "T", tokens: codec) == cursor)
+    }
+
+    @Test func aMarkerFromBeforeCreationTimesResumesAtItsKeysFirstRecord() throws {
+        // As the previous release sealed them: no "c".
+        let earlier = codec.seal([1] + Array(#"{"t":"T","k":[7],"z":"Z","n":"r"}"#.utf8))
+        let cursor = try QueryMarker.decode(earlier, recordType: "T", tokens: codec)
+        #expect(cursor == QueryCursor(keys: [.integer(7)], zone: "Z", created: .min, name: "r"))
+    }
+}
+
 /// Sync tokens carry a feed position, and only a token this server minted for that feed opens.
 @Suite struct SyncTokenCodecTests {
     let codec = SyncTokenCodec(secret: SyncTokenCodec.makeSecret())
