@@ -98,9 +98,9 @@ struct ObservabilityMiddleware: RouterMiddleware {
     /// `path` with the values of secret parameters replaced by their names.
     static func loggedPath(_ path: String, endpoint: String) -> String {
         if let prefix = secretPrefixes.first(where: path.hasPrefix), endpoint == "NotFound" { return prefix + "…" }
-        // Most routes have no secret parameter: their path is logged as it is, without splitting.
-        guard secretParameters.contains(where: { endpoint.contains($0) }) else { return path }
+        // Most routes have no secret parameter: their path is logged as it is, without splitting it.
         let pattern = endpoint.split(separator: "/")
+        guard pattern.contains(where: secretParameters.contains) else { return path }
         let segments = path.split(separator: "/")
         guard segments.count == pattern.count else { return endpoint }
         return "/" + zip(pattern, segments).map { secretParameters.contains($0) ? $0 : $1 }.joined(separator: "/")
