@@ -96,13 +96,19 @@ public enum QueryExecutor {
         _ query: RecordQuery, _ plan: ScanPlan, zone: String, reader: some QueryIndexReader
     ) async throws -> QueryPage {
         var after = query.after.flatMap { cursor in
-            cursor.keys.first.map { IndexPosition(value: $0, created: cursor.created, name: cursor.name) }
+            cursor.keys.first.map { value in
+                // A cursor without a creation time resumes at its value and name's first entry in the
+                // scan's direction: it may repeat an entry, never skip one.
+                let created = cursor.created ?? (plan.descending ? .max : .min)
+                return IndexPosition(value: value, created: created, name: cursor.name)
+            }
         }
         // The index range already holds the driving field's equality, range and prefix filters.
         var residual = query
         residual.filters.removeAll { $0.fieldName == plan.field && ScalarRange.of($0) != nil }
         var items: [QueryPage.Item] = []
-        var keys: [QueryScalar] = []
+        // Where each item stands in the index, as read there: the page ends at the last one's entry.
+        var positions: [IndexPosition] = []
         var seen = Set<String>()
         let batchSize = min(max(query.limit + 1, 32), 1000)
         while items.count <= query.limit {
@@ -116,17 +122,15 @@ public enum QueryExecutor {
             for entry in entries where items.count <= query.limit && seen.insert(entry.name).inserted {
                 guard let record = byName[entry.name], residual.admit(record) else { continue }
                 items.append(QueryPage.Item(zone: zone, record: record))
-                keys.append(entry.value)
+                positions.append(entry)
             }
             if entries.count < batchSize { break }
         }
         guard items.count > query.limit else { return QueryPage(items: items, cursor: nil) }
         items.removeLast()
-        let last = items[items.count - 1]
+        let last = positions[items.count - 1]
         return QueryPage(
-            items: items,
-            cursor: QueryCursor(
-                keys: [keys[items.count - 1]], zone: zone, created: last.record.created.timestamp, name: last.record.name))
+            items: items, cursor: QueryCursor(keys: [last.value], zone: zone, created: last.created, name: last.name))
     }
 
     /// The most selective source of candidates the filters allow.
@@ -207,7 +211,7 @@ public enum QueryExecutor {
                 return ascending[index] ? x < y : y < x
             }
             if a.zone != b.zone { return a.zone.utf8.lexicographicallyPrecedes(b.zone.utf8) }
-            if a.created != b.created { return a.created < b.created }
+            if a.created != b.created { return (a.created ?? .min) < (b.created ?? .min) }
             return a.name.utf8.lexicographicallyPrecedes(b.name.utf8)
         }
         rows.sort { precedes(position($0), position($1)) }

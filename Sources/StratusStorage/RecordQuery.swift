@@ -59,14 +59,15 @@ public struct QueryCursor: Hashable, Sendable {
     public var keys: [QueryScalar]
     /// The record's zone.
     public var zone: String
-    /// When the record was created (milliseconds); `Int64.min` for a cursor that predates creation
-    /// times in cursors, which then resumes at the first record with its keys in its zone.
-    public var created: Int64
+    /// When the record was created (milliseconds); `nil` in a cursor that predates creation times
+    /// in cursors, which then resumes at the first record of its keys in its zone, in the query's
+    /// direction (it may repeat a record, never skip one).
+    public var created: Int64?
     /// The record's name.
     public var name: String
 
     /// Creates a cursor.
-    public init(keys: [QueryScalar], zone: String, created: Int64, name: String) {
+    public init(keys: [QueryScalar], zone: String, created: Int64?, name: String) {
         self.keys = keys
         self.zone = zone
         self.created = created

@@ -452,11 +452,17 @@ public struct RecordWriteExecutor: Sendable {
         let old = IndexEntry.entries(of: previous, schema: schema, tokens: &tokens)
         var removed: [IndexEntry] = []
         var added = new
-        // A new record (or one that had no entries) only inserts: no sets to compare.
+        // A new record (or one that had no entries) only inserts: no sets to compare. Stored entries
+        // are keyed by the record's creation time as well, so an entry stays as it is only while that
+        // time does (a write keeps it; an import over a record may bring another).
         if !old.isEmpty {
-            let (oldSet, newSet) = (Set(old), Set(new))
-            removed = Array(oldSet.subtracting(newSet))
-            added = Array(newSet.subtracting(oldSet))
+            if previous?.created.timestamp == record.created.timestamp {
+                let (oldSet, newSet) = (Set(old), Set(new))
+                removed = Array(oldSet.subtracting(newSet))
+                added = Array(newSet.subtracting(oldSet))
+            } else {
+                removed = old
+            }
         }
         return RowChange(
             record: record, previous: previous, removedIndexEntries: removed, addedIndexEntries: added,

@@ -18,7 +18,8 @@ public enum IndexOrderCheck {
     }
 
     /// Deletes `a`, creates `d` and `aa` at time 3, and pages through the records ordered by `flag`
-    /// one at a time: `c`, `aa` (flag 0, created at 1 and 3), `b`, `d` (flag 1, created at 2 and 3).
+    /// one at a time: `c`, `aa` (flag 0, created at 1 and 3), `b`, `d` (flag 1, created at 2 and 3);
+    /// then resumes after cursors without a creation time, both ways.
     public static func checkOrder(_ storage: any StratusStorage) async throws {
         try await write([RecordWrite(operationType: .forceDelete, recordName: "a"), note("d", 1), note("aa", 0)], at: 3, storage)
         let fields = ["flag": FieldSchema(type: .int64, indexes: [.queryable, .sortable])]
@@ -33,11 +34,47 @@ public enum IndexOrderCheck {
             }
             #expect(names == expected, "sorted by \(sorts.map(\.fieldName))")
         }
+        // A cursor without a creation time (a marker of an earlier release) resumes at its keys and
+        // name's first record in the query's direction, repeating it rather than skipping any.
+        for (ascending, after, expected) in [(true, ([Int64(0)], "c"), ["c", "aa", "b", "d"]), (false, ([1], "d"), ["d", "b", "aa", "c"])] {
+            let query = RecordQuery(
+                recordType: "T", sorts: [QuerySort(fieldName: "flag", ascending: ascending)], fields: fields, limit: 10,
+                after: QueryCursor(keys: after.0.map(QueryScalar.integer), zone: "Z", created: nil, name: after.1))
+            let page = try await storage.queryRecords(query, zones: ["Z"], in: locator)
+            #expect(page.items.map(\.record.name) == expected, "ascending: \(ascending)")
+        }
     }
 
     static func run(_ storage: any StratusStorage) async throws {
         try await writeRecords(storage)
         try await checkOrder(storage)
+    }
+
+    /// A record imported over one of another creation time takes its index entries with it: after
+    /// it changes, no entry of its earlier value is left for a query to find.
+    static func importOver(_ storage: any StratusStorage) async throws {
+        _ = try await storage.createZone(named: "Z", in: locator, timestamp: 1)
+        try await write([note("x", 5)], at: 10, storage)
+        var writer = JSONWriter()
+        RecordDictionary.writeFields(["flag": .int64(5)], to: &writer)
+        let imported = StoredRecord(
+            name: "x", recordType: "T", changeTag: "", fieldsJSON: writer.bytes,
+            created: RecordStamp(timestamp: 20, userRecordName: "_a"), modified: RecordStamp(timestamp: 20, userRecordName: "_a"),
+            deleted: false, sequence: 0)
+        try await storage.importRecords([imported], zone: "Z", in: locator)
+        let changed = try await storage.modifyRecords(
+            [RecordWrite(operationType: .forceUpdate, recordName: "x", fields: ["flag": .int64(6)])], zone: "Z",
+            in: locator, atomic: true, context: WriteContext(userRecordName: "_a", timestamp: 30))
+        #expect(changed.changes.count == 1, "\(changed.results)")
+        let fields = ["flag": FieldSchema(type: .int64, indexes: [.queryable, .sortable])]
+        for (value, expected) in [(Int64(5), [String]()), (6, ["x"])] {
+            let page = try await storage.queryRecords(
+                RecordQuery(
+                    recordType: "T", filters: [QueryFilter(comparator: .equals, fieldName: "flag", fieldValue: .int64(value))],
+                    fields: fields, limit: 10),
+                zones: ["Z"], in: locator)
+            #expect(page.items.map(\.record.name) == expected, "flag = \(value)")
+        }
     }
 
     private static func note(_ name: String, _ flag: Int64) -> RecordWrite {

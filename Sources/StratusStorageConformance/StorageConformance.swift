@@ -47,6 +47,7 @@ public enum StorageConformance {
         Check(name: "schema: development grows it, production enforces it, updates are atomic", run: schemas),
         Check(name: "queries read the index in order, page by cursor, and follow index changes", run: queries),
         Check(name: "records of equal values come in creation order, then by name, in both plans", run: IndexOrderCheck.run),
+        Check(name: "a record imported over one created at another time leaves no index entry behind", run: IndexOrderCheck.importOver),
         Check(name: "assets: uploaded or held ones only, collected when no record holds them", run: assets),
         Check(name: "deleting an environment's data leaves the other environment alone", run: environmentData),
         Check(name: "subscriptions: saved, replaced, listed per subscriber, deleted, gone with their environment", run: subscriptions),

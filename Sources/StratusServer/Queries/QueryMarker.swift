@@ -50,9 +50,8 @@ struct QueryMarker {
             default: nil
             }
         }
-        // A marker from before creation times were in markers resumes at its keys' first record,
-        // which may repeat a record of equal keys but skips none.
-        let created: Int64 = (try? object.decode("c")) ?? .min
+        // A marker from before creation times were in markers has none (``QueryCursor/created``).
+        let created: Int64? = try? object.decode("c")
         return QueryCursor(keys: scalars, zone: zone, created: created, name: name)
     }
 }
