@@ -10,19 +10,16 @@ import Testing
 struct SQLiteConformanceTests {
     @Test(arguments: StorageConformance.checks)
     func conformance(_ check: StorageConformance.Check) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let storage = try SQLiteStorage(path: directory.appendingPathComponent("test.sqlite").path)
-        try await check.run(storage)
+        let file = try TemporaryDatabaseFile()
+        defer { file.remove() }
+        try await check.run(SQLiteStorage(path: file.path))
     }
 
     @Test("data survives reopening the file")
     func reopen() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("test.sqlite").path
+        let file = try TemporaryDatabaseFile()
+        defer { file.remove() }
+        let path = file.path
         let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
         do {
             let storage = try SQLiteStorage(path: path)
@@ -37,10 +34,9 @@ struct SQLiteConformanceTests {
 
     @Test("a file from before migrations v9 and v10 opens: records by type and the query index are rebuilt, and queries find its records in creation order")
     func indexMigrations() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("test.sqlite").path
+        let file = try TemporaryDatabaseFile()
+        defer { file.remove() }
+        let path = file.path
         try await IndexOrderCheck.writeRecords(SQLiteStorage(path: path))
         // The file as the previous release left it: both indexes keyed by name, the migrations not applied.
         let pool = try DatabasePool(path: path)
@@ -73,10 +69,9 @@ struct SQLiteConformanceTests {
 
     @Test("concurrent writes share commits, each keeping its outcome: a failing atomic batch rolls back alone, the others commit in sequence order")
     func groupCommit() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let storage = try SQLiteStorage(path: directory.appendingPathComponent("test.sqlite").path)
+        let file = try TemporaryDatabaseFile()
+        defer { file.remove() }
+        let storage = try SQLiteStorage(path: file.path)
         let locator = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_a")
         _ = try await storage.createZone(named: "Z", in: locator, timestamp: 1)
         let context = WriteContext(userRecordName: "_a", timestamp: 1)
@@ -121,8 +116,22 @@ struct SQLiteConformanceTests {
         #expect(!names.contains { $0.hasPrefix("w") && Int($0.dropFirst().prefix { $0.isNumber })! % 2 == 1 })
         #expect(sequences == Array(1...65), "no gaps: a rolled-back batch gives its sequence numbers back")
         // Still there after reopening: each answer came after its group's commit.
-        let reopened = try SQLiteStorage(path: directory.appendingPathComponent("test.sqlite").path)
+        let reopened = try SQLiteStorage(path: file.path)
         let found = try await reopened.lookupRecords(names: ["w0-a", "w0-b", "w1-a"], zone: "Z", in: locator)
         #expect(found[0] != nil && found[1] != nil && found[2] == nil)
+    }
+}
+
+/// A database file's path in a directory of its own, which ``remove()`` deletes with everything in it.
+private struct TemporaryDatabaseFile {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-\(UUID().uuidString)")
+    var path: String { directory.appendingPathComponent("test.sqlite").path }
+
+    init() throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
     }
 }
