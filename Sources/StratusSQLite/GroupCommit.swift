@@ -58,6 +58,7 @@ final class GroupCommit: Sendable {
     ) async -> [Result<ModifyRecordsOutcome, any Error>] {
         do {
             return try await pool.writeWithoutTransaction { db in
+                if jobs.count == 1 { return [try alone(jobs[0], db)] }
                 var results: [Result<ModifyRecordsOutcome, any Error>] = []
                 try db.inTransaction(.immediate) {
                     for job in jobs {
@@ -78,6 +79,24 @@ final class GroupCommit: Sendable {
             onFailedGroup()
             return jobs.map { _ in .failure(error) }
         }
+    }
+
+    /// Applies a group's only write in a transaction of its own, which rolls back when the body fails
+    /// or decides so. A savepoint would cost SQLite a copy of every page the write changes (its
+    /// sub-journal, a temporary file), and a write alone has no other to keep.
+    private static func alone(_ job: Job, _ db: Database) throws -> Result<ModifyRecordsOutcome, any Error> {
+        var result: Result<ModifyRecordsOutcome, any Error>!
+        try db.inTransaction(.immediate) {
+            do {
+                let decision = try job.body(db)
+                result = .success(decision.outcome)
+                return decision.commits ? .commit : .rollback
+            } catch {
+                result = .failure(error)
+                return .rollback
+            }
+        }
+        return result
     }
 
     /// Runs a write's `body` in a savepoint, and rolls the savepoint back when the body fails or
