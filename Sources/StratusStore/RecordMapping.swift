@@ -104,6 +104,19 @@ public struct RecordMapping: Sendable {
         return Self.columnValues(of: row, columns: columns)
     }
 
+    /// The values of the mirrored columns of those of `rowIDs` the table has rows of, as
+    /// ``columnValues(of:rowID:columns:in:)`` reads each, read together.
+    /// `storedKeys` are the keys as stored, where known (an outbox entry's, say).
+    func columnValues(
+        ofRows rowIDs: [UUID], storedKeys: [UUID: DatabaseValue], columns: StoreColumns, in db: GRDB.Database
+    ) throws -> [UUID: [String: DatabaseValue]] {
+        var values: [UUID: [String: DatabaseValue]] = [:]
+        try columns.forEachRow(of: rowIDs, storedKeys: storedKeys, in: db) { rowID, row in
+            values[rowID] = Self.columnValues(of: row, columns: columns)
+        }
+        return values
+    }
+
     /// The values of a row's mirrored columns, `NULL` left out.
     private static func columnValues(of row: Row, columns: StoreColumns) -> [String: DatabaseValue] {
         var values: [String: DatabaseValue] = [:]
@@ -121,7 +134,7 @@ public struct RecordMapping: Sendable {
         let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier)")
         var records: [Stratus.Record] = []
         while let row = try rows.next() {
-            guard let rowID = UUID.fromDatabaseValue(row[columns.key]) else {
+            guard let rowID = UUID(databaseKey: row[columns.key]) else {
                 throw StoreMappingError(reason: "a row of '\(table.name)' has a key that is not a UUID")
             }
             records.append(
@@ -139,7 +152,7 @@ public struct RecordMapping: Sendable {
         var fields: [String: RecordFieldValue] = [:]
         for (column, value) in values {
             if columns.relationships.contains(column) {
-                if let related = UUID.fromDatabaseValue(value) { fields[column] = .string(related.upperText) }
+                if let related = UUID(databaseKey: value) { fields[column] = .string(related.upperText) }
                 continue
             }
             switch value.storage {
@@ -262,9 +275,12 @@ struct StoreColumns {
     /// Reads the row, or its key alone, whose key holds one of the ``keyForms(_:)``.
     let selectRowSQL: String
     private let keyProbeSQL: String
-    /// Reads the keys, as stored, of the rows of ``keysProbedTogether`` row IDs (each in its
-    /// ``keyForms(_:)``).
+    /// Reads the keys, as stored, or the whole rows, of ``keysProbedTogether`` row IDs (each in
+    /// its ``keyForms(_:)``).
     private let keysProbeSQL: String
+    private let rowsProbeSQL: String
+    /// Reads the rows of ``keysProbedTogether`` keys as stored.
+    private let storedKeysProbeSQL: String
     /// Writes every field of a row: a new one (its key first), or an existing one (its key last).
     let insertEveryFieldSQL: String
     let updateEveryFieldSQL: String
@@ -287,8 +303,9 @@ struct StoreColumns {
         self.quotedTable = quotedTable
         selectRowSQL = Self.rowByKey("SELECT * FROM \(quotedTable)", key: key)
         keyProbeSQL = Self.rowByKey("SELECT \(key.quotedDatabaseIdentifier) FROM \(quotedTable)", key: key)
-        let keyForms = Array(repeating: "?", count: 3 * Self.keysProbedTogether).joined(separator: ", ")
-        keysProbeSQL = "SELECT \(key.quotedDatabaseIdentifier) FROM \(quotedTable) WHERE \(key.quotedDatabaseIdentifier) IN (\(keyForms))"
+        keysProbeSQL = "SELECT \(key.quotedDatabaseIdentifier) FROM \(quotedTable) WHERE \(key.quotedDatabaseIdentifier) IN \(Self.probedKeyForms)"
+        rowsProbeSQL = "SELECT * FROM \(quotedTable) WHERE \(key.quotedDatabaseIdentifier) IN \(Self.probedKeyForms)"
+        storedKeysProbeSQL = "SELECT * FROM \(quotedTable) WHERE \(key.quotedDatabaseIdentifier) IN \(Self.probedStoredKeys)"
         insertEveryFieldSQL = Self.insertSQL(table: quotedTable, key: key, assigned: fields)
         updateEveryFieldSQL = Self.updateSQL(table: quotedTable, key: key, assigned: fields)
     }
@@ -300,26 +317,67 @@ struct StoreColumns {
             db.cachedStatement(sql: keyProbeSQL), arguments: StatementArguments(databaseValues: Self.keyForms(rowID)))
     }
 
-    /// Row IDs whose keys one statement of ``storedKeys(of:in:)`` reads.
+    /// Row IDs one probe statement reads together (``probe(_:sql:in:_:)``).
     static let keysProbedTogether = 100
 
+    /// The list of parameters a probe statement ends with: ``keysProbedTogether`` row IDs, each
+    /// in its three ``keyForms(_:)``.
+    static let probedKeyForms = parameterList(3 * keysProbedTogether)
+    /// ``keysProbedTogether`` keys as stored.
+    private static let probedStoredKeys = parameterList(keysProbedTogether)
+
+    private static func parameterList(_ count: Int) -> String {
+        "(" + Array(repeating: "?", count: count).joined(separator: ", ") + ")"
+    }
+
+    /// Runs `sql`, which ends in `IN` ``probedKeyForms``, once per ``keysProbedTogether`` of
+    /// `rowIDs`, and hands `body` each row it reads: one statement where a batch would otherwise
+    /// pay one per row ID, most of it in GRDB's work around each step rather than in SQLite.
+    static func probe(_ rowIDs: [UUID], sql: String, in db: GRDB.Database, _ body: (Row) throws -> Void) throws {
+        try probe(rowIDs.map(keyForms), sql: sql, in: db, body)
+    }
+
+    /// Runs `sql`, which ends in an `IN` list of ``keysProbedTogether`` times the arguments of one
+    /// item (all `items` have as many), once per ``keysProbedTogether`` items.
+    private static func probe(_ items: [[DatabaseValue]], sql: String, in db: GRDB.Database, _ body: (Row) throws -> Void) throws {
+        for start in stride(from: 0, to: items.count, by: keysProbedTogether) {
+            let chunk = items[start..<min(start + keysProbedTogether, items.count)]
+            // The last chunk repeats its last item, so that every chunk runs one prepared statement.
+            let padded = chunk + Array(repeating: chunk[chunk.endIndex - 1], count: keysProbedTogether - chunk.count)
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: StatementArguments(databaseValues: padded.flatMap { $0 }))
+            while let row = try rows.next() { try body(row) }
+        }
+    }
+
     /// The keys as stored of those of `rowIDs` the table has rows of, as ``storedKey(of:in:)``
-    /// finds them one by one, in one statement per ``keysProbedTogether`` row IDs (a fetched batch
-    /// would otherwise pay a statement per row).
+    /// finds them one by one.
     func storedKeys(of rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: DatabaseValue] {
         var keys: [UUID: DatabaseValue] = [:]
-        for start in stride(from: 0, to: rowIDs.count, by: Self.keysProbedTogether) {
-            let chunk = rowIDs[start..<min(start + Self.keysProbedTogether, rowIDs.count)]
-            // The last chunk repeats its last row ID, so that every chunk runs one prepared statement.
-            let padded = chunk + Array(repeating: chunk[chunk.endIndex - 1], count: Self.keysProbedTogether - chunk.count)
-            let stored = try DatabaseValue.fetchAll(
-                db.cachedStatement(sql: keysProbeSQL), arguments: StatementArguments(databaseValues: padded.flatMap(Self.keyForms)))
-            // Each key found is one of the forms asked for: 16 bytes, or a UUID's text.
-            for key in stored {
-                if let rowID = UUID.fromDatabaseValue(key) { keys[rowID] = key }
-            }
+        // Each key found is one of the forms asked for: 16 bytes, or a UUID's text.
+        try Self.probe(rowIDs, sql: keysProbeSQL, in: db) { row in
+            let key: DatabaseValue = row[0]
+            if let rowID = UUID(databaseKey: key) { keys[rowID] = key }
         }
         return keys
+    }
+
+    /// Hands `body` each row of `rowIDs` the table has, with its row ID, looking for each in the
+    /// form its key is stored in when `storedKeys` says it (one index seek, where the three forms
+    /// cost three), then in every form.
+    func forEachRow(
+        of rowIDs: [UUID], storedKeys: [UUID: DatabaseValue], in db: GRDB.Database, _ body: (UUID, Row) throws -> Void
+    ) throws {
+        var found: Set<UUID> = []
+        let known = rowIDs.compactMap { storedKeys[$0].map { [$0] } }
+        try Self.probe(known, sql: storedKeysProbeSQL, in: db) { row in
+            guard let rowID = UUID(databaseKey: row[key]), found.insert(rowID).inserted else { return }
+            try body(rowID, row)
+        }
+        // A row deleted and inserted again with its key in another form is found all the same.
+        try Self.probe(rowIDs.filter { !found.contains($0) }, sql: rowsProbeSQL, in: db) { row in
+            guard let rowID = UUID(databaseKey: row[key]), found.insert(rowID).inserted else { return }
+            try body(rowID, row)
+        }
     }
 
     /// Inserts a row with its key and `assigned` columns, in that order.

@@ -87,15 +87,30 @@ enum StoreMetadata {
     struct ServerRecord {
         var systemFields: Data
         var values: [String: DatabaseValue]
+
+        /// The record of a row holding `system_fields` and `ancestor`.
+        fileprivate init(row: Row) throws {
+            let ancestor: Data? = row["ancestor"]
+            systemFields = row["system_fields"]
+            values = try ancestor.map(AncestorEncoding.decode) ?? [:]
+        }
     }
 
     static func serverRecord(table: String, rowID: UUID, in db: GRDB.Database) throws -> ServerRecord? {
-        guard let row = try Row.fetchOne(
+        try Row.fetchOne(
             db.cachedStatement(sql: "SELECT system_fields, ancestor FROM stratusstore_records WHERE table_name = ? AND row_id = ?"),
-            arguments: [table, rowID.upperText])
-        else { return nil }
-        let ancestor: Data? = row["ancestor"]
-        return ServerRecord(systemFields: row["system_fields"], values: try ancestor.map(AncestorEncoding.decode) ?? [:])
+            arguments: [table, rowID.upperText]
+        ).map(ServerRecord.init(row:))
+    }
+
+    /// The server's records of `rowIDs` in `table` as last known, read together (a batch to send
+    /// bases each save on its row's record).
+    static func serverRecords(table: String, rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: ServerRecord] {
+        var records: [UUID: ServerRecord] = [:]
+        try forEachServerRecord(table: table, rowIDs: rowIDs, columns: "system_fields, ancestor", in: db) { rowID, row in
+            records[rowID] = try ServerRecord(row: row)
+        }
+        return records
     }
 
     /// The change tag of the server's record of a row as last known.
@@ -105,24 +120,34 @@ enum StoreMetadata {
             arguments: [table, rowID.upperText])
     }
 
-    /// The change tags of the server's records of `rowIDs` in `table` as last known, in one
-    /// statement: a fetched batch asks for all its rows at once, where a statement per row spent as
-    /// much in GRDB's work around each step as in SQLite's lookup.
+    /// The change tags of the server's records of `rowIDs` in `table` as last known, read together
+    /// (a fetched batch asks for all its rows at once).
     static func changeTags(table: String, rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: String] {
-        guard !rowIDs.isEmpty else { return [:] }
+        var tags: [UUID: String] = [:]
+        try forEachServerRecord(table: table, rowIDs: rowIDs, columns: "change_tag", in: db) { rowID, row in
+            if let tag: String = row["change_tag"] { tags[rowID] = tag }
+        }
+        return tags
+    }
+
+    /// Hands `body` the `columns` of the server's record of each of `rowIDs` in `table` that has
+    /// one, in one statement: a statement per row spent as much in GRDB's work around each step as
+    /// in SQLite's lookup.
+    private static func forEachServerRecord(
+        table: String, rowIDs: [UUID], columns: String, in db: GRDB.Database, _ body: (UUID, Row) throws -> Void
+    ) throws {
+        guard !rowIDs.isEmpty else { return }
         let names = "[" + rowIDs.map { "\"" + $0.upperText + "\"" }.joined(separator: ",") + "]"
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT row_id, change_tag FROM stratusstore_records
-                    WHERE table_name = ? AND row_id IN (SELECT value FROM json_each(?)) AND change_tag IS NOT NULL
+                    SELECT row_id, \(columns) FROM stratusstore_records
+                    WHERE table_name = ? AND row_id IN (SELECT value FROM json_each(?))
                     """),
             arguments: [table, names])
-        var tags: [UUID: String] = [:]
         while let row = try rows.next() {
-            if let rowID = UUID(text: row[0]) { tags[rowID] = row[1] }
+            if let rowID = UUID(text: row["row_id"]) { try body(rowID, row) }
         }
-        return tags
     }
 
     /// Remembers the server's record of a row, holding the mirrored column `values`; `nil` forgets
@@ -218,14 +243,19 @@ enum StoreMetadata {
     /// outside the store's own.
     static func outboxEntries(rowIDs: [UUID], in db: GRDB.Database) throws -> [UUID: PendingChange] {
         let unfolded = Dictionary(grouping: try unfoldedEntries(after: 0, in: db)) { $0.rowID }
-        let rowsMayLiveElsewhere = try hasRowsInOtherZones(in: db)
         var entries: [UUID: PendingChange] = [:]
-        for rowID in rowIDs {
-            entries[rowID] = try outboxEntry(
-                rowID: rowID, unfolded: unfolded[rowID] ?? [], rowsMayLiveElsewhere: rowsMayLiveElsewhere, in: db)
+        // The outbox table's entries of the rows the app has not changed since the fold, read together.
+        try StoreColumns.probe(rowIDs.filter { unfolded[$0] == nil }, sql: outboxProbeSQL, in: db) { row in
+            guard let entry = PendingChange(row: row), entries[entry.rowID] == nil else { return }
+            entries[entry.rowID] = entry
         }
-        return entries
+        for rowID in rowIDs {
+            if let latest = unfolded[rowID]?.max(by: { $0.version < $1.version }) { entries[rowID] = latest }
+        }
+        return try hasRowsInOtherZones(in: db) ? entries.mapValues { try withZone($0, in: db) } : entries
     }
+
+    private static let outboxProbeSQL = "SELECT * FROM stratusstore_outbox WHERE row_id IN \(StoreColumns.probedKeyForms)"
 
     /// The entry of a row: its latest change not folded yet, or else the outbox table's.
     private static func outboxEntry(
@@ -458,7 +488,7 @@ enum StoreMetadata {
 
 extension PendingChange {
     init?(row: Row) {
-        guard let rowID = UUID.fromDatabaseValue(row["row_id"]),
+        guard let rowID = UUID(databaseKey: row["row_id"]),
             let operation = Operation(rawValue: row["operation"])
         else { return nil }
         self.init(table: row["table_name"], rowID: rowID, operation: operation, version: row["version"], storedKey: row["row_id"])

@@ -307,7 +307,7 @@ actor StoreMirror: SyncEngineDelegate {
                     let values = try mapping.columnValues(of: table, rowID: entry.rowID, columns: StoreColumns(table, in: db), in: db)
                 else { continue }
                 for relationship in table.relationships {
-                    guard let related = values[relationship.column].flatMap(UUID.fromDatabaseValue),
+                    guard let related = values[relationship.column].flatMap(UUID.init(databaseKey:)),
                         let zoneID = try StoreMetadata.zone(ofRow: related, in: db)
                     else { continue }
                     try StoreMetadata.setZone(zoneID, table: table.name, rowID: entry.rowID, in: db)
@@ -334,9 +334,6 @@ actor StoreMirror: SyncEngineDelegate {
         var pending = syncEngine.state.pendingRecordZoneChanges(in: context.options.scope, limit: Self.operationsPerRequest)
         guard !pending.isEmpty else { return nil }
         do {
-            // The app's changes are folded into the outbox here, off the app's writes, so that the
-            // batch reads each row's entry by key.
-            try await pool.write { db in try StoreMetadata.fold(in: db) }
             // Rows are read a request's worth at a time, from the front of the queue, until a request
             // is full: a long outbox costs each batch one request's reads, not the whole outbox's.
             var sent: [Stratus.Record.ID: Sent] = [:]
@@ -352,7 +349,15 @@ actor StoreMirror: SyncEngineDelegate {
                 }
                 let chunk = Array(pending[scanned..<min(scanned + Self.operationsPerRequest, pending.count)])
                 scanned += chunk.count
-                let (chunkSent, chunkRecords, unsendable) = try await pool.read { db in try self.changesToSend(chunk, in: db) }
+                // On the writer: the app's changes are folded into the outbox here, off the app's
+                // writes, so that the batch reads each row's entry by key; and the writer's cache
+                // holds the outbox, rows and records the last batches read and kept, where a
+                // reader's starts empty after every commit (a pool's readers drop their caches when
+                // the file changed), and read each page from the file again.
+                let (chunkSent, chunkRecords, unsendable) = try await pool.write { db in
+                    try StoreMetadata.fold(in: db)
+                    return try self.changesToSend(chunk, in: db)
+                }
                 // Each change is sent as the outbox has it now; one the outbox no longer lists is
                 // settled. A row that cannot be read for sending stays queued, and the rest go.
                 settled += chunk.filter { chunkSent[$0.recordID] == nil && unsendable[$0.recordID] == nil }
@@ -380,13 +385,16 @@ actor StoreMirror: SyncEngineDelegate {
 
     /// What to send for `changes`, as the outbox and the rows have it now: the outbox entry and
     /// values of each change the outbox still lists, and the records of its saves; the deletes of
-    /// records that moved rows left.
+    /// records that moved rows left. The entries, the rows of each table and the server's records
+    /// are read a statement per hundred changes, not one per change.
     nonisolated private func changesToSend(
         _ changes: [SyncEngine.PendingRecordZoneChange], in db: GRDB.Database
     ) throws -> ([Stratus.Record.ID: Sent], [Stratus.Record.ID: Stratus.Record], unsendable: [Stratus.Record.ID: CloudError]) {
         var sent: [Stratus.Record.ID: Sent] = [:]
         var columns: [String: StoreColumns] = [:]
         let entries = try StoreMetadata.outboxEntries(rowIDs: changes.compactMap { UUID(text: $0.recordID.recordName) }, in: db)
+        // The saves whose rows are read, by table.
+        var saves: [String: [(recordID: Stratus.Record.ID, entry: PendingChange)]] = [:]
         for change in changes {
             if case .deleteRecord(let recordID) = change, try StoreMetadata.isMoved(recordID, in: db) {
                 sent[recordID] = Sent()
@@ -400,22 +408,35 @@ actor StoreMirror: SyncEngineDelegate {
                 sent[change.recordID] = Sent(entry: entry)
                 continue
             }
-            let tableColumns = try columns[table.name] ?? StoreColumns(table, in: db)
-            columns[table.name] = tableColumns
+            if columns[table.name] == nil { columns[table.name] = try StoreColumns(table, in: db) }
             if entry.operation == .delete {
                 // A deletion in the public database is the save of a record with no values, marked deleted.
                 sent[change.recordID] = Sent(entry: entry, values: [:])
-                continue
+            } else {
+                saves[table.name, default: []].append((change.recordID, entry))
             }
-            guard let values = try mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
-            else { continue }
-            sent[change.recordID] = Sent(entry: entry, values: values)
+        }
+        for (table, tableSaves) in saves {
+            guard let tableColumns = columns[table] else { continue }
+            // A row deleted since its change was queued is not sent.
+            let values = try mapping.columnValues(
+                ofRows: tableSaves.map(\.entry.rowID),
+                storedKeys: Dictionary(tableSaves.map { ($0.entry.rowID, $0.entry.storedKey) }) { first, _ in first },
+                columns: tableColumns, in: db)
+            for (recordID, entry) in tableSaves {
+                if let rowValues = values[entry.rowID] { sent[recordID] = Sent(entry: entry, values: rowValues) }
+            }
+        }
+        // The server's records the saves are based on, by table.
+        var serverRecords: [String: [UUID: StoreMetadata.ServerRecord]] = [:]
+        for (table, items) in Dictionary(grouping: sent.values.compactMap { $0.values == nil ? nil : $0.entry }, by: \.table) {
+            serverRecords[table] = try StoreMetadata.serverRecords(table: table, rowIDs: items.map(\.rowID), in: db)
         }
         var records: [Stratus.Record.ID: Stratus.Record] = [:]
         var unsendable: [Stratus.Record.ID: CloudError] = [:]
         for (recordID, item) in sent {
             do {
-                records[recordID] = try record(for: item, recordID: recordID, columns: columns, in: db)
+                records[recordID] = try record(for: item, recordID: recordID, columns: columns, serverRecords: serverRecords)
             } catch {
                 // An asset file that cannot be written, say: this row waits, the others go.
                 sent[recordID] = nil
@@ -426,17 +447,19 @@ actor StoreMirror: SyncEngineDelegate {
         return (sent, records, unsendable)
     }
 
-    /// The record to save for a sent save: based on the server's record this device last knew (so
-    /// the save sends what changed since, removals included), holding the row's values.
+    /// The record to save for a sent save: based on the server's record this device last knew
+    /// (among `serverRecords`, by table and row; so the save sends what changed since, removals
+    /// included), holding the row's values.
     nonisolated private func record(
-        for item: Sent, recordID: Stratus.Record.ID, columns: [String: StoreColumns], in db: GRDB.Database
+        for item: Sent, recordID: Stratus.Record.ID, columns: [String: StoreColumns],
+        serverRecords: [String: [UUID: StoreMetadata.ServerRecord]]
     ) throws -> Stratus.Record? {
         guard let values = item.values, let entry = item.entry, let table = model.table(named: entry.table),
             let tableColumns = columns[table.name], case .synced(let recordType) = table.configuration
         else { return nil }
         let rowID = entry.rowID
         var record: Stratus.Record
-        if let server = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) {
+        if let server = serverRecords[table.name]?[rowID] {
             record = try Stratus.Record(
                 systemFieldsData: server.systemFields,
                 serverValues: mapping.fields(of: server.values, table: table, rowID: rowID, columns: tableColumns))
@@ -1075,7 +1098,7 @@ actor StoreMirror: SyncEngineDelegate {
                             SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(table.name.quotedDatabaseIdentifier)
                             WHERE \(relationship.column.quotedDatabaseIdentifier) IN (?, ?, ?)
                             """, arguments: StatementArguments(databaseValues: StoreColumns.keyForms(parentID)))
-                    for child in children.compactMap(UUID.fromDatabaseValue) where seen.insert(child).inserted {
+                    for child in children.compactMap(UUID.init(databaseKey:)) where seen.insert(child).inserted {
                         guard try StoreMetadata.zone(ofRow: child, in: db) == nil else { continue }
                         rows.append((table, child))
                     }

@@ -238,7 +238,7 @@ public final class StratusStore: Sendable {
                         ORDER BY seq
                         """, arguments: [first, last])
                 {
-                    guard let rowID = UUID.fromDatabaseValue(row["row_id"]),
+                    guard let rowID = UUID(databaseKey: row["row_id"]),
                         let operation = HistoryChange.Operation(rawValue: row["operation"])
                     else { continue }
                     changes[row["transaction_id"], default: []].append(

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 // A mirrored row's UUID is turned into text and back several times per row (its record's name, its
 // key in the metadata tables, the forms its key may be stored in). Foundation formats with
@@ -11,6 +12,18 @@ extension UUID {
 
     /// `uuidString.lowercased()`.
     var lowerText: String { text(digits: UUID.lowerDigits) }
+
+    /// The UUID a database value holds in one of the forms a key may be stored in (16 bytes, or
+    /// its text in either case), as `fromDatabaseValue` reads it, text parsed here.
+    init?(databaseKey value: DatabaseValue) {
+        if case .string(let text) = value.storage {
+            self.init(text: text)
+        } else if let uuid = UUID.fromDatabaseValue(value) {
+            self = uuid
+        } else {
+            return nil
+        }
+    }
 
     /// The UUID written in `text` as `uuidString` writes one (either case); `nil` for anything else,
     /// as `init(uuidString:)`.

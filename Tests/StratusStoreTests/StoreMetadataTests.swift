@@ -98,7 +98,7 @@ struct StoreMetadataTests {
             for table in ["lists", "items"] {
                 let storedTable = try #require(StoreFoundationTests.model.table(named: table))
                 try await pool.write { db in
-                    for (rowID, key) in expected {
+                    for key in expected.values {
                         try db.execute(sql: "INSERT INTO \(table) (id) VALUES (?)", arguments: [key])
                     }
                     let columns = try StoreColumns(storedTable, in: db)
@@ -108,6 +108,66 @@ struct StoreMetadataTests {
                         #expect(try columns.storedKey(of: rowID, in: db) == expected[rowID], "one by one, as in a batch")
                     }
                 }
+            }
+        }
+    }
+
+    @Test("a batch to send reads its outbox entries, rows and server records together, as one by one: keys in each form, entries folded or not, a key stored in another form than its entry says, rows gone left out")
+    func sendBatchReads() async throws {
+        try await StoreFoundationTests.withDirectory { directory in
+            let pool = try StoreFoundationTests.makePool(directory)
+            _ = try await StratusStore.open(pool, model: StoreFoundationTests.model)
+            let table = try #require(StoreFoundationTests.model.table(named: "items"))
+            let mapping = RecordMapping(assetDirectory: directory.appendingPathComponent("assets"))
+            let rowIDs = (0..<(2 * StoreColumns.keysProbedTogether + 30)).map { _ in UUID() }
+            // Keys in each of the three forms, in turn.
+            let keys = rowIDs.enumerated().map { index, rowID in
+                [rowID.databaseValue, rowID.upperText.databaseValue, rowID.lowerText.databaseValue][index % 3]
+            }
+            try await pool.write { db in
+                // The first half's changes are folded into the outbox, the second half's are not.
+                for index in rowIDs.indices {
+                    if index == rowIDs.count / 2 { try StoreMetadata.fold(in: db) }
+                    try db.execute(
+                        sql: "INSERT INTO items (id, title, done) VALUES (?, ?, ?)", arguments: [keys[index], "item \(index)", index % 2])
+                }
+                // Every fifth row has a server record; every seventh row is gone again.
+                for index in rowIDs.indices where index.isMultiple(of: 5) {
+                    var record = Stratus.Record(recordType: "Item", recordID: RecordMapping.recordID(rowIDs[index]))
+                    record["title"] = "server \(index)"
+                    try StoreMetadata.setServerRecord(
+                        record, values: ["title": "server \(index)".databaseValue], table: "items", rowID: rowIDs[index], in: db)
+                }
+                for index in rowIDs.indices where index.isMultiple(of: 7) {
+                    try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [keys[index]])
+                }
+            }
+            let asked = rowIDs + [UUID()]
+            try await pool.read { db in
+                let entries = try StoreMetadata.outboxEntries(rowIDs: asked, in: db)
+                var oneByOne: [UUID: PendingChange] = [:]
+                for rowID in asked { oneByOne[rowID] = try StoreMetadata.outboxEntry(rowID: rowID, in: db) }
+                #expect(entries == oneByOne)
+                #expect(entries.count == rowIDs.count)
+
+                let servers = try StoreMetadata.serverRecords(table: "items", rowIDs: asked, in: db)
+                #expect(Set(servers.keys) == Set(rowIDs.indices.filter { $0.isMultiple(of: 5) }.map { rowIDs[$0] }))
+                for rowID in asked {
+                    let one = try StoreMetadata.serverRecord(table: "items", rowID: rowID, in: db)
+                    #expect(servers[rowID]?.systemFields == one?.systemFields && servers[rowID]?.values == one?.values)
+                }
+                #expect(try StoreMetadata.serverRecords(table: "lists", rowIDs: asked, in: db).isEmpty)
+
+                let columns = try StoreColumns(table, in: db)
+                var storedKeys = entries.mapValues(\.storedKey)
+                // The entry of the fourth row says its key is text; the row holds 16 bytes.
+                storedKeys[rowIDs[3]] = rowIDs[3].upperText.databaseValue
+                let values = try mapping.columnValues(ofRows: asked, storedKeys: storedKeys, columns: columns, in: db)
+                var expected: [UUID: [String: DatabaseValue]] = [:]
+                for rowID in asked { expected[rowID] = try mapping.columnValues(of: table, rowID: rowID, columns: columns, in: db) }
+                #expect(values == expected)
+                #expect(values.count == rowIDs.indices.filter { !$0.isMultiple(of: 7) }.count)
+                #expect(values[rowIDs[3]]?["title"] == "item 3".databaseValue)
             }
         }
     }
