@@ -25,10 +25,11 @@ struct BenchCommand: AsyncParsableCommand {
             StratusBench.self, WebSocketFloor.self, VersusCommand.self, ShapedNetworkCommand.self, DelayRelayCommand.self,
         ], defaultSubcommand: StratusBench.self)
 
-    /// Runs the command with the allocator settings `stratus serve` runs with (server and clients
-    /// share this process).
+    /// Runs the command with the allocator settings and the log handler `stratus serve` runs with
+    /// (server and clients share this process).
     static func main() async {
         AllocatorSettings.keepFreedMemoryForReuse()
+        LoggingSystem.bootstrap { ServerLogHandler(label: $0, format: .text) }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -73,9 +73,7 @@ extension DataOptions {
 extension SQLiteStorage.Durability: ExpressibleByArgument {}
 extension ContainerEnvironment: ExpressibleByArgument {}
 
-enum LogFormat: String, ExpressibleByArgument, CaseIterable {
-    case text, json
-}
+extension ServerLogHandler.Format: ExpressibleByArgument {}
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -221,7 +219,7 @@ struct Serve: AsyncParsableCommand {
     var otel = false
 
     @Option(help: "Log format.")
-    var logFormat: LogFormat = .text
+    var logFormat: ServerLogHandler.Format = .text
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
@@ -259,8 +257,7 @@ struct Serve: AsyncParsableCommand {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let format = logFormat
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                format == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            var handler = ServerLogHandler(label: label, format: format)
             handler.logLevel = level
             return handler
         }

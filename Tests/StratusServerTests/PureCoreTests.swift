@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import StratusModel
 import StratusStorage
@@ -639,4 +640,42 @@ private final class RecordingSink: PushSink {
         clock.advance(bySeconds: Double(FeedPagePrefetch.maxAgeMilliseconds) / 1000)
         #expect(await old.take(key(nil)) == nil, "a page not asked for in time is dropped")
     }
+}
+
+/// The server's log lines carry the logger's metadata, set before the line, merged with the line's
+/// own, in both formats.
+@Suite struct ServerLogHandlerTests {
+    @Test func textLinesCarryMetadataInKeyOrder() throws {
+        let lines = LockedLines()
+        var logger = Logger(label: "stratus-test") { ServerLogHandler(label: $0, format: .text, metadataProvider: nil, output: lines.append) }
+        logger.logLevel = .debug
+        logger[metadataKey: "request"] = "4B1D"
+        logger.debug("answered", metadata: ["status": "200", "method": "POST"])
+        logger.trace("below the level")
+        let written = lines.all
+        #expect(written.count == 1)
+        let line = try #require(written.first)
+        #expect(line.hasSuffix(" debug stratus-test: method=POST request=4B1D status=200 [StratusServerTests] answered\n"), "\(line)")
+    }
+
+    @Test func jsonLinesAreOneObjectEach() throws {
+        let lines = LockedLines()
+        var logger = Logger(label: "stratus-test") { ServerLogHandler(label: $0, format: .json, metadataProvider: nil, output: lines.append) }
+        logger[metadataKey: "request"] = "4B1D"
+        logger.info("answered", metadata: ["status": "403"])
+        let line = try #require(lines.all.first)
+        #expect(line.hasSuffix("}\n") && !line.dropLast().contains("\n"))
+        let object = try JSONValue.parse(Array(line.utf8)).object()
+        #expect(try object.decode("message") as String == "answered")
+        #expect(try object.decode("level") as String == "info")
+        #expect(try object.decode("request") as String == "4B1D")
+        #expect(try object.decode("status") as String == "403")
+    }
+}
+
+/// Lines a handler wrote, kept across threads.
+private final class LockedLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    @Sendable func append(_ line: [UInt8]) { lines.withLock { $0.append(String(decoding: line, as: UTF8.self)) } }
 }

@@ -30,7 +30,7 @@ enum Secrets {
 
     /// The stored form of a token.
     static func hash(_ token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).hexDigits
+        SHA256.hash(data: Data(token.utf8)).withUnsafeBytes(\.hexDigits)
     }
 
     /// A new user record name: `_` and 32 hex digits, the shape CloudKit uses.

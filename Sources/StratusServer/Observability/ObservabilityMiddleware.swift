@@ -95,12 +95,27 @@ struct ObservabilityMiddleware: RouterMiddleware {
     /// matched no route.
     static let secretPrefixes = ["/push/1/", "/share/"]
 
+    /// Whether the route pattern `endpoint` holds a secret parameter, read in place: the pattern of
+    /// every request is asked, and splitting it into segments cost more than the rest of the log entry.
+    static func hasSecretParameter(_ endpoint: String) -> Bool {
+        var endpoint = endpoint
+        return endpoint.withUTF8 { bytes in
+            secretParameters.contains { secret in
+                secret.utf8.count <= bytes.count
+                    && (0...bytes.count - secret.utf8.count).contains { start in
+                        bytes[start] == UInt8(ascii: "{")
+                            && bytes[start..<start + secret.utf8.count].elementsEqual(secret.utf8)
+                    }
+            }
+        }
+    }
+
     /// `path` with the values of secret parameters replaced by their names.
     static func loggedPath(_ path: String, endpoint: String) -> String {
         if let prefix = secretPrefixes.first(where: path.hasPrefix), endpoint == "NotFound" { return prefix + "…" }
         // Most routes have no secret parameter: their path is logged as it is, without splitting it.
+        guard hasSecretParameter(endpoint) else { return path }
         let pattern = endpoint.split(separator: "/")
-        guard pattern.contains(where: secretParameters.contains) else { return path }
         let segments = path.split(separator: "/")
         guard segments.count == pattern.count else { return endpoint }
         return "/" + zip(pattern, segments).map { secretParameters.contains($0) ? $0 : $1 }.joined(separator: "/")
