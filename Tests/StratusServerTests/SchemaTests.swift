@@ -187,6 +187,17 @@ struct SchemaTests {
             let anonymousSecret = try await server.database(
                 "public", "records/query", ["query": ["recordType": "Secret"]])
             #expect(anonymousSecret.status == 403 && anonymousSecret.code == "ACCESS_DENIED")
+
+            // A refused write hands out the stored record only to whoever may read it: bob's create
+            // over alice's secret is EXISTS without it, alice's own gets it, and bob's create over
+            // the board (READ to _world) gets the board.
+            let bobCreate = try await save([operation("create", "s1", recordType: "Secret", fields: [:])], as: bob)
+            #expect(bobCreate["serverErrorCode"] as? String == "EXISTS" && bobCreate["serverRecord"] == nil, "\(bobCreate)")
+            let aliceCreate = try await save([operation("create", "s1", recordType: "Secret", fields: [:])], as: alice)
+            let aliceServerRecord = aliceCreate["serverRecord"] as? [String: Any]
+            #expect(aliceCreate["serverErrorCode"] as? String == "EXISTS" && aliceServerRecord?["recordName"] as? String == "s1")
+            let boardCreate = try await save([operation("create", "b1", recordType: "Board", fields: [:])], as: bob)
+            #expect((boardCreate["serverRecord"] as? [String: Any])?["recordName"] as? String == "b1", "\(boardCreate)")
         }
     }
 }

@@ -159,9 +159,7 @@ extension DatabaseEndpoints {
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         return try await listResponse("assets") { writer in
             for (item, record) in zip(body.assets, found) {
-                guard let record, zone.reveals(record),
-                    access.readAccess(recordType: record.recordType, schema: schema)
-                        .allows(creator: record.created.userRecordName),
+                guard let record, access.mayRead(record, in: zone, schema: schema),
                     let value = try record.decodeFields()[item.fieldName],
                     value.type == .asset || value.type == .assetList
                 else {
@@ -204,9 +202,7 @@ extension DatabaseEndpoints {
         let record = try await storage.lookupRecords(names: [recordName], zone: zone.name, in: zone.locator)[0]
         let schema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
-        guard let record, zone.reveals(record),
-            access.readAccess(recordType: record.recordType, schema: schema)
-                .allows(creator: record.created.userRecordName),
+        guard let record, access.mayRead(record, in: zone, schema: schema),
             try Self.holds(record, checksum, in: fieldName)
         else {
             throw StratusError(

@@ -212,6 +212,10 @@ struct DatabaseEndpoints: Sendable {
         let assetURL = downloadURLs(target, zone: zoneName, in: zone.locator)
         let shareKeys = target.shareKeys
         let numbersAsStrings = body.numbersAsStrings ?? false
+        // A refused write carries the stored record (`EXISTS`, `CONFLICT`) only to a caller who may
+        // read it: a create over another user's record must not hand it out.
+        let readSchema = access.enforcesGrants && results.contains(where: { if case .failure(let failure) = $0 { failure.serverRecord != nil } else { false } })
+            ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
         return await listResponse("records", capacity: 256 * results.count) { writer in
             for (index, result) in results.enumerated() {
                 switch result {
@@ -225,8 +229,8 @@ struct DatabaseEndpoints: Sendable {
                     ErrorDictionary(
                         serverErrorCode: failure.code, reason: failure.reason, recordName: writes[index].recordName,
                         uuid: RequestTrace.nextID(),
-                        serverRecord: try? failure.serverRecord?.dictionary(
-                            zoneID: zoneID, assetURL: assetURL, shareKeys: shareKeys)
+                        serverRecord: try? failure.serverRecord.flatMap { access.mayRead($0, in: zone, schema: readSchema) ? $0 : nil }?
+                            .dictionary(zoneID: zoneID, assetURL: assetURL, shareKeys: shareKeys)
                     ).write(to: &writer)
                 }
             }

@@ -130,6 +130,13 @@ struct DatabaseAccess: Sendable {
             recordType: recordType, schema: schema, scope: target.scope, environment: target.environment,
             user: target.userRecordName)
     }
+
+    /// Whether the caller may see `record` of `zone`: the zone shows it to them (``ZoneAccess/reveals(_:)``)
+    /// and the schema grants them READ on it. Every answer that hands out a stored record they did not
+    /// just write asks this first: a lookup, an asset, the `serverRecord` of a refused write.
+    func mayRead(_ record: StoredRecord, in zone: ZoneAccess, schema: Schema) -> Bool {
+        zone.reveals(record) && readAccess(recordType: record.recordType, schema: schema).allows(creator: record.created.userRecordName)
+    }
 }
 
 /// A zone a request may reach, where its records are kept, and which of them the caller sees.
