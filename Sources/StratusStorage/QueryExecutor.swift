@@ -192,8 +192,7 @@ public enum QueryExecutor {
                 for record in try await reader.records(
                     zone: zone, names: Array(names[start..<min(start + 500, names.count)]))
                 {
-                    if let createdBy = query.createdBy, record.created.userRecordName != createdBy { continue }
-                    guard let fields = try? record.queryFields(), query.matches(fields) else { continue }
+                    guard query.shows(record), let fields = try? record.queryFields(), query.matches(fields) else { continue }
                     let keys = query.sorts.compactMap { $0.sortKey(fields) }
                     guard keys.count == query.sorts.count else { continue }
                     rows.append((keys, QueryPage.Item(zone: zone, record: record)))

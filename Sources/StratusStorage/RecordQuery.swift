@@ -13,6 +13,10 @@ public struct RecordQuery: Hashable, Sendable {
     public var fields: [String: FieldSchema]
     /// Only records this user created, when set (a public type readable by its creators only).
     public var createdBy: String?
+    /// Only records of these shares, when set (a participant of some hierarchies of a zone): the
+    /// others are left out before the page and its continuation marker are made, so that neither
+    /// tells of them.
+    public var shares: Set<String>?
     /// At most this many records.
     public var limit: Int
     /// Where the previous page ended.
@@ -21,9 +25,10 @@ public struct RecordQuery: Hashable, Sendable {
     /// Creates a query.
     public init(
         recordType: String, filters: [QueryFilter] = [], sorts: [QuerySort] = [], fields: [String: FieldSchema] = [:],
-        createdBy: String? = nil, limit: Int, after: QueryCursor? = nil
+        createdBy: String? = nil, shares: Set<String>? = nil, limit: Int, after: QueryCursor? = nil
     ) {
         self.createdBy = createdBy
+        self.shares = shares
         self.recordType = recordType
         self.filters = filters
         self.sorts = sorts
@@ -34,10 +39,18 @@ public struct RecordQuery: Hashable, Sendable {
 }
 
 extension RecordQuery {
-    /// Whether a record belongs in the result: it matches every filter and, when the query is
-    /// restricted to a creator, was created by them. Without filters the record is not decoded.
-    func admit(_ record: StoredRecord) -> Bool {
+    /// Whether the caller may see a record: created by the query's creator and in one of its
+    /// shares, where it names them.
+    func shows(_ record: StoredRecord) -> Bool {
         if let createdBy, record.created.userRecordName != createdBy { return false }
+        if let shares, !(record.shareName.map(shares.contains) ?? false) { return false }
+        return true
+    }
+
+    /// Whether a record belongs in the result: the caller may see it (``shows(_:)``) and it matches
+    /// every filter. Without filters the record is not decoded.
+    func admit(_ record: StoredRecord) -> Bool {
+        guard shows(record) else { return false }
         guard !filters.isEmpty else { return true }
         guard let fields = try? record.queryFields() else { return false }
         return matches(fields)

@@ -107,6 +107,22 @@ struct HierarchicalSharingTests {
             let query = try await server.database(
                 "shared", "records/query", ["zoneID": trips, "query": ["recordType": "Photo"]], user: cy.token)
             #expect(Self.names(query.records) == ["p1", "p2", "p3"], "\(query.text)")
+            // Page by page, a participant's query meets only their records: no page is empty and no
+            // continuation marker stands on a record outside their shares ("loose" sorts first, "q1" last).
+            var pages: [[String]] = []
+            var marker: String?
+            repeat {
+                var body: [String: Any] = [
+                    "zoneID": trips, "resultsLimit": 1,
+                    "query": ["recordType": "Photo", "sortBy": [["fieldName": "caption", "ascending": true]]],
+                ]
+                if let marker { body["continuationMarker"] = marker }
+                let page = try await server.database("shared", "records/query", body, user: cy.token)
+                try #require(page.status == 200 && pages.count < 10, "\(page.text)")
+                pages.append(Self.names(page.records))
+                marker = page.body["continuationMarker"] as? String
+            } while marker != nil
+            #expect(pages == [["p1"], ["p2"], ["p3"]], "\(pages)")
             let stranger = try await SharingTests.lookup(["p1"], zone: trips, user: dan.token, on: server)
             #expect(stranger.code == "ZONE_NOT_FOUND", "\(stranger.text)")
 

@@ -13,8 +13,8 @@ extension DatabaseEndpoints {
         let locator: DatabaseLocator
         // The wire ID of each zone a page holds records of.
         let wireZoneID: (String) throws -> ZoneID
-        // Which records the caller sees (a participant of hierarchical shares, only theirs).
-        var reveals: @Sendable (StoredRecord) -> Bool = { _ in true }
+        // The shares whose records the caller sees (a participant of hierarchical shares); `nil`: all.
+        var shares: Set<String>?
         if body.zoneID == nil, body.zoneWide == true {
             guard target.scope != .shared else {
                 throw StratusError.badRequest(
@@ -28,7 +28,7 @@ extension DatabaseEndpoints {
             zones = [zone.name]
             locator = zone.locator
             wireZoneID = { _ in zone.wireZoneID }
-            reveals = zone.reveals
+            shares = zone.participantShares.map { Set($0.keys) }
         }
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
@@ -49,7 +49,7 @@ extension DatabaseEndpoints {
             if case .createdBy(let user) = readAccess { createdBy = user }
             let recordQuery = RecordQuery(
                 recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,
-                createdBy: createdBy, limit: try resultsLimit(body.resultsLimit), after: after)
+                createdBy: createdBy, shares: shares, limit: try resultsLimit(body.resultsLimit), after: after)
             page = try await metrics.timingStorageRead("query") {
                 try await storage.queryRecords(recordQuery, zones: zones, in: locator)
             }
@@ -65,8 +65,7 @@ extension DatabaseEndpoints {
         writer.beginArray()
         var assetURLs: [String: @Sendable (String, String, String) -> String] = [:]
         let shareKeys = target.shareKeys
-        // A page of a participant's query may be short: records outside their shares are left out.
-        for item in page.items where reveals(item.record) {
+        for item in page.items {
             if zoneIDs[item.zone] == nil {
                 zoneIDs[item.zone] = try wireZoneID(item.zone).jsonBytes
                 assetURLs[item.zone] = downloadURLs(target, zone: item.zone, in: locator)
