@@ -20,7 +20,19 @@ public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// For `CONFLICT` and `EXISTS`: the record as the server has it now (a Stratus extension).
     public var serverRecord: RecordDictionary?
 
-    /// Creates an error dictionary.
+    /// The longest `reason` an error carries, in Unicode scalars: a reason may quote a name the
+    /// client sent, and the server keeps recent reasons in its request log.
+    public static let maxReasonLength = 2_000
+
+    /// `reason`, cut to ``maxReasonLength`` with `…` where it was cut.
+    public static func clipped(_ reason: String) -> String {
+        guard reason.utf8.count > maxReasonLength else { return reason }
+        var scalars = String.UnicodeScalarView()
+        scalars.append(contentsOf: reason.unicodeScalars.prefix(maxReasonLength))
+        return scalars.count < maxReasonLength ? reason : String(scalars) + "…"
+    }
+
+    /// Creates an error dictionary; `reason` is clipped (``clipped(_:)``).
     public init(
         serverErrorCode: ServerErrorCode, reason: String, recordName: String? = nil, zoneID: ZoneID? = nil,
         subscriptionID: String? = nil, retryAfter: Int? = nil, uuid: String, redirectURL: String? = nil,
@@ -28,7 +40,7 @@ public struct ErrorDictionary: Hashable, Sendable, JSONDecodable, JSONWritable {
     ) {
         self.subscriptionID = subscriptionID
         self.serverErrorCode = serverErrorCode
-        self.reason = reason
+        self.reason = Self.clipped(reason)
         self.recordName = recordName
         self.zoneID = zoneID
         self.retryAfter = retryAfter

@@ -19,6 +19,11 @@ public struct Limits: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// Size of one `records/modify` request body.
     public var maxRequestBodyBytes: Int
 
+    /// Values one query filter, one token search or one `recordTypes` list may hold. Each becomes a
+    /// bound parameter of one statement (SQLite's default build allows 32,766), and a filter's values
+    /// are compared with every record the query reads.
+    public static let maxValuesPerList = 1_000
+
     /// Size of the body of every other request (names, zones, subscriptions, a query): 2 MiB, room
     /// for 200 of anything they carry, or `maxRequestBodyBytes` when that is less.
     public var maxSmallRequestBodyBytes: Int { min(maxRequestBodyBytes, 2 << 20) }

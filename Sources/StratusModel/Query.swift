@@ -94,6 +94,13 @@ public struct QueryFilter: Hashable, Sendable, JSONDecodable {
         comparator = try object.decode("comparator")
         fieldName = try SystemFieldName.queriedField(in: object)
         fieldValue = try object.decode("fieldValue")
+        let searched: String? = if comparator.isTokenSearch, case .string(let text) = fieldValue { text } else { nil }
+        let values = searched.map { TextTokenizer.tokens($0).count } ?? fieldValue.queryScalars.count
+        if values > Limits.maxValuesPerList {
+            throw JSONDecodingError(
+                .invalid, "holds \(values) \(searched == nil ? "values" : "search tokens"); a filter holds at most "
+                    + "\(Limits.maxValuesPerList)", at: [.key("fieldValue")])
+        }
         distance = try object.decodeIfPresent("distance")
         switch (comparator, distance) {
         case (.near, nil):

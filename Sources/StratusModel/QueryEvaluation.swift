@@ -51,14 +51,15 @@ extension QueryFilter {
     }
 
     /// Whether `value` (a scalar, or a list's elements) holds at least one of the filter's scalars.
+    /// A set of the record's scalars: a record's list may hold hundreds of thousands of them.
     private func holdsAny(of value: FieldValue) -> Bool {
-        let held = value.queryScalars
+        let held = Set(value.queryScalars)
         return fieldValue.queryScalars.contains { held.contains($0) }
     }
 
     /// Whether the list `value` holds every one of the filter's scalars.
     private func holdsAll(of value: FieldValue) -> Bool {
-        let held = value.queryScalars
+        let held = Set(value.queryScalars)
         return fieldValue.queryScalars.allSatisfy { held.contains($0) }
     }
 

@@ -197,6 +197,11 @@ public struct RecordChangesRequest: Hashable, Sendable, JSONDecodable, JSONWrita
         desiredKeys = try object.decodeIfPresent("desiredKeys")
         // `desiredRecordTypes` is the name Apple's web library sends.
         recordTypes = try object.decodeIfPresent("recordTypes") ?? object.decodeIfPresent("desiredRecordTypes")
+        if let count = recordTypes?.count, count > Limits.maxValuesPerList {
+            throw JSONDecodingError(
+                .invalid, "names \(count) record types; at most \(Limits.maxValuesPerList)",
+                at: [.key(object["recordTypes"] != nil ? "recordTypes" : "desiredRecordTypes")])
+        }
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
 
@@ -251,6 +256,11 @@ public struct ZoneChangesRequest: Hashable, Sendable, JSONDecodable {
         desiredKeys = try object.decodeIfPresent("desiredKeys")
         // `desiredRecordTypes` is the name Apple's web library sends.
         recordTypes = try object.decodeIfPresent("recordTypes") ?? object.decodeIfPresent("desiredRecordTypes")
+        if let count = recordTypes?.count, count > Limits.maxValuesPerList {
+            throw JSONDecodingError(
+                .invalid, "names \(count) record types; at most \(Limits.maxValuesPerList)",
+                at: [.key(object["recordTypes"] != nil ? "recordTypes" : "desiredRecordTypes")])
+        }
         numbersAsStrings = try object.decodeIfPresent("numbersAsStrings")
     }
 }

@@ -71,6 +71,49 @@ struct ValidationTests {
         }
     }
 
+    @Test("lists a server compares or binds one by one are bounded, and a reason quoting a huge name is clipped")
+    func boundedLists() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            let saved = try await server.modify(
+                [operation("create", "n1", fields: ["n": ["value": 1], "tags": ["value": ["a", "b"]]])], user: alice)
+            #expect(saved.status == 200, "\(saved.text)")
+            func query(_ filter: [String: Any]) async throws -> TestServer.Reply {
+                try await server.database(
+                    "private", "records/query", ["query": ["recordType": "Note", "filterBy": [filter]]], user: alice)
+            }
+            let many = Array(repeating: 7, count: Limits.maxValuesPerList + 1)
+            let tooMany = try await query(["comparator": "IN", "fieldName": "n", "fieldValue": ["value": many, "type": "INT64_LIST"]])
+            #expect(tooMany.status == 400 && tooMany.code == "BAD_REQUEST", "\(tooMany.text)")
+            #expect(tooMany.reason.contains("query.filterBy[0].fieldValue") && tooMany.reason.contains("holds 1001 values"), "\(tooMany.reason)")
+            let words = Array(repeating: "w", count: Limits.maxValuesPerList + 1).enumerated().map { "w\($0.offset)" }
+            let tooManyTokens = try await query(
+                ["comparator": "CONTAINS_ANY_TOKENS", "fieldName": "___all", "fieldValue": ["value": words.joined(separator: " ")]])
+            #expect(tooManyTokens.status == 400 && tooManyTokens.reason.contains("1001 search tokens"), "\(tooManyTokens.reason)")
+            // At the bound the list is a query like any other.
+            let atBound = try await query(
+                ["comparator": "IN", "fieldName": "n", "fieldValue": ["value": Array(many.dropLast(2)) + [1], "type": "INT64_LIST"]])
+            #expect(atBound.status == 200 && atBound.records.count == 1, "\(atBound.text.prefix(300))")
+            let listed = try await query(
+                ["comparator": "LIST_CONTAINS_ANY", "fieldName": "tags",
+                 "fieldValue": ["value": Array(repeating: "z", count: 999) + ["b"], "type": "STRING_LIST"]])
+            #expect(listed.status == 200 && listed.records.count == 1, "\(listed.text)")
+
+            try await server.createZone("Z", user: alice)
+            let types = (0...Limits.maxValuesPerList).map { "T\($0)" }
+            let changes = try await server.database(
+                "private", "records/changes", ["zoneID": ["zoneName": "Z"], "recordTypes": types], user: alice)
+            #expect(changes.status == 400 && changes.reason.contains("recordTypes: names 1001 record types"), "\(changes.reason)")
+
+            // A reason quotes the name it refuses, cut short (the request log keeps the same cut reason).
+            let hugeType = String(repeating: "a", count: 100_000)
+            let refused = try await server.database(
+                "private", "records/query", ["query": ["recordType": "1" + hugeType]], user: alice)
+            #expect(refused.status == 400 && refused.reason.hasPrefix("query.recordType '1aaa"), "\(refused.reason.prefix(80))")
+            #expect(refused.reason.unicodeScalars.count == ErrorDictionary.maxReasonLength + 1 && refused.reason.hasSuffix("…"))
+        }
+    }
+
     @Test("oversize records and request bodies")
     func oversize() async throws {
         let limits = Limits(maxRecordSizeBytes: 10_000, maxFieldsPerRecord: 4, maxRequestBodyBytes: 100_000)

@@ -127,7 +127,7 @@ final class RequestTrace: Sendable {
     func fail(_ error: StratusError) {
         state.withLock { state in
             state.errorCode = error.code
-            state.reason = error.reason
+            state.reason = ErrorDictionary.clipped(error.reason)
         }
     }
 

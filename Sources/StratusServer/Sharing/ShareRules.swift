@@ -138,6 +138,13 @@ struct ShareRules: Sendable {
                     status: .accepted), at: 0)
         }
         if let requested = keys.participants {
+            // Each participant is looked up: a list longer than a share can hold is refused first.
+            let listed = requested.count { $0.type != .owner }
+            guard listed <= Self.maxParticipants else {
+                throw StratusError.badRequest(
+                    "\(field).participants: a share has at most \(Self.maxParticipants) participants besides its owner, "
+                        + "not \(listed)")
+            }
             var kept: Set<String> = [owner]
             for (index, item) in requested.enumerated() where item.type != .owner {
                 let itemField = "\(field).participants[\(index)]"
