@@ -718,8 +718,11 @@ actor StoreMirror: SyncEngineDelegate {
                 let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
                 if server == known?.values {
                     // The server's record is the one this device last agreed on (its own save coming
-                    // back, with a new tag): the local change stands, based on it.
+                    // back, with a new tag, or another device's save of the same values): the local
+                    // change stands, based on it, and is queued again, since a save the server
+                    // refused for its old tag is no longer pending in the engine.
                     try remember(record, values: server, table: table, rowID: rowID)
+                    outcome.requeued.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
                     return
                 }
                 let local = entry.operation == .delete

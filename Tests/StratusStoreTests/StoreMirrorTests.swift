@@ -360,6 +360,39 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("a save refused for its old tag, when the server's newer record holds the values this device knew, is sent again based on it")
+    func conflictWithUnchangedValues() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phone = try await Device.open(
+                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
+                let laptop = try await Device.open(
+                    directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"))
+                let item = UUID()
+                try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [item]) }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                // The phone saves the record again with the values it had (a flag set and cleared):
+                // a new change tag, the same values.
+                try await phone.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET done = 1 WHERE id = ?", arguments: [item])
+                    try db.execute(sql: "UPDATE items SET done = 0 WHERE id = ?", arguments: [item])
+                }
+                try await phone.store.sync()
+                // The laptop's edit goes out on the old tag, is refused, and merges with a record
+                // whose values it already knew.
+                try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'laptop' WHERE id = ?", arguments: [item]) }
+                try await laptop.store.sync()
+                try await laptop.store.sync()
+                try await phone.store.sync()
+                for device in [laptop, phone] {
+                    #expect(try await device.item(item)?["title"] as String? == "laptop")
+                }
+                #expect(try await laptop.store.syncStatus().pendingChanges == 0)
+            }
+        }
+    }
+
     @Test("a table's own merge sees the ancestor, the local and the server values, and its result reaches both devices")
     func customMerge() async throws {
         try await withServer { server in
