@@ -157,6 +157,12 @@ struct PushTests {
             #expect(notifications.compactMap { $0["recordName"] as? String } == ["p1"])
             #expect(notifications.first?["databaseScope"] as? String == "public")
             #expect(try await alicesPhone.fired(timeout: 0) == [], "alice did not subscribe")
+            // A device ID is the client's word and shows in record stamps: alice naming bob's phone
+            // as hers does not keep bob's phone from hearing of her post.
+            _ = try await server.modify(
+                [operation("create", "p3", recordType: "Post", fields: ["tag": ["value": "news"]])],
+                user: alice, database: "public", device: "bobs-phone")
+            #expect(try await bobsPhone.poll(timeout: 2).notifications.compactMap { $0["recordName"] as? String } == ["p3"])
         }
     }
 

@@ -28,11 +28,11 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
 
     private func writeFields(to writer: inout JSONWriter) {
         switch self {
-        case .records(let database, let zone, let changes, let deviceID):
+        case .records(let database, let zone, let changes, let origin):
             writer.field("kind", "records")
             writer.field("database", database)
             writer.field("zone", zone)
-            writer.field("deviceID", deviceID)
+            Self.write(origin, to: &writer)
             writer.key("changes")
             writer.beginArray()
             for change in changes {
@@ -42,15 +42,26 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
                 writer.endObject()
             }
             writer.endArray()
-        case .zone(let database, let name, let deleted, let deviceID):
+        case .zone(let database, let name, let deleted, let origin):
             writer.field("kind", "zone")
             writer.field("database", database)
             writer.field("name", name)
             writer.field("deleted", deleted)
-            writer.field("deviceID", deviceID)
+            Self.write(origin, to: &writer)
         case .subscriptionsChanged(let database):
             writer.field("kind", "subscriptions")
             writer.field("database", database)
+        }
+    }
+
+    private static func write(_ origin: PushHub.Origin?, to writer: inout JSONWriter) {
+        writer.field("deviceID", origin?.deviceID)
+        writer.field("deviceUser", origin?.userRecordName)
+    }
+
+    private static func origin(in object: JSONObject) throws -> PushHub.Origin? {
+        try (object.decodeIfPresent("deviceID") as String?).map {
+            PushHub.Origin(userRecordName: try object.decodeIfPresent("deviceUser"), deviceID: $0)
         }
     }
 
@@ -64,11 +75,11 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
                 return RecordChange(previous: try change.decodeIfPresent("previous"), record: try change.decode("record"))
             }
             self = .records(
-                database, zone: try object.decode("zone"), changes: changes, deviceID: try object.decodeIfPresent("deviceID"))
+                database, zone: try object.decode("zone"), changes: changes, origin: try Self.origin(in: object))
         case "zone":
             self = .zone(
                 database, name: try object.decode("name"), deleted: try object.decode("deleted"),
-                deviceID: try object.decodeIfPresent("deviceID"))
+                origin: try Self.origin(in: object))
         case "subscriptions":
             self = .subscriptionsChanged(database)
         case let kind:

@@ -23,12 +23,31 @@ import Synchronization
 final class PushHub: Service {
     /// Something that may fire subscriptions.
     enum Event: Sendable {
-        /// Records of a zone changed, through a device (when it said which one).
-        case records(DatabaseLocator, zone: String, changes: [RecordChange], deviceID: String?)
+        /// Records of a zone changed, from a device (when it said which one).
+        case records(DatabaseLocator, zone: String, changes: [RecordChange], origin: Origin?)
         /// A custom zone was created or deleted.
-        case zone(DatabaseLocator, name: String, deleted: Bool, deviceID: String?)
+        case zone(DatabaseLocator, name: String, deleted: Bool, origin: Origin?)
         /// The subscriptions of a database changed: reload them.
         case subscriptionsChanged(DatabaseLocator)
+    }
+
+    /// The device a change came from, and whose it is: that device is not told of it. A device ID
+    /// is the client's own word, and other users see it in record stamps, so it stands for a device
+    /// of its user only.
+    struct Origin: Sendable, Equatable {
+        var userRecordName: String?
+        var deviceID: String
+
+        /// Where `request`'s changes come from, when its client named its device.
+        init?(_ request: DatabaseRequest) {
+            guard let deviceID = request.deviceID else { return nil }
+            self.init(userRecordName: request.userRecordName, deviceID: deviceID)
+        }
+
+        init(userRecordName: String?, deviceID: String) {
+            self.userRecordName = userRecordName
+            self.deviceID = deviceID
+        }
     }
 
     private struct Registry {
@@ -158,14 +177,14 @@ final class PushHub: Service {
         switch event {
         case .subscriptionsChanged(let database):
             caches.subscriptions[database] = nil
-        case .records(let database, let zone, let changes, let deviceID):
+        case .records(let database, let zone, let changes, let origin):
             let subscriptions = try await subscriptions(of: database, cache: &caches.subscriptions)
             if !subscriptions.isEmpty {
                 let schema = database.scope == .public
                     ? try await storage.schema(container: database.container, environment: database.environment) : Schema()
                 let firings = SubscriptionMatcher(database: database, schema: schema)
                     .firings(of: changes, zone: zone, subscriptions: subscriptions)
-                try await deliver(firings, database: database, deviceID: deviceID, cache: &caches.subscriptions)
+                try await deliver(firings, database: database, origin: origin, cache: &caches.subscriptions)
             }
             guard database.scope == .private, zone != ZoneID.defaultZoneName else { return }
             // The zone's participants hear of it through their shared databases.
@@ -176,9 +195,9 @@ final class PushHub: Service {
                 guard !subscriptions.isEmpty else { continue }
                 let firings = SubscriptionMatcher(database: shared, schema: Schema(), zoneOwner: database.owner)
                     .firings(of: changes, zone: zone, subscriptions: subscriptions)
-                try await deliver(firings, database: shared, deviceID: deviceID, cache: &caches.subscriptions)
+                try await deliver(firings, database: shared, origin: origin, cache: &caches.subscriptions)
             }
-        case .zone(let database, let name, let deleted, let deviceID):
+        case .zone(let database, let name, let deleted, let origin):
             var notified = [(database, database.owner)]
             if deleted, database.scope == .private {
                 let key = SharedZoneKey(database: database, zone: name)
@@ -195,7 +214,7 @@ final class PushHub: Service {
                 guard !subscriptions.isEmpty else { continue }
                 let firings = SubscriptionMatcher(database: subscriber, schema: Schema(), zoneOwner: zoneOwner)
                     .firings(ofZone: name, deleted: deleted, subscriptions: subscriptions)
-                try await deliver(firings, database: subscriber, deviceID: deviceID, cache: &caches.subscriptions)
+                try await deliver(firings, database: subscriber, origin: origin, cache: &caches.subscriptions)
             }
         }
     }
@@ -238,10 +257,10 @@ final class PushHub: Service {
     }
 
     /// Queues each firing's notification on the subscriber's devices, except the one that made the
-    /// change, and deletes the `firesOnce` subscriptions that fired. A device gets all of an event's
-    /// notifications at once, so a connection never sees half of them.
+    /// change (``Origin``), and deletes the `firesOnce` subscriptions that fired. A device gets all of
+    /// an event's notifications at once, so a connection never sees half of them.
     private func deliver(
-        _ firings: [SubscriptionMatcher.Firing], database: DatabaseLocator, deviceID: String?,
+        _ firings: [SubscriptionMatcher.Firing], database: DatabaseLocator, origin: Origin?,
         cache: inout [DatabaseLocator: [StoredSubscription]]
     ) async throws {
         var batches: [String: (device: PushDevice, entries: [PushDevice.Entry])] = [:]
@@ -257,7 +276,8 @@ final class PushHub: Service {
             let owner = PushDevice.Owner(
                 container: database.container, environment: database.environment,
                 userRecordName: subscription.subscriber)
-            let recipients = devices(of: owner).filter { deviceID == nil || $0.deviceID != deviceID }
+            let skipped = origin.flatMap { $0.userRecordName == subscription.subscriber ? $0.deviceID : nil }
+            let recipients = devices(of: owner).filter { skipped == nil || $0.deviceID != skipped }
             guard !recipients.isEmpty else { continue }
             let notification = firing.notification
             let entry = PushDevice.Entry(

@@ -151,13 +151,13 @@ struct DatabaseEndpoints: Sendable {
                     fail(.badRequest, "the default zone always exists and cannot be created")
                 case .create:
                     let (zone, created) = try await storage.createZone(named: name, in: locator, timestamp: configuration.clock.milliseconds)
-                    if created { hub.publish(.zone(locator, name: name, deleted: false, deviceID: target.deviceID)) }
+                    if created { hub.publish(.zone(locator, name: name, deleted: false, origin: PushHub.Origin(target))) }
                     zoneDictionary(zone, zoneID: zoneID).write(to: &writer)
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")
                 case .delete:
                     if try await storage.deleteZone(named: name, in: locator, timestamp: configuration.clock.milliseconds) {
-                        hub.publish(.zone(locator, name: name, deleted: true, deviceID: target.deviceID))
+                        hub.publish(.zone(locator, name: name, deleted: true, origin: PushHub.Origin(target)))
                         ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
                     } else {
                         fail(.zoneNotFound, "zone '\(name)' does not exist")
@@ -204,7 +204,7 @@ struct DatabaseEndpoints: Sendable {
         let results = outcome.results
         metrics.recordsWritten(results.count { if case .success = $0 { true } else { false } })
         if !outcome.changes.isEmpty {
-            hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, deviceID: target.deviceID))
+            hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, origin: PushHub.Origin(target)))
         }
 
         let zoneID = zone.wireZoneID
@@ -259,7 +259,7 @@ struct DatabaseEndpoints: Sendable {
             return changed
         }
         if !changes.isEmpty {
-            hub.publish(.records(zone.locator, zone: zone.name, changes: changes, deviceID: target.deviceID))
+            hub.publish(.records(zone.locator, zone: zone.name, changes: changes, origin: PushHub.Origin(target)))
         }
         return await listResponse("records") { writer in
             RecordDictionary(recordName: shareName, deleted: true, zoneID: zone.wireZoneID)

@@ -89,7 +89,7 @@ struct ShareEndpoints: Sendable {
                 return changed
             }
             if !changes.isEmpty {
-                hub.publish(.records(located.database, zone: located.zone, changes: changes, deviceID: target.deviceID))
+                hub.publish(.records(located.database, zone: located.zone, changes: changes, origin: PushHub.Origin(target)))
             }
             record = written
             guard let written = record.shareState, let joined = Self.place(of: user, in: written) else { throw notFound }
