@@ -138,7 +138,9 @@ actor StoreMirror: SyncEngineDelegate {
             // Each item's failure was handled as it was reported.
         }
         if scope == .public {
-            try await poll()
+            // A poll's merges must not land between a send and its answer (a second `sync()` while
+            // automatic sync sends): the answer's confirmation would settle the change they requeued.
+            try await engine.performExclusively { [self] in try await poll() }
         } else {
             try await engine.fetchChanges()
         }

@@ -138,6 +138,15 @@ public final class SyncEngine: Sendable {
         }
     }
 
+    /// Runs `operation` as one of the engine's operations: after the fetches and sends asked for
+    /// before it, and before those asked for after. A delegate that also reads the server by other
+    /// means (StratusStore polls the public database, which has no change feed) applies what it reads
+    /// here, so that it never interleaves with a send's answers. `operation` must not ask the engine
+    /// to fetch or send: that would wait for itself.
+    public func performExclusively<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        try await operations.run(operation)
+    }
+
     /// Cancels the fetches and sends running or waiting, and returns when they ended. Changes in
     /// flight stay pending.
     public func cancelOperations() async {

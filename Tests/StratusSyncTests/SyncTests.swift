@@ -119,6 +119,36 @@ struct SyncTests {
         }
     }
 
+    @Test("an exclusive operation waits for the send asked for before it, and the send asked for after waits for it")
+    func exclusiveOperation() async throws {
+        try await withServer { server in
+            let (phone, _) = try await twoDevices(server)
+            await phone.createZone()
+            await phone.save("contact-0", "Person 0")
+            let order = Mutex<[String]>([])
+            let (batchAsked, batchAskedContinuation) = AsyncStream<Void>.makeStream()
+            let (release, releaseContinuation) = AsyncStream<Void>.makeStream()
+            await phone.setBeforeBatch { batch in
+                // The first batch is held; the engine asks for the next one while the first is out.
+                guard batch == 1 else { return }
+                batchAskedContinuation.yield()
+                for await _ in release { break }
+                order.withLock { $0.append("batch") }
+            }
+            let send = Task { try await phone.sendChanges() }
+            for await _ in batchAsked { break }
+            let engine = await phone.engine!
+            let exclusive = Task { try await engine.performExclusively { order.withLock { $0.append("exclusive") } } }
+            // The send is held in its batch. An engine that did not keep them apart would run the
+            // exclusive operation now; the pause only gives it the chance (nothing waits for a time).
+            try await Task.sleep(for: .milliseconds(200))
+            releaseContinuation.yield()
+            try await send.value
+            try await exclusive.value
+            #expect(order.withLock { $0 } == ["batch", "exclusive"])
+        }
+    }
+
     @Test("a rename and a delete on one device show on the other")
     func renameAndDelete() async throws {
         try await withServer { server in
