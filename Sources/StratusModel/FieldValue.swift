@@ -44,6 +44,21 @@ public enum FieldValue: Hashable, Sendable {
         return [self]
     }
 
+    /// The text a `STRING` or `STRING_LIST` holds; empty for other types.
+    public var strings: [String] {
+        switch self {
+        case .string(let text): [text]
+        case .list(_, let values): values.flatMap(\.strings)
+        default: []
+        }
+    }
+
+    /// Whether a string this value holds contains U+0000, which Stratus refuses: PostgreSQL's text
+    /// cannot hold it, and both backends must answer alike.
+    public var holdsNullCharacter: Bool {
+        strings.contains { $0.utf8.contains(0) }
+    }
+
     /// The references this value holds: itself for a `REFERENCE`, the elements of a
     /// `REFERENCE_LIST`, none otherwise.
     public var references: [Reference] {

@@ -97,14 +97,6 @@ extension FieldValue {
         }
     }
 
-    /// The text a `STRING` or `STRING_LIST` holds; empty for other types.
-    fileprivate var strings: [String] {
-        switch self {
-        case .string(let text): [text]
-        case .list(_, let values): values.flatMap(\.strings)
-        default: []
-        }
-    }
 }
 
 extension QuerySort {

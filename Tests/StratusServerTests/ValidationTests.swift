@@ -47,6 +47,8 @@ struct ValidationTests {
                  400, "atomic must be true or false"),
                 (#"{"zoneID": {"zoneName": "Other"}, "operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "zoneID": {"zoneName": "Else"}}}]}"#,
                  400, "differs from the request's zone"),
+                (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"s": {"value": ["ok", "a\u0000b"]}}}}]}"#,
+                 400, "operations[0].record.fields.s: a string holds U+0000"),
             ]
             for (body, status, reason) in cases {
                 let reply = try await server.request(.POST, path, rawBody: body, query: query)
