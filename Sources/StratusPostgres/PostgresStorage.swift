@@ -255,8 +255,11 @@ public final class PostgresStorage: StratusStorage {
             } catch let failure as PostgresTransactionError {
                 let error = failure.closureError ?? failure.beginError ?? failure.commitError ?? failure
                 let state = (error as? PSQLError)?.serverInfo?[.sqlState]
-                guard attempt < 5, error is RetryTransaction || state == "40P01" || state == "40001" else {
-                    throw error
+                guard error is RetryTransaction || state == "40P01" || state == "40001" else { throw error }
+                guard attempt < 5 else {
+                    // Lost five races in a row: the client's retry after a pause has better odds.
+                    throw StratusError(
+                        .tryAgainLater, "the database was busy with conflicting writes; try again", retryAfter: 1)
                 }
                 attempt += 1
             }

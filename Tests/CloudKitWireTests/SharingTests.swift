@@ -252,6 +252,7 @@ struct SharingTests {
             // The share's page names the share, not its owner or contents.
             let page = try await server.request(.GET, "/share/" + shortGUID)
             #expect(page.status == 200 && page.text.contains("Holiday") && page.text.contains(shortGUID))
+            #expect(page.headers.first(name: "Content-Security-Policy") == "frame-ancestors 'none'")
             #expect(!page.text.contains(ada.recordName))
             #expect(try await server.request(.GET, "/share/nosuchguid").status == 404)
         }

@@ -22,6 +22,7 @@ struct AccessTests {
             let page = try await server.request(.GET, String(redirect.dropFirst(server.baseURL.count)).components(separatedBy: "?")[0],
                                                 query: ["ckAPIToken": server.apiToken])
             #expect(page.status == 200 && page.text.contains("<form"))
+            #expect(page.headers.first(name: "X-Frame-Options") == "DENY", "no other site frames the page a password is typed in")
             #expect(page.text.contains("const openerOrigin = null;"), "without an admitted origin the token goes to no other window")
             let signInPath = "/auth/1/\(server.container)/signin"
             let foreign = try await server.request(

@@ -80,7 +80,7 @@ struct AuthEndpoints: Sendable {
                 return admitted
             }
             return Response(
-                status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                status: .ok, headers: ConsoleEndpoints.unframedPageHeaders,
                 body: ResponseBody(
                     byteBuffer: ByteBuffer(
                         string: SignInPage.html(container: container, callback: callback, openerOrigin: opener))))

@@ -485,6 +485,15 @@ struct ConsoleEndpoints: Sendable {
         HTTPField.Name("X-Content-Type-Options")!: "nosniff",
     ]
 
+    /// Headers of a page outside the console that no other site may frame: the sign-in page (where
+    /// a user types their password) and a share's page. Their inline scripts keep the console's
+    /// script policy away from them.
+    static let unframedPageHeaders: HTTPFields = [
+        .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+        HTTPField.Name("Content-Security-Policy")!: "frame-ancestors 'none'", HTTPField.Name("X-Frame-Options")!: "DENY",
+        HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+    ]
+
     static func html(_ text: String) -> Response {
         asset(text, type: "text/html; charset=utf-8")
     }

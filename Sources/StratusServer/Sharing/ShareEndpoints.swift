@@ -125,11 +125,9 @@ struct ShareEndpoints: Sendable {
                 authenticator.baseURL(request) + "/database/1/" + $0.database.container + "/"
                     + $0.database.environment.rawValue + "/public/records/resolve"
             })
-        var response = Response(
-            status: located == nil ? .notFound : .ok, headers: [.contentType: "text/html; charset=utf-8"],
+        return Response(
+            status: located == nil ? .notFound : .ok, headers: ConsoleEndpoints.unframedPageHeaders,
             body: .init(byteBuffer: ByteBuffer(string: html)))
-        response.headers[.cacheControl] = "no-store"
-        return response
     }
 }
 
