@@ -245,8 +245,10 @@ enum StoreMetadata {
         let unfolded = Dictionary(grouping: try unfoldedEntries(after: 0, in: db)) { $0.rowID }
         var entries: [UUID: PendingChange] = [:]
         // The outbox table's entries of the rows the app has not changed since the fold, read together.
+        // A row whose key changed form may have an entry in each form: the newest is the row's.
         try StoreColumns.probe(rowIDs.filter { unfolded[$0] == nil }, sql: outboxProbeSQL, in: db) { row in
-            guard let entry = PendingChange(row: row), entries[entry.rowID] == nil else { return }
+            guard let entry = PendingChange(row: row), entries[entry.rowID].map({ $0.version < entry.version }) ?? true
+            else { return }
             entries[entry.rowID] = entry
         }
         for rowID in rowIDs {
@@ -274,10 +276,12 @@ enum StoreMetadata {
         try outboxTableEntry(rowID: rowID, in: db).map { try withZone($0, in: db) }
     }
 
-    /// The outbox table's entry of a row, its zone not looked up.
+    /// The outbox table's entry of a row, its zone not looked up: the newest, when the row's key
+    /// changed form (deleted and inserted again) and left an entry in each.
     private static func outboxTableEntry(rowID: UUID, in db: GRDB.Database) throws -> PendingChange? {
         try Row.fetchOne(
-            db.cachedStatement(sql: StoreColumns.rowByKey("SELECT * FROM stratusstore_outbox", key: "row_id")),
+            db.cachedStatement(
+                sql: "SELECT * FROM stratusstore_outbox WHERE row_id IN (?, ?, ?) ORDER BY version DESC LIMIT 1"),
             arguments: StatementArguments(databaseValues: StoreColumns.keyForms(rowID))
         ).flatMap(PendingChange.init(row:))
     }
@@ -331,9 +335,13 @@ enum StoreMetadata {
 
     /// Removes `change`'s entry if the row changed no more since that version.
     static func confirm(_ change: PendingChange, in db: GRDB.Database) throws {
+        // An older entry of the row with its key in another form is settled with it: the server now
+        // holds the row as it was after that change too.
         try db.cachedStatement(
-            sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id = ? AND version = ?"
-        ).execute(arguments: [change.table, change.storedKey, change.version])
+            sql: "DELETE FROM stratusstore_outbox WHERE table_name = ? AND row_id IN (?, ?, ?) AND version <= ?"
+        ).execute(
+            arguments: StatementArguments(
+                databaseValues: [change.table.databaseValue] + StoreColumns.keyForms(change.rowID) + [change.version.databaseValue]))
     }
 
     /// Makes the row's entry `operation` (keeping its version when there is one), after a merge
