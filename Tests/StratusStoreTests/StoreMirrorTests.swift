@@ -362,69 +362,59 @@ struct StoreMirrorTests {
 
     @Test("a save refused for its old tag, when the server's newer record holds the values this device knew, is sent again based on it")
     func conflictWithUnchangedValues() async throws {
-        try await withServer { server in
-            try await StoreFoundationTests.withDirectory { directory in
-                let phone = try await Device.open(
-                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
-                let laptop = try await Device.open(
-                    directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"))
-                let item = UUID()
-                try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [item]) }
-                try await phone.store.sync()
-                try await laptop.store.sync()
-                // The phone saves the record again with the values it had (a flag set and cleared):
-                // a new change tag, the same values.
-                try await phone.pool.write { db in
-                    try db.execute(sql: "UPDATE items SET done = 1 WHERE id = ?", arguments: [item])
-                    try db.execute(sql: "UPDATE items SET done = 0 WHERE id = ?", arguments: [item])
-                }
-                try await phone.store.sync()
-                // The laptop's edit goes out on the old tag, is refused, and merges with a record
-                // whose values it already knew.
-                try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'laptop' WHERE id = ?", arguments: [item]) }
-                try await laptop.store.sync()
-                try await laptop.store.sync()
-                try await phone.store.sync()
-                for device in [laptop, phone] {
-                    #expect(try await device.item(item)?["title"] as String? == "laptop")
-                }
-                #expect(try await laptop.store.syncStatus().pendingChanges == 0)
+        try await Self.withDevices(["phone", "laptop"]) { _, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            let item = UUID()
+            try await phone.pool.write { db in try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [item]) }
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            // The phone saves the record again with the values it had (a flag set and cleared):
+            // a new change tag, the same values.
+            try await phone.pool.write { db in
+                try db.execute(sql: "UPDATE items SET done = 1 WHERE id = ?", arguments: [item])
+                try db.execute(sql: "UPDATE items SET done = 0 WHERE id = ?", arguments: [item])
             }
+            try await phone.store.sync()
+            // The laptop's edit goes out on the old tag, is refused, and merges with a record
+            // whose values it already knew.
+            try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'laptop' WHERE id = ?", arguments: [item]) }
+            try await laptop.store.sync()
+            try await laptop.store.sync()
+            try await phone.store.sync()
+            for device in [laptop, phone] {
+                #expect(try await device.item(item)?["title"] as String? == "laptop")
+            }
+            #expect(try await laptop.store.syncStatus().pendingChanges == 0)
         }
     }
 
     @Test("a row deleted and inserted again with its key in another form is sent as it is now, and nothing stays pending")
     func keyChangesForm() async throws {
         for (first, second) in [("text", "blob"), ("blob", "text")] {
-            try await withServer { server in
-                try await StoreFoundationTests.withDirectory { directory in
-                    let phone = try await Device.open(
-                        directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
-                    let laptop = try await Device.open(
-                        directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"))
-                    let item = UUID()
-                    let firstKey = first == "text" ? item.uuidString.databaseValue : item.databaseValue
-                    let secondKey = second == "text" ? item.uuidString.databaseValue : item.databaseValue
-                    try await phone.pool.write { db in
-                        try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [firstKey])
-                    }
-                    try await phone.store.sync()
-                    try await laptop.store.sync()
-                    try await phone.pool.write { db in
-                        try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [firstKey])
-                        try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'second')", arguments: [secondKey])
-                    }
-                    try await phone.store.sync()
-                    try await laptop.store.sync()
-                    #expect(try await laptop.item(item)?["title"] as String? == "second", "\(first) → \(second)")
-                    try await phone.pool.write { db in
-                        try db.execute(sql: "UPDATE items SET title = 'third' WHERE id = ?", arguments: [secondKey])
-                    }
-                    try await phone.store.sync()
-                    try await laptop.store.sync()
-                    #expect(try await laptop.item(item)?["title"] as String? == "third", "\(first) → \(second)")
-                    #expect(try await phone.store.syncStatus().pendingChanges == 0, "\(first) → \(second)")
+            try await Self.withDevices(["phone", "laptop"]) { _, devices in
+                let (phone, laptop) = (devices[0], devices[1])
+                let item = UUID()
+                let firstKey = first == "text" ? item.uuidString.databaseValue : item.databaseValue
+                let secondKey = second == "text" ? item.uuidString.databaseValue : item.databaseValue
+                try await phone.pool.write { db in
+                    try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'first')", arguments: [firstKey])
                 }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                try await phone.pool.write { db in
+                    try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [firstKey])
+                    try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'second')", arguments: [secondKey])
+                }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                #expect(try await laptop.item(item)?["title"] as String? == "second", "\(first) → \(second)")
+                try await phone.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'third' WHERE id = ?", arguments: [secondKey])
+                }
+                try await phone.store.sync()
+                try await laptop.store.sync()
+                #expect(try await laptop.item(item)?["title"] as String? == "third", "\(first) → \(second)")
+                #expect(try await phone.store.syncStatus().pendingChanges == 0, "\(first) → \(second)")
             }
         }
     }
