@@ -138,6 +138,30 @@ public struct JSONReader {
         return try parseValue()
     }
 
+    /// Reads the next value as a tree when its text takes at most `maxBytes`; `nil`, with the
+    /// reader where it was, when it takes more, found before more than `maxBytes` of it are parsed
+    /// (a tree takes many times the bytes of its text, most for long lists of small values).
+    public mutating func readValue(maxBytes: Int) throws -> JSONValue? {
+        skipWhitespace()
+        let start = index
+        // One byte past the bound tells a value that ends at it from one cut there.
+        let end = min(bytes.count, start + maxBytes + 1)
+        var bounded = JSONReader(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+        bounded.depth = depth
+        do {
+            let value = try bounded.parseValue()
+            guard bounded.index <= maxBytes else { return nil }
+            index = start + bounded.index
+            return value
+        } catch let error as JSONSyntaxError {
+            guard end < bytes.count else { throw JSONSyntaxError(reason: error.reason, offset: start + error.offset) }
+            // Cut at the bound, or wrong before it: reading past the whole value without a tree tells.
+            var whole = self
+            guard try whole.skipValue().count <= maxBytes else { return nil }
+            throw JSONSyntaxError(reason: error.reason, offset: start + error.offset)
+        }
+    }
+
     /// Checks that nothing but whitespace follows.
     public mutating func expectEnd() throws {
         skipWhitespace()

@@ -24,6 +24,12 @@ public struct Limits: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// are compared with every record the query reads.
     public static let maxValuesPerList = 1_000
 
+    /// Size of one operation's JSON text in a `records/modify` body: four times
+    /// `maxRecordSizeBytes`, room for a record at that limit written with escapes, and 64 KiB for
+    /// its names, tag and asset receipts. A request is parsed one operation at a time, each into a
+    /// tree many times its text, so this bounds what one request holds while it is read.
+    public var maxOperationTextBytes: Int { 4 * maxRecordSizeBytes + (64 << 10) }
+
     /// Size of the body of every other request (names, zones, subscriptions, a query): 2 MiB, room
     /// for 200 of anything they carry, or `maxRequestBodyBytes` when that is less.
     public var maxSmallRequestBodyBytes: Int { min(maxRequestBodyBytes, 2 << 20) }

@@ -78,6 +78,57 @@ public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable, JSONWrita
         self.numbersAsStrings = numbersAsStrings
     }
 
+    /// Reads a request from its JSON text one operation at a time, so that the tree of at most one
+    /// operation is in memory at once (a tree takes many times the bytes of its text, about 38 times
+    /// for a list of small numbers). The request fails before the part is parsed when an operation's
+    /// text takes more than ``Limits/maxOperationTextBytes``, another member's more than
+    /// ``Limits/maxSmallRequestBodyBytes``, or an operation comes past
+    /// ``Limits/maxOperationsPerRequest``.
+    public init(jsonBytes: [UInt8], limits: Limits) throws {
+        var members = JSONMembers()
+        var operations: [RecordOperation]?
+        try jsonBytes.withUnsafeBufferPointer { buffer in
+            var reader = JSONReader(bytes: buffer)
+            guard reader.peek() == UInt8(ascii: "{") else { throw JSONDecodingError(.wrongType, "an object") }
+            try reader.beginObject()
+            while let key = try reader.nextKey() {
+                guard key == "operations", reader.peek() == UInt8(ascii: "[") else {
+                    members[key] = try Self.readValue(&reader, maxBytes: limits.maxSmallRequestBodyBytes, at: [.key(key)])
+                    continue
+                }
+                var read: [RecordOperation] = []
+                try reader.beginArray()
+                while try reader.nextElement() {
+                    let index = read.count
+                    guard index < limits.maxOperationsPerRequest else {
+                        throw JSONDecodingError(
+                            .invalid, "more than \(limits.maxOperationsPerRequest) items; the limit is "
+                                + "\(limits.maxOperationsPerRequest) per request", at: [.key(key)])
+                    }
+                    let operation = try Self.readValue(
+                        &reader, maxBytes: limits.maxOperationTextBytes, at: [.key(key), .index(index)])
+                    read.append(try withJSONPath(.key(key)) { try withJSONPath(.index(index)) { try RecordOperation(json: operation) } })
+                }
+                operations = read
+                // The member stays for the decoder of the others; its operations were read here.
+                members[key] = .array([])
+            }
+            try reader.expectEnd()
+        }
+        try self.init(json: .object(members))
+        if let operations { self.operations = operations }
+    }
+
+    /// The next value of `reader` as a tree, or an error at `path` when its text takes more than `maxBytes`.
+    private static func readValue(
+        _ reader: inout JSONReader, maxBytes: Int, at path: [JSONDecodingError.PathComponent]
+    ) throws -> JSONValue {
+        guard let value = try reader.readValue(maxBytes: maxBytes) else {
+            throw JSONDecodingError(.invalid, "takes more than \(maxBytes) bytes of JSON text", at: path)
+        }
+        return value
+    }
+
     public init(json: JSONValue) throws {
         let object = try json.object()
         operations = try object.decode("operations")

@@ -358,7 +358,8 @@ extension PostgresStorage {
                     step = executor.resume(
                         .knownAssets(
                             try await knownAssets(
-                                connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
+                                connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded,
+                                timestamp: write.context.timestamp)))
                 case .findReferrers(let target, let action):
                     try await sendRows()
                     step = executor.resume(.names(try await referrers(connection, zoneID: zoneID, target: target, action: action)))
@@ -421,14 +422,23 @@ extension PostgresStorage {
 
     /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its
     /// previous version held.
+    ///
+    /// The uploaded ones are registered again at `timestamp`, which locks their rows until the
+    /// save commits: asset collection, deleting what was registered before its cutoff and no record
+    /// holds, then either waits and finds them registered too recently, or deleted them first, and
+    /// they are not known here.
     func knownAssets(
-        _ connection: PostgresConnection, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>
+        _ connection: PostgresConnection, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>,
+        timestamp: Int64
     ) async throws -> Set<String> {
         let held = checksums.filter { !uploaded.contains($0) }
         return Set(
             try await connection.run(
                 """
-                SELECT checksum FROM assets WHERE checksum = ANY(\(Array(uploaded)))
+                WITH registered AS (
+                    UPDATE assets SET registered_ms = greatest(registered_ms, \(timestamp))
+                    WHERE checksum = ANY(\(uploaded.sorted())) RETURNING checksum)
+                SELECT checksum FROM registered
                 UNION ALL
                 SELECT checksum FROM record_assets
                 WHERE zone_id = \(zoneID) AND name = \(record) AND checksum = ANY(\(held))
@@ -467,6 +477,9 @@ extension PostgresStorage {
                 changeFeedRows(
                     Self.recordColumns, connection, zone: zoneState, after: position, recordTypes: recordTypes,
                     limit: limit + 1))
+            try await requireHorizon(
+                connection, "SELECT purged_seq FROM zones WHERE id = \(zoneState.id)", after: position,
+                scopeID: zoneState.id, sequence: zoneState.sequence, what: "zone '\(zone)'")
             return RecordChangesPage(zone: zoneState, fetched: records, limit: limit)
         }
     }
@@ -480,6 +493,9 @@ extension PostgresStorage {
             let sequences = try await changeFeedRows(
                 "seq", connection, zone: zoneState, after: position, recordTypes: recordTypes, limit: count * limit + 1
             ).decode(Int64.self).collect()
+            try await requireHorizon(
+                connection, "SELECT purged_seq FROM zones WHERE id = \(zoneState.id)", after: position,
+                scopeID: zoneState.id, sequence: zoneState.sequence, what: "zone '\(zone)'")
             return RecordChangesPage.ends(ofSequences: sequences, limit: limit, scopeID: zoneState.id)
         }
     }
@@ -505,6 +521,20 @@ extension PostgresStorage {
             """, logger: logger)
     }
 
+    /// Checks, after a feed's rows were read, that no tombstone after `position` was purged before
+    /// they were: each statement of a read sees its own snapshot, so a purge may commit between the
+    /// first read of the horizon (`horizon` reads it again) and the rows', which then miss
+    /// deletions; the token is then as expired as if the purge had come first.
+    private func requireHorizon(
+        _ connection: PostgresConnection, _ horizon: PostgresQuery, after position: ChangePosition?, scopeID: Int64,
+        sequence: Int64, what: String
+    ) async throws {
+        guard let position, position.sequence > 0 else { return }
+        // No row: the zone itself was purged, which leaves no tombstone of it either.
+        let purged = try await connection.run(horizon, logger: logger).decode(Int64.self).collect().first ?? .max
+        _ = try ChangePosition.start(after: position, scopeID: scopeID, sequence: sequence, purged: purged, what: what)
+    }
+
     public func databaseChanges(
         in database: DatabaseLocator, after position: ChangePosition?, limit: Int
     ) async throws -> DatabaseChangesPage {
@@ -522,6 +552,9 @@ extension PostgresStorage {
                 ORDER BY change_seq LIMIT \(limit + 1)
                 """, logger: logger
             ).decode((Int64, String, Int64, Int64, Bool, Int64).self).collect()
+            try await requireHorizon(
+                connection, "SELECT purged_seq FROM databases WHERE id = \(databaseID)", after: position,
+                scopeID: databaseID, sequence: sequence, what: "database")
             let moreComing = rows.count > limit
             let page = rows.prefix(limit)
             let end = moreComing ? page.last!.5 : sequence

@@ -78,11 +78,16 @@ extension PostgresStorage {
             // Records of types whose index options grew get their entries now.
             let backfills = IndexBackfill.needed(from: old, to: new)
             guard !backfills.isEmpty else { return new }
+            // Each zone is locked as its writers lock it, so a save that read the old schema commits
+            // before the zone's records are read here, and one that comes later reads the new schema
+            // once this commits. (A writer whose save grows the schema holds its zone and waits for
+            // the schema lock held here: PostgreSQL ends that deadlock and the loser runs again.)
             let zoneIDs = try await connection.run(
                 """
                 SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
                 WHERE databases.container_id = \(container) AND databases.environment = \(environment.rawValue)
                     AND NOT zones.deleted
+                ORDER BY zones.id FOR UPDATE OF zones
                 """, logger: logger
             ).decode(Int64.self).collect()
             for backfill in backfills {

@@ -35,15 +35,43 @@ struct JSONValueTests {
         #expect(throws: Never.self) { try parse(String(repeating: "[", count: 100) + String(repeating: "]", count: 100)) }
     }
 
+    @Test("a bounded read parses a value only while its text fits")
+    func boundedRead() throws {
+        func read(_ text: String, maxBytes: Int) throws -> (JSONValue?, offset: Int) {
+            try Array(text.utf8).withUnsafeBufferPointer { buffer in
+                var reader = JSONReader(bytes: buffer)
+                try reader.beginArray()
+                _ = try reader.nextElement()
+                return (try reader.readValue(maxBytes: maxBytes), reader.offset)
+            }
+        }
+        #expect(try read("[[1,2],3]", maxBytes: 5) == (.array([.integer(1), .integer(2)]), 6), "exactly at the bound")
+        #expect(try read("[[1,2],3]", maxBytes: 4) == (nil, 1), "one byte over: nothing read")
+        #expect(try read("[123456,1]", maxBytes: 4) == (nil, 1), "a number cut at the bound is not a shorter number")
+        #expect(try read("[123456]", maxBytes: 6).0 == .integer(123_456))
+        #expect(try read("[true,1]", maxBytes: 2) == (nil, 1), "a literal cut at the bound")
+        #expect(try read(#"["abc\u00e9",1]"#, maxBytes: 9) == (nil, 1), "an escape cut at the bound")
+        #expect(throws: JSONSyntaxError.self, "a fault before the bound is a fault") { try read("[[1,,2],3,4,5,6,7]", maxBytes: 5) }
+        #expect(throws: JSONSyntaxError.self, "and at the end of the text") { try read("[[1,", maxBytes: 100) }
+    }
+
     @Test("decoding errors name the path and the rule")
     func decodingErrors() throws {
         func message(_ json: String) -> String {
-            do {
-                _ = try ModifyRecordsRequest(jsonBytes: Array(json.utf8))
-                return "decoded"
-            } catch {
-                return "\(error)"
+            var messages: Set<String> = []
+            // The request read one operation at a time fails as the one read from a whole tree.
+            for decode in [
+                { try ModifyRecordsRequest(jsonBytes: $0) },
+                { try ModifyRecordsRequest(jsonBytes: $0, limits: Limits()) },
+            ] as [([UInt8]) throws -> ModifyRecordsRequest] {
+                do {
+                    _ = try decode(Array(json.utf8))
+                    messages.insert("decoded")
+                } catch {
+                    messages.insert("\(error)")
+                }
             }
+            return messages.count == 1 ? messages.first! : "different: \(messages)"
         }
         #expect(message("[]") == "the request body must be an object")
         #expect(message("{}") == "operations is required")
@@ -54,5 +82,32 @@ struct JSONValueTests {
         #expect(message(#"{"operations": [{"operationType": "create", "record": {"fields": {"l": {"value": [1, "a"], "type": "INT64_LIST"}}}}]}"#)
             == "operations[0].record.fields.l.value[1]: must be a whole number (or a string of one) for type INT64")
         #expect(message(#"{"operations": [], "zoneID": {"zoneName": 5}}"#) == "zoneID.zoneName must be a string")
+        #expect(message(#"{"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "delete", "record": {"recordName": "a"}}], "atomic": false}"#)
+            == "decoded")
+    }
+
+    @Test("a records/modify body is read within bounds on each part")
+    func boundedRequest() throws {
+        let limits = Limits(maxOperationsPerRequest: 3, maxRecordSizeBytes: 1_000)
+        func message(_ body: [String: Any]) throws -> String {
+            do {
+                let request = try ModifyRecordsRequest(jsonBytes: Array(JSONSerialization.data(withJSONObject: body)), limits: limits)
+                return "\(request.operations.count) operations"
+            } catch {
+                return "\(error)"
+            }
+        }
+        func operation(_ name: String, values: Int = 1) -> [String: Any] {
+            ["operationType": "create", "record": ["recordName": name, "fields": ["l": ["value": Array(repeating: 0, count: values)]]]]
+        }
+        #expect(try message(["operations": [operation("a"), operation("b")], "atomic": true]) == "2 operations")
+        let longest = (limits.maxOperationTextBytes - 120) / 2
+        #expect(try message(["operations": [operation("a", values: longest)]]) == "1 operations")
+        #expect(try message(["operations": [operation("a"), operation("b", values: limits.maxOperationTextBytes / 2)]])
+            == "operations[1]: takes more than \(limits.maxOperationTextBytes) bytes of JSON text")
+        #expect(try message(["operations": (0..<4).map { operation("r\($0)") }])
+            == "operations: more than 3 items; the limit is 3 per request")
+        #expect(try message(["operations": [], "padding": Array(repeating: 0, count: limits.maxSmallRequestBodyBytes / 2)])
+            == "padding: takes more than \(limits.maxSmallRequestBodyBytes) bytes of JSON text")
     }
 }

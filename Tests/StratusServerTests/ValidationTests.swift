@@ -61,7 +61,7 @@ struct ValidationTests {
             let tooLong = try await server.modify([operation("create", longName)], user: alice)
             #expect(tooLong.status == 400 && tooLong.reason.contains("256 characters; the limit is 255"))
             let tooMany = try await server.modify((0...200).map { operation("create", "r\($0)") }, user: alice)
-            #expect(tooMany.status == 400 && tooMany.reason.contains("operations has 201 items; the limit is 200"))
+            #expect(tooMany.status == 400 && tooMany.reason.contains("operations: more than 200 items; the limit is 200"))
 
             let unknownEndpoint = try await server.database("private", "records/upsert", [String: Any](), user: alice)
             #expect(unknownEndpoint.status == 404 && unknownEndpoint.code == "NOT_FOUND")
@@ -113,6 +113,27 @@ struct ValidationTests {
                 "private", "records/query", ["query": ["recordType": "1" + hugeType]], user: alice)
             #expect(refused.status == 400 && refused.reason.hasPrefix("query.recordType '1aaa"), "\(refused.reason.prefix(80))")
             #expect(refused.reason.unicodeScalars.count == ErrorDictionary.maxReasonLength + 1 && refused.reason.hasSuffix("…"))
+        }
+    }
+
+    @Test("a records/modify body is refused as soon as one operation's text outgrows what a record may need")
+    func boundedOperations() async throws {
+        let limits = Limits(maxRecordSizeBytes: 10_000)
+        try await withServer(ServerConfiguration(port: 0, limits: limits, passwordHashCost: 4)) { server async throws in
+            let alice = try await server.signUp("alice").token
+            func create(_ name: String, zeros: Int) -> [String: Any] {
+                operation("create", name, fields: ["l": ["value": Array(repeating: 0, count: zeros), "type": "INT64_LIST"]])
+            }
+            let huge = try await server.modify(
+                [create("small", zeros: 1), create("huge", zeros: limits.maxOperationTextBytes / 2)], user: alice)
+            #expect(huge.status == 400 && huge.code == "BAD_REQUEST", "\(huge.text.prefix(300))")
+            #expect(huge.reason == "operations[1]: takes more than \(limits.maxOperationTextBytes) bytes of JSON text")
+            let lookup = try await server.database("private", "records/lookup", ["records": [["recordName": "small"]]], user: alice)
+            #expect(lookup.records.first?["serverErrorCode"] as? String == "NOT_FOUND", "nothing of the request was written")
+            // Within the text bound, a record over the size limit fails on its own, as it always did.
+            let oversized = try await server.modify([create("big", zeros: 6_000)], user: alice)
+            #expect(oversized.status == 200 && oversized.records.first?["serverErrorCode"] as? String == "BAD_REQUEST",
+                    "\(oversized.text.prefix(300))")
         }
     }
 

@@ -173,7 +173,8 @@ struct DatabaseEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
         let user = try access.requireUser()
-        let body = try await request.decodeJSON(ModifyRecordsRequest.self, limit: limits.maxRequestBodyBytes)
+        let body = try await ModifyRecordsRequest(
+            jsonBytes: request.jsonBodyBytes(limit: limits.maxRequestBodyBytes), limits: limits)
         if target.scope == .shared, let shareName = ShareRules.leavingCandidate(body.operations) {
             let leaving = try DatabaseAccess.authorize(.leaveShare, for: target, endpoint: "records/modify")
             let zone = try await leaving.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)

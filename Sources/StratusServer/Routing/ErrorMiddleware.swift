@@ -152,11 +152,16 @@ extension Request {
 
     /// Decodes the JSON body, refusing bodies over `limit` bytes.
     func decodeJSON<T: JSONDecodable>(_ type: T.Type, limit: Int) async throws -> T {
+        try T(jsonBytes: await jsonBodyBytes(limit: limit))
+    }
+
+    /// The JSON body's bytes, at most `limit` of them, and not none.
+    func jsonBodyBytes(limit: Int) async throws -> [UInt8] {
         let buffer = try await jsonBody(limit: limit)
         guard buffer.readableBytes > 0 else {
             throw StratusError.badRequest("the request body is empty; expected a JSON object")
         }
-        return try T(jsonBytes: Array(buffer.readableBytesView))
+        return Array(buffer.readableBytesView)
     }
 
     /// A query parameter, if present and not empty. (Each call parses the query: a caller reading
