@@ -200,11 +200,23 @@ public final class PostgresStorage: StratusStorage {
     /// Runs `body` on a pooled connection, outside a transaction, once the storage is ready.
     func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await ready.wait()
-        return try await client.withConnection { connection in
-            leased.add(1, ordering: .relaxed)
-            defer { leased.subtract(1, ordering: .relaxed) }
-            return try await body(connection)
+        do {
+            return try await client.withConnection { connection in
+                leased.add(1, ordering: .relaxed)
+                defer { leased.subtract(1, ordering: .relaxed) }
+                return try await body(connection)
+            }
+        } catch {
+            throw Self.refusedInput(error) ?? error
         }
+    }
+
+    /// The client's error for a statement PostgreSQL refused because of a value the client sent:
+    /// text holding U+0000, which PostgreSQL's text cannot hold (SQLSTATE 22021). Checks of each
+    /// request refuse such text first; this answers any they leave through with 400, not 500.
+    static func refusedInput(_ error: any Error) -> StratusError? {
+        guard (error as? PSQLError)?.serverInfo?[.sqlState] == "22021" else { return nil }
+        return StratusError.badRequest("a text value of the request holds the character U+0000, which no text may hold")
     }
 
     public func health() async throws -> StorageHealth {
@@ -255,7 +267,9 @@ public final class PostgresStorage: StratusStorage {
             } catch let failure as PostgresTransactionError {
                 let error = failure.closureError ?? failure.beginError ?? failure.commitError ?? failure
                 let state = (error as? PSQLError)?.serverInfo?[.sqlState]
-                guard error is RetryTransaction || state == "40P01" || state == "40001" else { throw error }
+                guard error is RetryTransaction || state == "40P01" || state == "40001" else {
+                    throw Self.refusedInput(error) ?? error
+                }
                 guard attempt < 5 else {
                     // Lost five races in a row: the client's retry after a pause has better odds.
                     throw StratusError(

@@ -124,6 +124,41 @@ struct ConsoleTests {
         }
     }
 
+    @Test("wrong admin tokens from one address back off, and while they do nothing is compared or audited")
+    func adminTokenBackoff() async throws {
+        let clock = ManualClock()
+        let limits = SignInLimits(freeFailuresPerAddress: 3)
+        let configuration = ServerConfiguration(port: 0, passwordHashCost: 4, signInLimits: limits, clock: clock.serverClock)
+        try await withServer(configuration) { server in
+            func signIn(_ token: String) async throws -> TestServer.Reply {
+                try await server.request(
+                    .POST, "/console/signin", rawBody: "token=" + token,
+                    headers: ["Content-Type": "application/x-www-form-urlencoded"], followingRedirects: false)
+            }
+            // The free failures, then the one that starts the first lock (1 s).
+            for _ in 0...limits.freeFailuresPerAddress {
+                #expect(try await signIn("wrong").status == 401)
+            }
+            let locked = try await signIn(server.credentials.adminToken)
+            #expect(locked.status == 429 && locked.headers.first(name: "Retry-After") == "1", "even the right token waits")
+            #expect(locked.text.contains("Too many wrong tokens"))
+            let admin = ["Authorization": "Bearer \(server.credentials.adminToken)"]
+            let api = try await server.request(.GET, "/admin/1/audit", headers: admin)
+            #expect(api.status == 429 && api.code == "THROTTLED", "the admin API shares the lock: \(api.text)")
+            for _ in 0..<10 { _ = try await signIn("wrong") }
+
+            clock.advance(bySeconds: 2)
+            let audit = try await server.request(.GET, "/admin/1/audit", headers: admin)
+            #expect(audit.status == 200, "\(audit.text)")
+            let refused = (audit.body["entries"] as? [[String: Any]] ?? []).filter {
+                ($0["actor"] as? String)?.hasPrefix("console sign-in (refused)") == true
+            }
+            #expect(refused.count == limits.freeFailuresPerAddress + 1, "only the tokens compared are audited")
+            #expect(try await signIn(server.credentials.adminToken).status == 303, "the right token clears the address")
+            #expect(try await signIn("wrong").status == 401)
+        }
+    }
+
     @Test("a session ends after thirty idle minutes")
     func idleTimeout() async throws {
         let clock = ManualClock()

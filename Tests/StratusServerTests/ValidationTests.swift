@@ -57,6 +57,13 @@ struct ValidationTests {
                 #expect(reply.reason.contains(reason), "\(body) → \(reply.reason)")
                 #expect(reply.body["uuid"] is String)
             }
+            // U+0000 fits no text PostgreSQL stores or compares: names and lookups holding it are refused alike.
+            let nulName = try await server.database(
+                "public", "users/discoverability", ["discoverable": true, "nameComponents": ["givenName": "A\u{0}"]], user: alice)
+            #expect(nulName.status == 400 && nulName.reason.contains("without control characters"), "\(nulName.text)")
+            let nulLookup = try await server.database(
+                "public", "users/lookup/email", ["users": [["emailAddress": "a\u{0}@example.com"]]], user: alice)
+            #expect(nulLookup.status == 400 && nulLookup.reason.contains("users[0] holds the character U+0000"), "\(nulLookup.text)")
             let longName = String(repeating: "n", count: 256)
             let tooLong = try await server.modify([operation("create", longName)], user: alice)
             #expect(tooLong.status == 400 && tooLong.reason.contains("256 characters; the limit is 255"))

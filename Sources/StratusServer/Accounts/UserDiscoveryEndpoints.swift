@@ -49,8 +49,11 @@ struct UserDiscoveryEndpoints: Sendable {
             let access = try access(request, context, operation: .ownData, endpoint: "users/discoverability")
             let body = try await request.decodeJSON(Discoverability.self, limit: 64 << 10)
             for (field, value) in [("givenName", body.nameComponents?.givenName), ("familyName", body.nameComponents?.familyName)] {
-                if let value, value.count > 100 || value.contains(where: \.isNewline) {
-                    throw StratusError.badRequest("nameComponents.\(field) must be one line of at most 100 characters")
+                if let value, value.count > 100 || value.contains(where: \.isNewline)
+                    || value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                {
+                    throw StratusError.badRequest(
+                        "nameComponents.\(field) must be one line of at most 100 characters, without control characters")
                 }
             }
             try await storage.setDiscoverability(
@@ -97,6 +100,9 @@ struct UserDiscoveryEndpoints: Sendable {
         }
         var found: [(UserLookupInfo, UserInfo)] = []
         for (index, info) in infos.enumerated() {
+            if [info.userRecordName, info.emailAddress, info.phoneNumber].contains(where: { $0?.contains("\u{0}") == true }) {
+                throw StratusError.badRequest("\(field)[\(index)] holds the character U+0000, which no lookup information may hold")
+            }
             let user: UserInfo?
             if let recordName = info.userRecordName {
                 user = try await storage.user(container: container, recordName: recordName)

@@ -93,12 +93,21 @@ struct ConsoleEndpoints: Sendable {
 
     private func signIn(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let form = try await Self.form(request)
-        guard let token = form["token"], try await credential.accepts(token) else {
-            context.trace.act(as: "console sign-in (refused)")
-            var response = Self.html(ConsoleTemplates.render("signin", ["error": "That is not the admin token."]))
-            response.status = .unauthorized
+        func refusal(_ error: String, _ status: HTTPResponse.Status) -> Response {
+            var response = Self.html(ConsoleTemplates.render("signin", ["error": error]))
+            response.status = status
             return response
         }
+        let accepted: Bool
+        do {
+            accepted = try await credential.accepts(form["token"] ?? "", as: "console sign-in", context: context)
+        } catch let error as StratusError where error.code == .throttled {
+            let seconds = error.retryAfter ?? 1
+            var response = refusal("Too many wrong tokens from this address: try again in \(seconds) seconds.", .tooManyRequests)
+            response.headers[.retryAfter] = String(seconds)
+            return response
+        }
+        guard accepted else { return refusal("That is not the admin token.", .unauthorized) }
         let (cookieValue, session) = sessions.create()
         context.trace.act(as: "console session \(session.label)")
         var response = Self.redirect("/console/containers")

@@ -13,8 +13,8 @@ struct MetricsEndpoint: Sendable {
     let credential: AdminCredential
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        router.get("metrics") { request, _ in
-            try await authenticate(request)
+        router.get("metrics") { request, context in
+            try await authenticate(request, context: context)
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: snapshot())))
@@ -34,7 +34,7 @@ struct MetricsEndpoint: Sendable {
         return metrics.exposition()
     }
 
-    private func authenticate(_ request: Request) async throws {
+    private func authenticate(_ request: Request, context: StratusRequestContext) async throws {
         guard let token = AdminCredential.bearerToken(request) else {
             throw StratusError(
                 .authenticationFailed, "/metrics needs 'Authorization: Bearer <token>': the admin token or the metrics token")
@@ -44,7 +44,7 @@ struct MetricsEndpoint: Sendable {
         {
             return
         }
-        guard try await credential.accepts(token) else {
+        guard try await credential.accepts(token, as: "admin token", context: context) else {
             throw StratusError(.authenticationFailed, "the token is neither the metrics token nor the admin token")
         }
     }

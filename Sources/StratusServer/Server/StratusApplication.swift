@@ -119,7 +119,8 @@ public enum StratusApplication {
         router.add(middleware: ErrorMiddleware(routes: routes))
         let accounts = AccountService(storage: storage, configuration: configuration)
         let console = ConsoleSessions(clock: configuration.clock)
-        let credential = AdminCredential(storage: storage, console: console)
+        let credential = AdminCredential(
+            storage: storage, console: console, limits: configuration.signInLimits, clock: configuration.clock)
         router.add(
             middleware: AuthenticationMiddleware(
                 accounts: accounts, console: console, limiter: configuration.rateLimit.map { RateLimiter(limit: $0, clock: configuration.clock) },
