@@ -139,11 +139,12 @@ public protocol AccountStorage: Sendable {
     /// Ends a session.
     func deleteSession(hash: String) async throws
     /// Disables (or enables again) a user: a disabled user cannot sign in, and disabling ends their
-    /// sessions. Returns the hashes of the sessions it ended; `NOT_FOUND` when there is no such user.
+    /// sessions and deletes their push tokens. Returns the hashes of the sessions it ended;
+    /// `NOT_FOUND` when there is no such user.
     func setUserDisabled(_ disabled: Bool, container: String, recordName: String, at timestamp: Int64) async throws
         -> [String]
-    /// Replaces a user's password hash and ends their sessions; returns the hashes of the sessions it
-    /// ended. `NOT_FOUND` when there is no such user.
+    /// Replaces a user's password hash, ends their sessions and deletes their push tokens; returns
+    /// the hashes of the sessions it ended. `NOT_FOUND` when there is no such user.
     func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String]
 }
 

@@ -84,6 +84,37 @@ struct PushCourierTests {
         }
     }
 
+    @Test("a new password or a disabled account ends the web courier URLs of the user's devices")
+    func courierEndsWithTheAccount() async throws {
+        try await withServer { server in
+            let (alice, aliceName) = try await server.signUp("alice")
+            func courierURL(_ session: String) async throws -> String {
+                let created = try await server.request(
+                    .POST, "/device/1/\(server.container)/development/tokens/create", body: ["apnsEnvironment": "development"],
+                    query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": session])
+                let url = try #require(created.body["webcourierURL"] as? String, "\(created.text)")
+                #expect(try await Self.poll(url).status == 200)
+                return url
+            }
+            func patch(_ body: [String: Any]) async throws {
+                let reply = try await server.request(
+                    .PATCH, "/admin/1/containers/\(server.container)/users/\(aliceName)", body: body,
+                    headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            let first = try await courierURL(alice)
+            try await patch(["password": "battery staple horse"])
+            #expect(try await Self.poll(first).status == 401, "the stolen session's token died with the old password")
+
+            let again = try await server.request(
+                .POST, "/auth/1/\(server.container)/signin", body: ["username": "alice", "password": "battery staple horse"],
+                query: ["ckAPIToken": server.apiToken])
+            let second = try await courierURL(try #require(again.body["ckWebAuthToken"] as? String))
+            try await patch(["disabled": true])
+            #expect(try await Self.poll(second).status == 401)
+        }
+    }
+
     @Test("a refused poll says when to retry, and an address whose polls keep being refused is throttled")
     func refusedPolls() async throws {
         let clock = ManualClock()

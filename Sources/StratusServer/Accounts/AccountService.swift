@@ -142,24 +142,21 @@ public struct AccountService: Sendable {
     }
 
     /// Disables a user (or enables them again): a disabled user cannot sign in, and their sessions
-    /// end at once. Returns the hashes of the sessions that ended, whose push connections the caller
-    /// closes.
-    public func setDisabled(_ disabled: Bool, container: String, recordName: String) async throws -> [String] {
+    /// and push tokens end at once (the caller closes their push connections).
+    public func setDisabled(_ disabled: Bool, container: String, recordName: String) async throws {
         let ended = try await storage.setUserDisabled(
             disabled, container: container, recordName: recordName, at: configuration.clock.milliseconds)
         for hash in ended { sessions.remove(hash) }
-        return ended
     }
 
-    /// Replaces a user's password (the same policy as at sign-up) and ends their sessions; returns the
-    /// hashes of the sessions that ended.
-    public func resetPassword(_ password: String, container: String, recordName: String) async throws -> [String] {
+    /// Replaces a user's password (the same policy as at sign-up) and ends their sessions and push
+    /// tokens (the caller closes their push connections).
+    public func resetPassword(_ password: String, container: String, recordName: String) async throws {
         if let violation = PasswordPolicy.violation(of: password) { throw StratusError.badRequest(violation) }
         let cost = configuration.passwordHashCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let ended = try await storage.setPasswordHash(hash, container: container, recordName: recordName)
         for hash in ended { sessions.remove(hash) }
-        return ended
     }
 
     private static func validate(username: String, password: String) throws {

@@ -149,10 +149,12 @@ struct AdminEndpoints: Sendable {
             if body["emailAddress"] != nil || (disabled == nil && password == nil) {
                 try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
             }
-            var ended: [String] = []
-            if let password { ended += try await accounts.resetPassword(password, container: container, recordName: recordName) }
-            if let disabled { ended += try await accounts.setDisabled(disabled, container: container, recordName: recordName) }
-            for hash in ended { hub.closeConnections(sessionHash: hash) }
+            if let password { try await accounts.resetPassword(password, container: container, recordName: recordName) }
+            if let disabled { try await accounts.setDisabled(disabled, container: container, recordName: recordName) }
+            if password != nil || disabled == true {
+                // Sessions and push tokens are gone: so are the connections they opened.
+                hub.closeConnections(container: container, userRecordName: recordName)
+            }
             guard let user = try await storage.user(container: container, recordName: recordName) else {
                 throw StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
             }

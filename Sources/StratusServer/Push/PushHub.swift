@@ -321,6 +321,15 @@ final class PushHub: Service {
         for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect(sessionHash: sessionHash) }
     }
 
+    /// Ends every push connection of a user of `container`, bare web courier polls included (their
+    /// push tokens were deleted with the user's sessions).
+    func closeConnections(container: String, userRecordName: String) {
+        let devices = registry.withLock { Array($0.devices.values) }
+        for device in devices where device.owner.container == container && device.owner.userRecordName == userRecordName {
+            device.disconnect()
+        }
+    }
+
     /// The devices of a container this instance holds a queue for, connected or recently away.
     func devices(container: String) -> [PushDevice.Snapshot] {
         registry.withLock { Array($0.devices.values) }.filter { $0.owner.container == container }.map(\.snapshot)
