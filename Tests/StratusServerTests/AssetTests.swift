@@ -107,6 +107,32 @@ struct AssetTests {
         }
     }
 
+    @Test("assets in an ASSETID_LIST are answered with download URLs, kept through updates and collected like single ones")
+    func assetList() async throws {
+        try await withServer { server async throws in
+            let (alice, _) = try await server.signUp("alice")
+            let bytes = Self.randomBytes(5_000)
+            let file = try #require(try await Self.upload(server, bytes, user: alice).body["singleFile"] as? [String: Any])
+            let saved = try await server.modify(
+                [operation("create", "doc", fields: ["pics": ["value": [file], "type": "ASSETID_LIST"]])], user: alice)
+            #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.text)")
+            let updated = try await server.modify([operation("forceUpdate", "doc", fields: ["title": ["value": "x"]])], user: alice)
+            #expect(updated.status == 200 && updated.records.first?["serverErrorCode"] == nil, "\(updated.text)")
+            let looked = try await server.database("private", "records/lookup", ["records": [["recordName": "doc"]]], user: alice)
+            let fields = looked.records.first?["fields"] as? [String: Any]
+            let pics = (fields?["pics"] as? [String: Any])?["value"] as? [[String: Any]]
+            let url = try #require(pics?.first?["downloadURL"] as? String, "\(looked.text)")
+            #expect(try await Self.download(server, url, user: alice).bytes == bytes)
+
+            _ = try await server.modify([operation("forceDelete", "doc")], user: alice)
+            let store = AssetStore(
+                blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
+                storage: server.storage, tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
+            #expect(try await store.collect(now: Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000) == 1)
+            #expect(Self.assetFiles(server).isEmpty)
+        }
+    }
+
     @Test("equal content is stored once and deleted after its last record goes")
     func dedupAndCollection() async throws {
         try await withServer { server async throws in

@@ -194,6 +194,21 @@ struct ReferenceActionTests {
             #expect(Set(after.records.compactMap { $0["recordName"] as? String }) == ["list", "item"])
             #expect(after.records.allSatisfy { $0["deleted"] as? Bool == true })
 
+            // A reference in a list binds as one alone does, and keeps binding after the record is
+            // saved again without it being sent.
+            _ = try await server.modify(
+                [operation("create", "album"),
+                 operation("create", "photo", fields: ["albums": ["value": [["recordName": "album", "action": "DELETE_SELF"]],
+                                                                  "type": "REFERENCE_LIST"]])],
+                zone: "Z", user: alice)
+            let edited = try await server.modify(
+                [operation("forceUpdate", "photo", fields: ["title": ["value": "x"]])], zone: "Z", user: alice)
+            #expect(edited.records.first?["serverErrorCode"] == nil, "\(edited.text)")
+            _ = try await server.modify([operation("forceDelete", "album", recordType: nil)], zone: "Z", user: alice)
+            let photo = try await server.database(
+                "private", "records/lookup", ["zoneID": ["zoneName": "Z"], "records": [["recordName": "photo"]]], user: alice)
+            #expect(photo.records.first?["serverErrorCode"] as? String == "NOT_FOUND", "\(photo.text)")
+
             let crossZone = try await server.modify(
                 [operation("create", "x", fields: ["p": ["value": ["recordName": "y", "zoneID": ["zoneName": "Other"],
                                                                   "action": "DELETE_SELF"], "type": "REFERENCE"]])],
