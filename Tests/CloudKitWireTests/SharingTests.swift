@@ -258,6 +258,36 @@ struct SharingTests {
         }
     }
 
+    @Test("an invitee the owner removed who comes back through the public link leaves again when the share goes private")
+    func removedInviteeThroughLink() async throws {
+        try await withServer { server in
+            let people = try await Self.people(on: server)
+            let (ada, bob) = (people.owner, people.writer)
+            try await server.createZone("Album", user: ada.token)
+            let saved = try await server.modify(
+                [Self.share(participants: [Self.participant(recordName: bob.recordName, permission: "READ_ONLY")])],
+                zone: "Album", user: ada.token)
+            let shortGUID = try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+            func accept() async throws -> [String: Any]? {
+                let reply = try await server.database("shared", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob.token)
+                return (reply.body["results"] as? [[String: Any]])?.first
+            }
+            func update(_ fields: [String: Any]) async throws {
+                let record = ["recordName": "cloudkit.zoneshare", "recordType": "cloudkit.share"].merging(fields) { $1 }
+                let reply = try await server.modify([["operationType": "forceUpdate", "record": record]], zone: "Album", user: ada.token)
+                #expect(reply.status == 200 && reply.records.first?["serverErrorCode"] == nil, "\(reply.text)")
+            }
+            let album = Self.sharedZone("Album", of: ada.recordName)
+            #expect(try await accept()?["participantType"] as? String == "USER")
+            try await update(["participants": []])
+            try await update(["publicPermission": "READ_WRITE"])
+            #expect(try await accept()?["participantType"] as? String == "PUBLIC_USER", "back through the link, as anyone would")
+            #expect(try await Self.lookup(["cloudkit.zoneshare"], zone: album, user: bob.token, on: server).status == 200)
+            try await update(["publicPermission": "NONE"])
+            #expect(try await Self.lookup(["cloudkit.zoneshare"], zone: album, user: bob.token, on: server).code == "ZONE_NOT_FOUND")
+        }
+    }
+
     @Test("shares live in custom zones of the owner's private database, are named cloudkit.zoneshare, and hold at most 100 participants")
     func shareRules() async throws {
         try await withServer { server in

@@ -163,6 +163,16 @@ struct PushTests {
                 [operation("create", "p3", recordType: "Post", fields: ["tag": ["value": "news"]])],
                 user: alice, database: "public", device: "bobs-phone")
             #expect(try await bobsPhone.poll(timeout: 2).notifications.compactMap { $0["recordName"] as? String } == ["p3"])
+
+            // A subscription ID is unique within its database only: bob's private "news" and public
+            // "news" wait side by side for his phone, neither replacing the other.
+            try await subscribe(server, user: bob, ["subscriptionID": "news", "subscriptionType": "query", "query": ["recordType": "Note"]])
+            _ = try await server.modify(
+                [operation("create", "p4", recordType: "Post", fields: ["tag": ["value": "news"]])],
+                user: alice, database: "public", device: "alices-phone")
+            _ = try await server.modify([operation("create", "n1")], user: bob, device: "bobs-laptop")
+            let both = try await bobsPhone.poll(timeout: 2).notifications
+            #expect(Set(both.compactMap { $0["databaseScope"] as? String }) == ["public", "private"], "\(both)")
         }
     }
 

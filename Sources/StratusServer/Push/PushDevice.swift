@@ -30,7 +30,8 @@ final class PushDevice: Sendable {
 
     /// A notification, encoded once for every device that receives it.
     struct Entry: Sendable {
-        /// Which waiting notification a newer one replaces: the subscription and the zone.
+        /// Which waiting notification a newer one replaces: the subscription (its ID is unique only
+        /// within its database, so with the database) and the zone (with its owner).
         var key: String
         /// The WebSocket message, `{"type": "notification", …}`.
         var frame: ByteBuffer

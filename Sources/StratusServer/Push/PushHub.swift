@@ -281,7 +281,10 @@ final class PushHub: Service {
             guard !recipients.isEmpty else { continue }
             let notification = firing.notification
             let entry = PushDevice.Entry(
-                key: notification.subscriptionID + "\u{0}" + (notification.zoneID?.zoneName ?? ""),
+                key: [
+                    notification.databaseScope.rawValue, notification.subscriptionID, notification.zoneID?.zoneName ?? "",
+                    notification.zoneID?.ownerRecordName ?? "",
+                ].joined(separator: "\u{0}"),
                 frame: ByteBuffer(bytes: PushMessage.notification(notification).jsonBytes), payload: notification,
                 queuedAt: configuration.clock.milliseconds)
             for device in recipients { batches[device.tokenHash, default: (device, [])].entries.append(entry) }

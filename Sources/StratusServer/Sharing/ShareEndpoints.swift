@@ -79,7 +79,12 @@ struct ShareEndpoints: Sendable {
                 var changed = current
                 if let at = changed.participants.firstIndex(where: { $0.userRecordName == user }) {
                     changed.participants[at].status = .accepted
-                    if joining.type == .publicUser { changed.participants[at].permission = current.publicPermission }
+                    if joining.type == .publicUser {
+                        // One who joins through the link (an invitee the owner removed, too) is a public
+                        // participant from now on: making the share private removes them.
+                        changed.participants[at].type = .publicUser
+                        changed.participants[at].permission = current.publicPermission
+                    }
                 } else {
                     changed.participants.append(
                         ShareState.Participant(
