@@ -33,6 +33,11 @@ struct SchemaTests {
                 text STRING,
                 GRANT READ TO "_world"
             );
+            RECORD TYPE Dropbox (
+                text STRING,
+                GRANT CREATE, WRITE TO "_icloud",
+                GRANT READ TO "_creator"
+            );
         """
 
     /// Calls the admin API.
@@ -198,6 +203,15 @@ struct SchemaTests {
             #expect(aliceCreate["serverErrorCode"] as? String == "EXISTS" && aliceServerRecord?["recordName"] as? String == "s1")
             let boardCreate = try await save([operation("create", "b1", recordType: "Board", fields: [:])], as: bob)
             #expect((boardCreate["serverRecord"] as? [String: Any])?["recordName"] as? String == "b1", "\(boardCreate)")
+
+            // A record one may write but not read comes back from the write with its system fields
+            // alone: bob's note in alice's dropbox does not show him what else is in it.
+            #expect(try await save([operation("create", "d1", recordType: "Dropbox", fields: ["text": ["value": "alice's"]])],
+                                   as: alice)["fields"] != nil)
+            let dropped = try await save(
+                [operation("forceUpdate", "d1", recordType: "Dropbox", fields: ["note": ["value": "from bob"]])], as: bob)
+            #expect(dropped["serverErrorCode"] == nil && dropped["recordChangeTag"] is String, "\(dropped)")
+            #expect(dropped["fields"] == nil || (dropped["fields"] as? [String: Any])?.isEmpty == true, "\(dropped)")
         }
     }
 }

@@ -213,15 +213,21 @@ struct DatabaseEndpoints: Sendable {
         let assetURL = downloadURLs(target, zone: zoneName, in: zone.locator)
         let shareKeys = target.shareKeys
         let numbersAsStrings = body.numbersAsStrings ?? false
-        // A refused write carries the stored record (`EXISTS`, `CONFLICT`) only to a caller who may
-        // read it: a create over another user's record must not hand it out.
-        let readSchema = access.enforcesGrants && results.contains(where: { if case .failure(let failure) = $0 { failure.serverRecord != nil } else { false } })
+        // Records go back only to a caller who may read them: a refused write's stored record
+        // (`EXISTS`, `CONFLICT`) not at all, a saved one with its system fields alone (a public
+        // type may let anyone write and only its creator read).
+        let readSchema = access.enforcesGrants
             ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
+        let readable = results.map { result -> Bool in
+            guard case .success(let record) = result else { return false }
+            return access.mayRead(record, in: zone, schema: readSchema)
+        }
         return await listResponse("records", capacity: 256 * results.count) { writer in
             for (index, result) in results.enumerated() {
                 switch result {
                 case .success(let record):
-                    let desiredKeys = (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init)
+                    // No fields, no asset URLs.
+                    let desiredKeys = readable[index] ? (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init) : []
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
                         assetURL: assetURL, shareKeys: shareKeys)

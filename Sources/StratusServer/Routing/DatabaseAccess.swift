@@ -132,8 +132,8 @@ struct DatabaseAccess: Sendable {
     }
 
     /// Whether the caller may see `record` of `zone`: the zone shows it to them (``ZoneAccess/reveals(_:)``)
-    /// and the schema grants them READ on it. Every answer that hands out a stored record they did not
-    /// just write asks this first: a lookup, an asset, the `serverRecord` of a refused write.
+    /// and the schema grants them READ on it. Every answer that hands out a stored record asks this
+    /// first: a lookup, an asset, the record a write saved, the `serverRecord` of a refused write.
     func mayRead(_ record: StoredRecord, in zone: ZoneAccess, schema: Schema) -> Bool {
         zone.reveals(record) && readAccess(recordType: record.recordType, schema: schema).allows(creator: record.created.userRecordName)
     }
