@@ -38,6 +38,13 @@ final class PendingChangeJournal {
             }
         }
         file = try FileHandle(forUpdating: url)
+        // A last line cut short by a crash goes, so that the next entry starts a line of its own
+        // instead of joining it in one line neither decodes.
+        let data = try Data(contentsOf: url)
+        if let last = data.last, last != UInt8(ascii: "\n") {
+            try file.truncate(atOffset: UInt64(data.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0))
+            try file.synchronize()
+        }
         try file.seekToEnd()
     }
 

@@ -219,6 +219,30 @@ struct FailureTests {
             #expect(engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: ContactsDevice.zoneID))])
         }
     }
+
+    @Test("a journal line cut short by a crash does not swallow the next change")
+    func tornJournalLine() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let journal = server.directory.appendingPathComponent("phone/journal")
+            func engine() throws -> SyncEngine {
+                try SyncEngine(
+                    SyncEngine.Configuration(
+                        database: container.privateCloudDatabase, stateSerialization: nil, delegate: NoDelegate(),
+                        automaticallySync: false, journalURL: journal))
+            }
+            try engine().state.add(pendingRecordZoneChanges: [.saveRecord(ContactsDevice.recordID("ada"))])
+            let torn = try FileHandle(forWritingTo: journal)
+            try torn.seekToEnd()
+            try torn.write(contentsOf: Data(#"{"sequence":2,"operation":{"addRec"#.utf8))
+            try torn.close()
+            try engine().state.add(pendingRecordZoneChanges: [.saveRecord(ContactsDevice.recordID("bob"))])
+            #expect(
+                try engine().state.pendingRecordZoneChanges == [
+                    .saveRecord(ContactsDevice.recordID("ada")), .saveRecord(ContactsDevice.recordID("bob")),
+                ])
+        }
+    }
 }
 
 extension ContactsDevice {
