@@ -187,7 +187,10 @@ final class Connection: Sendable {
         _ method: HTTPMethod, _ endpoint: Endpoint, token: String? = nil, body: ByteBuffer?, headers: HTTPHeaders = [:],
         idempotent: Bool
     ) async throws -> Reply {
-        try await withRetries(idempotent: idempotent, endpoint: endpoint) {
+        // Every attempt goes with the session of the first: a retry after another account signed in
+        // must not carry this request into that account's database.
+        let token = token ?? session?.webAuthToken
+        return try await withRetries(idempotent: idempotent, endpoint: endpoint) {
             var request = HTTPClientRequest(url: url(endpoint, token: token))
             request.method = method
             request.headers.add(contentsOf: headers)

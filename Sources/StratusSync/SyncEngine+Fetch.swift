@@ -43,6 +43,7 @@ extension SyncEngine {
                 token = nil
                 continue
             }
+            try await requireSameAccount(delegate)
             if !page.modifications.isEmpty || !page.deletions.isEmpty {
                 await emit(
                     .fetchedDatabaseChanges(
@@ -135,6 +136,7 @@ extension SyncEngine {
     private func apply(
         _ gathered: GatheredChanges, ending page: RecordZoneChanges, inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate
     ) async throws {
+        try await requireSameAccount(delegate)
         if gathered.count > 0 { await emit(.fetchedRecordZoneChanges(gathered.event), to: delegate) }
         state.withSnapshot { snapshot in
             snapshot.zoneChangeTokens[zoneID] = page.changeToken

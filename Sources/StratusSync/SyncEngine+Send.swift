@@ -140,6 +140,7 @@ extension SyncEngine {
         while true {
             if onTheWay == nil {
                 try Task.checkCancellation()
+                try await requireSameAccount(delegate)
                 let zoneChanges = pendingZoneChanges()
                 if !zoneChanges.isEmpty {
                     for change in zoneChanges { attempts[.zone(change.zoneID), default: 0] += 1 }
@@ -153,6 +154,7 @@ extension SyncEngine {
                     return failures
                 }
                 guard attempt(prepared) else { return failures }
+                try await requireSameAccount(delegate)
                 onTheWay = startRequest(prepared)
             }
             guard let request = onTheWay else { continue }
@@ -163,7 +165,9 @@ extension SyncEngine {
             }
             let outcome = settle(request.batch, answer: await request.answer())
             onTheWay = nil
-            if outcome.failures.isEmpty, let next = ahead, pendingZoneChanges().isEmpty, attempt(next) {
+            if outcome.failures.isEmpty, let next = ahead, pendingZoneChanges().isEmpty,
+                transport.signedInUserRecordName == state.withSnapshot({ $0.userRecordName }), attempt(next)
+            {
                 // Nothing failed, so nothing stops the send: the next batch goes out now.
                 ahead = nil
                 onTheWay = startRequest(next)

@@ -196,6 +196,21 @@ public final class SyncEngine: Sendable {
         return current != nil
     }
 
+    /// Checks, before a request is sent or an answer handed to the delegate, that the account the
+    /// state belongs to is still the one signed in. When another signed in (or nobody is) while an
+    /// operation went on, its next request would carry the new session, writing the old account's
+    /// records into the new one's database or its answer into the old one's store: the change is
+    /// handled now (``checkAccount(_:)``) and the operation ends with ``accountChangedMidway``.
+    func requireSameAccount(_ delegate: any SyncEngineDelegate) async throws {
+        guard transport.signedInUserRecordName != state.withSnapshot({ $0.userRecordName }) else { return }
+        _ = await checkAccount(delegate)
+        throw Self.accountChangedMidway
+    }
+
+    /// The error of an operation that ended because the signed-in account changed while it ran.
+    static let accountChangedMidway = CloudError(
+        .operationCancelled, "the signed-in account changed during the operation, which ended there")
+
     /// The error of an operation tried with nobody signed in.
     static let notSignedIn = CloudError(
         .notAuthenticated, "no user is signed in to the container; sign in, then fetch or send again")

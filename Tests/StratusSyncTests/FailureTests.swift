@@ -220,6 +220,34 @@ struct FailureTests {
         }
     }
 
+    @Test("another account signing in while a send goes on receives none of the previous account's records")
+    func switchDuringSend() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let mei = try #require(container.session?.userRecordName)
+            let lin = try #require(try await server.signedInContainer("lin").session?.userRecordName)
+            let phone = try await ContactsDevice("phone", container: container)
+            await phone.createZone()
+            for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
+            // The second batch is made while the first is on its way; lin signs in meanwhile.
+            await phone.setBeforeBatch { batch in
+                if batch == 2 { _ = try? await container.signIn(username: "lin", password: "correct horse") }
+            }
+            let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
+            #expect(error?.code == .operationCancelled, "\(String(describing: error))")
+            #expect(
+                await phone.accountChanges.last
+                    == .switchAccounts(previousUser: Record.ID(recordName: mei), currentUser: Record.ID(recordName: lin)))
+
+            let linsLaptop = try await ContactsDevice("laptop", container: try await server.device(of: "lin"))
+            try await linsLaptop.fetchChanges()
+            #expect(await linsLaptop.contacts.isEmpty, "lin's account holds none of mei's contacts")
+            let meisLaptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
+            try await meisLaptop.fetchChanges()
+            #expect(await meisLaptop.contacts.count == 200, "the batch sent before the switch is mei's")
+        }
+    }
+
     @Test("a journal line cut short by a crash does not swallow the next change")
     func tornJournalLine() async throws {
         try await withServer { server in
