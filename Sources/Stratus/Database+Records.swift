@@ -107,7 +107,9 @@ extension Database {
     ///   ``ModifyResults/partialFailure`` sums up the failures.
     /// - Throws: Errors of the whole call, such as `notAuthenticated`, or `invalidArguments` for a
     ///   record named twice. When a request after the first fails as a whole, its items carry that
-    ///   error in the results instead, since earlier requests were written.
+    ///   error in the results instead, since earlier requests were written. In the shared database,
+    ///   the records of a zone the user may not write fail with `permissionFailure` each, and the
+    ///   others are written; the call throws it only when no zone may be written.
     public func modifyRecords(
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID],
         savePolicy: RecordSavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
@@ -118,9 +120,24 @@ extension Database {
         }
         let limits = try await connection.limits()
         let changes = recordsToSave.map(Change.save) + recordIDsToDelete.map(Change.delete)
-        let zones = Self.groupedByZone(changes, zone: \.recordID.zoneID)
+        var zones = Self.groupedByZone(changes, zone: \.recordID.zoneID)
+        var results = ModifyResults<Record.ID, Record>(itemID: CloudError.ItemID.record)
         if databaseScope == .shared {
-            for (zoneID, changes) in zones { try refuseUnpermitted(changes, in: zoneID) }
+            // A zone the user may not write fails its own items; when that is every zone, the call.
+            var refused: [(changes: [Change], error: CloudError)] = []
+            zones.removeAll { zoneID, changes in
+                do throws(CloudError) {
+                    try refuseUnpermitted(changes, in: zoneID)
+                    return false
+                } catch {
+                    refused.append((changes, error))
+                    return true
+                }
+            }
+            if zones.isEmpty, let first = refused.first { throw first.error }
+            for (changes, error) in refused {
+                for change in changes { results.fail(change, with: error) }
+            }
         }
         for (zoneID, changes) in zones where atomically && !zoneID.isDefault && changes.count > limits.maxOperationsPerRequest {
             throw Self.atomicBatchTooLarge(zoneID, "\(changes.count) records", limit: "\(limits.maxOperationsPerRequest) operations per request")
@@ -132,7 +149,6 @@ extension Database {
                     zoneID: zoneID, changes: changes, policy: savePolicy,
                     atomic: atomically && !zoneID.isDefault, limits: limits, database: self))
         }
-        var results = ModifyResults<Record.ID, Record>(itemID: CloudError.ItemID.record)
         var sentRequests = 0
         for plan in plans {
             for request in plan.requests {
@@ -145,13 +161,8 @@ extension Database {
                             "the server answered \(answer.records.count) items for \(request.changes.count) operations")
                     }
                 } catch let error as CloudError {
-                    guard sentRequests > 0 else { throw error }
-                    for change in request.changes {
-                        switch change {
-                        case .save(let record): results.saveResults[record.recordID] = .failure(error)
-                        case .delete(let id): results.deleteResults[id] = .failure(error)
-                        }
-                    }
+                    guard sentRequests > 0 || results.holdsResults else { throw error }
+                    for change in request.changes { results.fail(change, with: error) }
                     continue
                 }
                 sentRequests += 1
@@ -228,6 +239,19 @@ enum Change: Sendable {
         switch self {
         case .save(let record): record.recordID
         case .delete(let id): id
+        }
+    }
+}
+
+extension ModifyResults where ID == Record.ID, Saved == Record {
+    /// Whether any item has a result yet.
+    var holdsResults: Bool { !saveResults.isEmpty || !deleteResults.isEmpty }
+
+    /// Records that `change` failed with `error`.
+    mutating func fail(_ change: Change, with error: CloudError) {
+        switch change {
+        case .save(let record): saveResults[record.recordID] = .failure(error)
+        case .delete(let id): deleteResults[id] = .failure(error)
         }
     }
 }

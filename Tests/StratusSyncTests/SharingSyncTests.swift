@@ -118,6 +118,21 @@ struct SharingSyncTests {
             #expect(refused?.code == .permissionFailure)
             #expect(try await cy.sharedCloudDatabase.record(for: Record.ID(recordName: "p1", zoneID: sharedAlbum))["caption"] as? String == "beach")
 
+            // With a zone cy may write in the same call, only the read-only zone's record fails.
+            let notes = RecordZone.ID(zoneName: "Notes")
+            _ = try await ada.privateCloudDatabase.save(RecordZone(zoneID: notes))
+            var notesShare = Share(recordZoneID: notes)
+            notesShare.addParticipant(Share.Participant(lookupInfo: .init(userRecordID: try await cy.userRecordID()), permission: .readWrite))
+            notesShare = try await ada.privateCloudDatabase.save(notesShare)
+            let notesMetadata = try await cy.shareMetadata(for: try #require(notesShare.url))
+            try await cy.accept(notesMetadata)
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "cy-note", zoneID: notesMetadata.share.recordID.zoneID))
+            note["text"] = "cy's"
+            let mixed = try await cy.sharedCloudDatabase.modifyRecords(saving: [attempt, note], deleting: [])
+            #expect((try? mixed.saveResults[note.recordID]?.get()) != nil, "\(mixed.saveResults)")
+            #expect(mixed.partialFailure?.partialErrorsByItemID?.values.map(\.code) == [.permissionFailure])
+            #expect(try await ada.privateCloudDatabase.record(for: Record.ID(recordName: "cy-note", zoneID: notes))["text"] as? String == "cy's")
+
             // Assets go both ways through the shared zone: the participant uploads into it, the owner
             // downloads; the participant downloads the owner's.
             let bytes = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
