@@ -6,9 +6,9 @@ extension SyncEngine {
     func fetch(_ context: FetchChangesContext) async throws {
         guard let delegate else { return }
         guard await checkAccount(delegate) else { throw Self.notSignedIn }
-        if configuration.automaticallySync { try await ensureSubscription() }
         await emit(.willFetchChanges(.init(context: context)), to: delegate)
         do {
+            if configuration.automaticallySync { try await ensureSubscription() }
             try await fetchDatabaseChanges(delegate: delegate)
             try await fetchZoneChanges(context, delegate: delegate)
         } catch {

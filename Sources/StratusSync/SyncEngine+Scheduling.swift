@@ -114,6 +114,13 @@ extension SyncEngine {
         return Date(timeIntervalSinceNow: seconds)
     }
 
+    /// A send failed for a passing reason that no settled change asked a retry for (the server's
+    /// limits unread, the network gone before the first batch): it runs again after the backoff.
+    func retrySendIfNotAsked(after error: CloudError) {
+        guard !schedule.withLock({ $0.sendRequested }) else { return }
+        scheduleRetry(after: error, send: true)
+    }
+
     /// A request went through: the backoff starts over.
     func noteSuccess() {
         schedule.withLock { $0.failures = 0 }
@@ -138,7 +145,13 @@ extension SyncEngine {
             try await operations.run { [self] in
                 guard let delegate else { return }
                 if work.contains(.fetch) {
-                    try await fetch(FetchChangesContext(reason: .scheduled, options: FetchChangesOptions()))
+                    do {
+                        try await fetch(FetchChangesContext(reason: .scheduled, options: FetchChangesOptions()))
+                    } catch let error as CloudError where error.keepsChangesPending && work.contains(.send) {
+                        // The send this run was to make goes with the fetch's retry.
+                        sendAgainSoon()
+                        throw error
+                    }
                 }
                 if work.contains(.send) {
                     try await send(SendChangesContext(reason: .scheduled, options: SendChangesOptions()))

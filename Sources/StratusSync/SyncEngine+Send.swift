@@ -17,6 +17,7 @@ extension SyncEngine {
         do {
             failures = try await sendPendingChanges(context, delegate: delegate)
         } catch {
+            if let error = error as? CloudError, error.keepsChangesPending { retrySendIfNotAsked(after: error) }
             state.withSnapshot { snapshot in
                 snapshot.recordZoneChanges.resetInFlight()
                 snapshot.databaseChanges.resetInFlight()
