@@ -286,6 +286,37 @@ struct PushTests {
         }
     }
 
+    @Test("an owner deleting a shared zone tells its participants, even when nothing was written to it since the server started")
+    func sharedZoneDeletedAfterRestart() async throws {
+        try await withServer { server in
+            let ada = try await server.signUp("ada").token
+            let (bob, bobName) = try await server.signUp("bob")
+            try await server.createZone("Album", user: ada)
+            let participant: [String: Any] = [
+                "type": "USER", "permission": "READ_ONLY", "acceptanceStatus": "INVITED",
+                "userIdentity": ["lookupInfo": ["userRecordName": bobName]],
+            ]
+            let saved = try await server.modify(
+                [["operationType": "create", "record": [
+                    "recordName": "cloudkit.zoneshare", "recordType": "cloudkit.share", "participants": [participant]]]],
+                zone: "Album", user: ada)
+            let shortGUID = try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+            let accepted = try await server.database("public", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob)
+            #expect(accepted.status == 200, "\(accepted.text)")
+            try await subscribe(server, "shared", user: bob, ["subscriptionID": "everything", "subscriptionType": "database"])
+
+            try await server.stop()
+            let restarted = try await server.restart()
+            let phone = try await PollingDevice.register(restarted, user: bob, deviceID: "bob-phone")
+            _ = try await phone.poll()
+            let deleted = try await restarted.database(
+                "private", "zones/modify", ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": "Album"]]]]],
+                user: ada)
+            #expect(deleted.status == 200, "\(deleted.text)")
+            #expect(try await phone.fired() == ["everything"], "the zone left bob's shared database")
+        }
+    }
+
     @Test("after a server restart a device hears that it may have missed notifications, then receives new ones")
     func restart() async throws {
         try await withServer { server in

@@ -42,11 +42,12 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
                 writer.endObject()
             }
             writer.endArray()
-        case .zone(let database, let name, let deleted, let origin):
+        case .zone(let database, let name, let deleted, let participants, let origin):
             writer.field("kind", "zone")
             writer.field("database", database)
             writer.field("name", name)
             writer.field("deleted", deleted)
+            writer.field("participants", participants)
             Self.write(origin, to: &writer)
         case .subscriptionsChanged(let database):
             writer.field("kind", "subscriptions")
@@ -79,7 +80,7 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
         case "zone":
             self = .zone(
                 database, name: try object.decode("name"), deleted: try object.decode("deleted"),
-                origin: try Self.origin(in: object))
+                participants: try object.decodeIfPresent("participants") ?? [], origin: try Self.origin(in: object))
         case "subscriptions":
             self = .subscriptionsChanged(database)
         case let kind:

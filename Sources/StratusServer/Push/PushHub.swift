@@ -25,8 +25,9 @@ final class PushHub: Service {
     enum Event: Sendable {
         /// Records of a zone changed, from a device (when it said which one).
         case records(DatabaseLocator, zone: String, changes: [RecordChange], origin: Origin?)
-        /// A custom zone was created or deleted.
-        case zone(DatabaseLocator, name: String, deleted: Bool, origin: Origin?)
+        /// A custom zone was created or deleted; a deleted private zone names who had accepted its
+        /// shares (read before it went: its share rows go with it).
+        case zone(DatabaseLocator, name: String, deleted: Bool, participants: [String] = [], origin: Origin?)
         /// The subscriptions of a database changed: reload them.
         case subscriptionsChanged(DatabaseLocator)
     }
@@ -67,6 +68,8 @@ final class PushHub: Service {
     private let outgoingBell: AsyncStream<Void>
     private let outgoingBellContinuation: AsyncStream<Void>.Continuation
     private let registry = Mutex(Registry())
+    /// Set when messages of other instances were lost: the event loop then drops its caches.
+    private let cachesMissedEvents = Atomic(false)
 
     init(
         storage: any SubscriptionStorage & SchemaStorage & ShareStorage, bus: (any InstanceMessageBus)?, configuration: ServerConfiguration,
@@ -123,12 +126,23 @@ final class PushHub: Service {
     private func processEvents() async {
         var caches = Caches()
         for await event in events {
+            // Events of other instances were lost (their subscription and share changes among
+            // them): what the caches hold may be stale.
+            if cachesMissedEvents.exchange(false, ordering: .acquiringAndReleasing) { caches = Caches() }
             do {
                 try await handle(event, caches: &caches)
             } catch {
+                // Its notifications are lost: every device hears that it may have missed some, and
+                // the caches, which the event may have left half changed, start over.
                 logger.error("push: an event could not be handled", metadata: ["error": "\(error)"])
+                caches = Caches()
+                tellEveryDeviceItMissedNotifications()
             }
         }
+    }
+
+    private func tellEveryDeviceItMissedNotifications() {
+        for device in registry.withLock({ Array($0.devices.values) }) { device.enqueue([], missed: true) }
     }
 
     /// Sends local events to the other instances, in order.
@@ -168,7 +182,8 @@ final class PushHub: Service {
                     logger.error("push: a message from another instance is not an event", metadata: ["error": "\(error)"])
                 }
             case .gap:
-                for device in registry.withLock({ Array($0.devices.values) }) { device.enqueue([], missed: true) }
+                cachesMissedEvents.store(true, ordering: .releasing)
+                tellEveryDeviceItMissedNotifications()
             }
         }
     }
@@ -197,11 +212,11 @@ final class PushHub: Service {
                     .firings(of: changes, zone: zone, subscriptions: subscriptions)
                 try await deliver(firings, database: shared, origin: origin, cache: &caches.subscriptions)
             }
-        case .zone(let database, let name, let deleted, let origin):
+        case .zone(let database, let name, let deleted, let participants, let origin):
             var notified = [(database, database.owner)]
             if deleted, database.scope == .private {
                 let key = SharedZoneKey(database: database, zone: name)
-                for participant in caches.participants[key] ?? [] {
+                for participant in (caches.participants[key] ?? []).union(participants) {
                     notified.append(
                         (DatabaseLocator(
                             container: database.container, environment: database.environment, scope: .shared,

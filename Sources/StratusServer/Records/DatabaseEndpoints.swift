@@ -156,8 +156,10 @@ struct DatabaseEndpoints: Sendable {
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")
                 case .delete:
+                    let participants = locator.scope == .private ? try await storage.acceptedParticipants(zone: name, in: locator) : []
                     if try await storage.deleteZone(named: name, in: locator, timestamp: configuration.clock.milliseconds) {
-                        hub.publish(.zone(locator, name: name, deleted: true, origin: PushHub.Origin(target)))
+                        hub.publish(
+                            .zone(locator, name: name, deleted: true, participants: participants, origin: PushHub.Origin(target)))
                         ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
                     } else {
                         fail(.zoneNotFound, "zone '\(name)' does not exist")
