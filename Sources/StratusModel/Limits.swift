@@ -24,6 +24,10 @@ public struct Limits: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// are compared with every record the query reads.
     public static let maxValuesPerList = 1_000
 
+    /// Subscriptions one user keeps in one database. Every change to a database is matched against
+    /// all of its subscriptions, which the push hub holds in memory.
+    public static let maxSubscriptionsPerDatabase = 1_000
+
     /// Size of one operation's JSON text in a `records/modify` body: four times
     /// `maxRecordSizeBytes`, room for a record at that limit written with escapes, and 64 KiB for
     /// its names, tag and asset receipts. A request is parsed one operation at a time, each into a

@@ -1,4 +1,5 @@
 import Foundation
+import StratusModel
 import StratusTestSupport
 import Testing
 
@@ -70,6 +71,31 @@ struct SubscriptionTests {
             #expect(subscriptions(deleted).first?["subscriptionID"] as? String == "notes")
             #expect(subscriptions(deleted).last?["serverErrorCode"] as? String == "NOT_FOUND")
             #expect(subscriptions(try await server.database("private", "subscriptions/list", user: alice)).count == 2)
+        }
+    }
+
+    @Test("a user keeps at most 1,000 subscriptions in a database; changing or deleting one is always possible")
+    func boundedPerUser() async throws {
+        try await withServer { server async throws in
+            let alice = try await server.signUp("alice").token
+            let bob = try await server.signUp("bob").token
+            func query(_ id: String) -> [String: Any] {
+                ["subscriptionID": id, "subscriptionType": "query", "query": ["recordType": "Post"]]
+            }
+            for start in stride(from: 0, to: Limits.maxSubscriptionsPerDatabase, by: 200) {
+                let batch = try await modify(server, "public", user: alice, (start..<start + 200).map { create(query("s\($0)")) })
+                #expect(batch.status == 200 && !batch.text.contains("serverErrorCode"), "\(batch.text.prefix(300))")
+            }
+            let over = try await modify(server, "public", user: alice, [
+                create(query("one-more")), ["operationType": "update", "subscription": query("s0")],
+            ])
+            #expect(subscriptions(over).map { $0["serverErrorCode"] as? String } == ["LIMIT_EXCEEDED", nil], "\(over.text)")
+            let swapped = try await modify(server, "public", user: alice, [
+                ["operationType": "delete", "subscription": ["subscriptionID": "s1"]], create(query("one-more")),
+            ])
+            #expect(!swapped.text.contains("serverErrorCode"), "\(swapped.text)")
+            let others = try await modify(server, "public", user: bob, [create(query("s0"))])
+            #expect(!others.text.contains("serverErrorCode"), "the bound is each user's: \(others.text)")
         }
     }
 

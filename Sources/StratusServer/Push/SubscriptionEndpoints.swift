@@ -78,7 +78,7 @@ struct SubscriptionEndpoints: Sendable {
             }
             return definition
         }
-        let existing = Set(try await storage.subscriptions(in: locator, subscriber: user).map(\.subscriptionID))
+        var existing = Set(try await storage.subscriptions(in: locator, subscriber: user).map(\.subscriptionID))
         var results: [Result<SubscriptionDictionary, ErrorDictionary>] = []
         for (operation, definition) in zip(body.operations, definitions) {
             let id = definition.subscriptionID ?? ""
@@ -86,6 +86,13 @@ struct SubscriptionEndpoints: Sendable {
             case .create, .update:
                 if operation.operationType == .update, !existing.contains(id) {
                     results.append(.failure(notFound(id)))
+                } else if !existing.contains(id), existing.count >= Limits.maxSubscriptionsPerDatabase {
+                    results.append(
+                        .failure(
+                            ErrorDictionary(
+                                serverErrorCode: .limitExceeded,
+                                reason: "you keep \(existing.count) subscriptions in this database, the most one user may; "
+                                    + "delete some first", subscriptionID: id, uuid: RequestTrace.nextID())))
                 } else if let zoneID = definition.zoneID, zoneID.zoneName != ZoneID.defaultZoneName,
                     try await !reaches(zoneID, access: access)
                 {
@@ -100,12 +107,13 @@ struct SubscriptionEndpoints: Sendable {
                         StoredSubscription(
                             database: locator, subscriber: user, definition: definition,
                             createdAt: configuration.clock.milliseconds))
+                    existing.insert(id)
                     results.append(.success(definition))
                 }
             case .delete:
-                results.append(
-                    try await storage.deleteSubscription(id: id, subscriber: user, in: locator)
-                        ? .success(SubscriptionDictionary(subscriptionID: id)) : .failure(notFound(id)))
+                let deleted = try await storage.deleteSubscription(id: id, subscriber: user, in: locator)
+                if deleted { existing.remove(id) }
+                results.append(deleted ? .success(SubscriptionDictionary(subscriptionID: id)) : .failure(notFound(id)))
             }
         }
         hub.publish(.subscriptionsChanged(locator))
