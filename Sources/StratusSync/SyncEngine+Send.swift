@@ -149,9 +149,14 @@ extension SyncEngine {
                 }
                 var prepared = ahead
                 ahead = nil
+                let versionAsked = state.withSnapshot { $0.version }
                 if prepared == nil { prepared = await prepareBatch(context, rules: rules, delegate: delegate) }
                 guard let prepared else {
-                    if scope == .all { state.withSnapshot { $0.hasPendingUntrackedChanges = false } }
+                    // Untracked changes are all sent, unless the app said it has more while the
+                    // delegate was being asked (then the next send asks again).
+                    if scope == .all {
+                        state.withSnapshot { if $0.version == versionAsked { $0.hasPendingUntrackedChanges = false } }
+                    }
                     return failures
                 }
                 guard attempt(prepared) else { return failures }

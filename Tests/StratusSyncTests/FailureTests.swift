@@ -248,6 +248,23 @@ struct FailureTests {
         }
     }
 
+    @Test("untracked changes the app reports while the delegate is asked for a batch stay reported for the next send")
+    func untrackedChangesDuringSend() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let delegate = UntrackedDuringBatch()
+            let engine = try SyncEngine(
+                SyncEngine.Configuration(
+                    database: container.privateCloudDatabase, stateSerialization: nil, delegate: delegate,
+                    automaticallySync: false))
+            engine.state.hasPendingUntrackedChanges = true
+            try await engine.sendChanges()
+            #expect(engine.state.hasPendingUntrackedChanges, "the app reported more while the delegate was answering")
+            try await engine.sendChanges()
+            #expect(!engine.state.hasPendingUntrackedChanges)
+        }
+    }
+
     @Test("a journal line cut short by a crash does not swallow the next change")
     func tornJournalLine() async throws {
         try await withServer { server in
@@ -277,6 +294,23 @@ extension ContactsDevice {
     /// The account changes reported so far.
     var accountChanges: [SyncEngine.Event.AccountChange.ChangeType] {
         events.compactMap { if case .accountChange(let change) = $0 { change.changeType } else { nil } }
+    }
+}
+
+/// A delegate with nothing to send that, the first time it is asked, hears from the app of more
+/// untracked changes just before it answers.
+final class UntrackedDuringBatch: SyncEngineDelegate {
+    private let first = Mutex(true)
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        if first.withLock({ first in defer { first = false }; return first }) {
+            syncEngine.state.hasPendingUntrackedChanges = true
+        }
+        return nil
     }
 }
 
