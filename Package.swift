@@ -306,13 +306,13 @@ let package = Package(
         .testTarget(
             name: "StratusSyncTests",
             dependencies: [
-                "StratusSync", "Stratus", "StratusTestSupport", "StratusServer",
+                "StratusSync", "Stratus", "StratusTestSupport", "StratusServer", "StratusStorage",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", "StratusModel", "StratusSync", "StratusTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            name: "StratusStoreTests", dependencies: ["StratusStore", "Stratus", "StratusModel", "StratusStorage", "StratusSync", "StratusTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "StratusTests",

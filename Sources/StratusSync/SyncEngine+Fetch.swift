@@ -33,27 +33,34 @@ extension SyncEngine {
     /// having changes to fetch.
     private func fetchDatabaseChanges(delegate: any SyncEngineDelegate) async throws {
         var token = state.withSnapshot { $0.databaseChangeToken }
+        // After the token expired: the zones the engine knew, less those the new read returns.
+        var vanished: Set<RecordZone.ID>?
         while true {
             try Task.checkCancellation()
             let page: DatabaseChanges
             do {
                 page = try await transport.databaseChanges(since: token)
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
-                // Read the whole feed again: every zone is then fetched from its own token.
+                // Read the whole feed again: every zone is then fetched from its own token. It
+                // names no deletion, so a zone known before that it does not return is gone.
                 token = nil
+                vanished = state.withSnapshot { Set($0.zoneChangeTokens.keys.filter { !$0.isDefault }) }
                 continue
             }
             try await requireSameAccount(delegate)
-            if !page.modifications.isEmpty || !page.deletions.isEmpty {
+            vanished?.subtract(page.modifications)
+            var deletedZoneIDs = page.deletions.map(\.zoneID)
+            if !page.moreComing, let gone = vanished.take() { deletedZoneIDs += gone.subtracting(deletedZoneIDs) }
+            if !page.modifications.isEmpty || !deletedZoneIDs.isEmpty {
                 await emit(
                     .fetchedDatabaseChanges(
                         .init(
                             modifications: page.modifications.map { .init(zoneID: $0) },
-                            deletions: page.deletions.map { .init(zoneID: $0.zoneID, reason: .deleted) })),
+                            deletions: deletedZoneIDs.map { .init(zoneID: $0, reason: .deleted) })),
                     to: delegate)
             }
             state.withSnapshot { snapshot in
-                for deletion in page.deletions { snapshot.forgetZone(deletion.zoneID) }
+                for zoneID in deletedZoneIDs { snapshot.forgetZone(zoneID) }
                 snapshot.markUnfetched(page.modifications)
                 snapshot.databaseChangeToken = page.changeToken
             }
@@ -102,6 +109,8 @@ extension SyncEngine {
     /// at a time before the token after them is stored.
     private func fetchChanges(inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
         var token = state.withSnapshot { $0.zoneChangeTokens[zoneID] }
+        // After the token expired: the records the delegate held, less those the new read returns.
+        var vanished: [Record.ID: String]?
         while true {
             do {
                 var gathered = GatheredChanges()
@@ -109,8 +118,14 @@ extension SyncEngine {
                 for try await page in transport.recordZoneChangePages(inZoneWith: zoneID, since: token) {
                     try Task.checkCancellation()
                     try gathered.add(page)
+                    if vanished != nil {
+                        for recordID in page.modificationResultsByID.keys { vanished?[recordID] = nil }
+                        for deletion in page.deletions { vanished?[deletion.recordID] = nil }
+                    }
                     lastGathered = page
                     guard gathered.count >= Self.changesPerFetchedEvent || !page.moreComing else { continue }
+                    // The read's last changes carry the deletions it could not name.
+                    if !page.moreComing, let gone = vanished.take() { gathered.add(deletions: gone) }
                     try await apply(gathered, ending: page, inZone: zoneID, delegate: delegate)
                     token = page.changeToken
                     gathered = GatheredChanges()
@@ -118,12 +133,17 @@ extension SyncEngine {
                 }
                 // Pages read when the feed ended without saying so (a page whose `moreComing` was
                 // not followed by another) are applied too.
-                if let lastGathered { try await apply(gathered, ending: lastGathered, inZone: zoneID, delegate: delegate) }
+                if let lastGathered {
+                    if let gone = vanished.take() { gathered.add(deletions: gone) }
+                    try await apply(gathered, ending: lastGathered, inZone: zoneID, delegate: delegate)
+                }
                 return
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
                 // The server no longer knows what changed since the token: read the zone again
-                // from the beginning.
+                // from the beginning. It names no deletion, so what the delegate holds and the
+                // read does not return was deleted meanwhile.
                 token = nil
+                vanished = await delegate.recordsHeld(inZone: zoneID, syncEngine: self)
             } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
                 state.withSnapshot { $0.forgetZone(zoneID) }
                 throw error
@@ -165,6 +185,11 @@ struct GatheredChanges {
             modifications[deletion.recordID] = nil
             deletions[deletion.recordID] = deletion.recordType
         }
+    }
+
+    /// Adds deletions the feed did not name (records it no longer returns).
+    mutating func add(deletions gone: [Record.ID: String]) {
+        for (recordID, recordType) in gone where modifications[recordID] == nil { deletions[recordID] = recordType }
     }
 
     /// The event handing them to the delegate.

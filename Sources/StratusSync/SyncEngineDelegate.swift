@@ -1,3 +1,5 @@
+public import Stratus
+
 /// What a ``SyncEngine`` asks of the app (CloudKit's `CKSyncEngineDelegate`).
 ///
 /// The engine calls these one at a time: it never calls `handleEvent` again before the previous
@@ -20,9 +22,23 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
     func nextFetchChangesOptions(
         _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.FetchChangesOptions
+
+    /// The records of `zoneID` the app holds as the server last had them, with their record types.
+    ///
+    /// The engine asks when the server no longer knows what changed in the zone since the engine's
+    /// token (`changeTokenExpired`: tombstones were purged, or the zone was deleted and made again)
+    /// and the zone is read again from the beginning. That read names no deletion, so the engine
+    /// hands the delegate, with its last changes, a deletion of each record answered here that the
+    /// read did not return. By default nothing is answered, and records deleted on the server
+    /// while the token aged stay in the app.
+    func recordsHeld(inZone zoneID: RecordZone.ID, syncEngine: SyncEngine) async -> [Record.ID: String]
 }
 
 extension SyncEngineDelegate {
+    public func recordsHeld(inZone zoneID: RecordZone.ID, syncEngine: SyncEngine) async -> [Record.ID: String] {
+        [:]
+    }
+
     public func nextFetchChangesOptions(
         _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.FetchChangesOptions {

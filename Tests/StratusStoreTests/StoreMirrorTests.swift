@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Stratus
 import StratusModel
+import StratusStorage
 import StratusStore
 import StratusTestSupport
 import Synchronization
@@ -385,6 +386,28 @@ struct StoreMirrorTests {
                 #expect(try await device.item(item)?["title"] as String? == "laptop")
             }
             #expect(try await laptop.store.syncStatus().pendingChanges == 0)
+        }
+    }
+
+    @Test("a device whose token expired drops the rows whose records were deleted meanwhile")
+    func expiredTokenDeletions() async throws {
+        try await Self.withDevices(["phone", "laptop"]) { server, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            let (kept, gone) = (UUID(), UUID())
+            try await phone.pool.write { db in
+                for id in [kept, gone] { try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'x')", arguments: [id]) }
+            }
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            #expect(try await laptop.item(gone) != nil)
+            // Away, the laptop misses a deletion whose tombstone is then purged.
+            try await phone.pool.write { db in try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [gone]) }
+            try await phone.store.sync()
+            _ = try await server.storage.purgeTombstones(before: Int64(Date().timeIntervalSince1970 * 1000) + 60_000)
+            try await laptop.store.sync()
+            #expect(try await laptop.item(gone) == nil)
+            #expect(try await laptop.item(kept) != nil)
+            #expect(try await laptop.contents() == phone.contents())
         }
     }
 

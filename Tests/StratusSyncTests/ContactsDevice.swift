@@ -92,6 +92,12 @@ actor ContactsDevice: SyncEngineDelegate {
 
     // MARK: - SyncEngineDelegate
 
+    /// The contacts whose record the server had: those with system fields.
+    func recordsHeld(inZone zoneID: RecordZone.ID, syncEngine: SyncEngine) async -> [Record.ID: String] {
+        guard zoneID == Self.zoneID else { return [:] }
+        return Dictionary(uniqueKeysWithValues: systemFields.keys.map { (Self.recordID($0), "Contact") })
+    }
+
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         events.append(event)
         defer { eventObserver?(event) }

@@ -1,6 +1,7 @@
 import Foundation
 import Stratus
 import StratusServer
+import StratusStorage
 import StratusSync
 import StratusTestSupport
 import Synchronization
@@ -262,6 +263,34 @@ struct FailureTests {
             #expect(engine.state.hasPendingUntrackedChanges, "the app reported more while the delegate was answering")
             try await engine.sendChanges()
             #expect(!engine.state.hasPendingUntrackedChanges)
+        }
+    }
+
+    @Test("a device whose token expired hears of the deletions the server no longer remembers")
+    func deletionsAfterExpiredToken() async throws {
+        try await withServer { server in
+            let phone = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
+            let laptop = try await ContactsDevice("laptop", container: try await server.device(of: "mei"))
+            await phone.createZone()
+            for name in ["ada", "alan", "grace"] { await phone.save(name, name.capitalized) }
+            try await phone.sendChanges()
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts.count == 3)
+
+            // Away, the laptop misses a deletion whose tombstone is then purged.
+            await phone.delete("alan")
+            await phone.save("linus", "Linus")
+            try await phone.sendChanges()
+            _ = try await server.storage.purgeTombstones(before: Int64(Date().timeIntervalSince1970 * 1000) + 60_000)
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts == ["ada": "Ada", "grace": "Grace", "linus": "Linus"])
+
+            // The same for the database feed: a zone deleted and purged meanwhile.
+            await phone.deleteZone()
+            try await phone.sendChanges()
+            _ = try await server.storage.purgeTombstones(before: Int64(Date().timeIntervalSince1970 * 1000) + 60_000)
+            try await laptop.fetchChanges()
+            #expect(await laptop.contacts.isEmpty)
         }
     }
 
