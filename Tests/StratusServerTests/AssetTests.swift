@@ -133,6 +133,24 @@ struct AssetTests {
         }
     }
 
+    @Test("collection also deletes upload files a process left behind when it died, once they are as old as the grace period")
+    func abandonedUploads() async throws {
+        try await withServer { server async throws in
+            let staging = server.directory.appendingPathComponent("assets/tmp")
+            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+            let (abandoned, current) = (staging.appendingPathComponent("abandoned"), staging.appendingPathComponent("current"))
+            for file in [abandoned, current] { try Data("partial".utf8).write(to: file) }
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(-2 * 24 * 3600)], ofItemAtPath: abandoned.path)
+            let store = AssetStore(
+                blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
+                storage: server.storage, tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 24 * 3600)
+            _ = try await store.collect()
+            #expect(!FileManager.default.fileExists(atPath: abandoned.path))
+            #expect(FileManager.default.fileExists(atPath: current.path), "an upload under way keeps its file")
+        }
+    }
+
     @Test("equal content is stored once and deleted after its last record goes")
     func dedupAndCollection() async throws {
         try await withServer { server async throws in

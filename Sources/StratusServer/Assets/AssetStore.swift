@@ -81,7 +81,7 @@ final class AssetStore: Sendable {
     /// the server's secret; its path ends with Apple's `${f}` file-name placeholder, which a client
     /// may replace with any name.
     func downloadURLs(
-        baseURL: String, database: DatabaseLocator, zone: String, reader: String?
+        baseURL: String, database: DatabaseLocator, zone: String
     ) -> @Sendable (_ recordName: String, _ field: String, _ checksum: String) -> String {
         let expires = clock.milliseconds + Self.downloadLifetimeSeconds * 1000
         let tokens = tokens
@@ -94,7 +94,6 @@ final class AssetStore: Sendable {
             writer.field("record", recordName)
             writer.field("field", field)
             writer.field("checksum", checksum)
-            writer.field("reader", reader)
             writer.field("expires", expires)
             writer.endObject()
             return baseURL + "/assets/1/download/" + checksum + "/${f}?ticket=" + tokens.seal(writer.bytes).queryValueEncoded
@@ -208,11 +207,28 @@ final class AssetStore: Sendable {
         return (checksum, Int64(size))
     }
 
-    /// Deletes the assets that no record has referred to since the grace period; returns how many.
+    /// Deletes the staged upload files last written before `cutoff` (milliseconds since 1970). An
+    /// upload writes its file as its bytes arrive and stores or deletes it when it ends, so such a
+    /// file is what a process that died during an upload left behind.
+    private func removeAbandonedUploads(before cutoff: Int64) {
+        let manager = FileManager.default
+        guard let names = try? manager.contentsOfDirectory(atPath: blobs.stagingDirectory) else { return }
+        for name in names {
+            let path = "\(blobs.stagingDirectory)/\(name)"
+            guard let written = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
+                Int64(written.timeIntervalSince1970 * 1000) < cutoff
+            else { continue }
+            try? manager.removeItem(atPath: path)
+        }
+    }
+
+    /// Deletes the assets that no record has referred to since the grace period, and upload files
+    /// abandoned as long ago; returns how many assets.
     /// A deletion that fails does not stop the others; the error then names how many failed.
     @discardableResult
     func collect(now: Int64? = nil) async throws -> Int {
         let now = now ?? clock.milliseconds
+        removeAbandonedUploads(before: now - graceMilliseconds)
         let checksums = try await storage.collectAssets(registeredBefore: now - graceMilliseconds)
         var removed = 0
         var failures: [any Error] = []

@@ -55,7 +55,7 @@ struct DatabaseEndpoints: Sendable {
     func downloadURLs(
         _ target: DatabaseRequest, zone: String, in database: DatabaseLocator
     ) -> @Sendable (_ recordName: String, _ field: String, _ checksum: String) -> String {
-        assets?.downloadURLs(baseURL: target.baseURL, database: database, zone: zone, reader: target.userRecordName)
+        assets?.downloadURLs(baseURL: target.baseURL, database: database, zone: zone)
             ?? target.assetURL(zone: zone)
     }
 
