@@ -59,6 +59,18 @@ struct MultiInstanceTests {
         #expect(await events.wait { $0.notifications.count >= 1 }, "the write through A reached the device on B")
         #expect(events.notifications.first?.subscriptionID == "notes")
 
+        // A subscription that fires once reaches the device on B whichever instance deletes it first.
+        for round in 0..<5 {
+            let id = "once-\(round)"
+            try await phone.privateCloudDatabase.save(
+                Subscription.query(
+                    recordType: "Note", subscriptionID: id, options: [.firesOnRecordCreation, .firesOnce], zoneID: zone))
+            var once = Record(recordType: "Note", recordID: .init(recordName: id, zoneID: zone))
+            once["title"] = "fires \(id)"
+            _ = try await phone.privateCloudDatabase.save(once)
+            #expect(await events.wait { $0.notifications.contains { $0.subscriptionID == id } }, "\(id) reached B")
+        }
+
         // Eight writers, alternating between the instances, 25 records each.
         let writers = 8
         let perWriter = 25
@@ -75,7 +87,7 @@ struct MultiInstanceTests {
             }
             try await group.waitForAll()
         }
-        let expected = Set((0..<writers).flatMap { writer in (0..<perWriter).map { "w\(writer)-\($0)" } }).union(["first"])
+        let expected = Set((0..<writers).flatMap { writer in (0..<perWriter).map { "w\(writer)-\($0)" } }).union(["first"] + (0..<5).map { "once-\($0)" })
         for instance in [first, second] {
             var names: [String] = []
             for try await page in container(instance, device: "reader", session: session).privateCloudDatabase

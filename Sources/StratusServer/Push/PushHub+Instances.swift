@@ -52,6 +52,12 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
         case .subscriptionsChanged(let database):
             writer.field("kind", "subscriptions")
             writer.field("database", database)
+        case .delivery(let database, let subscriber, let notification, let origin):
+            writer.field("kind", "delivery")
+            writer.field("database", database)
+            writer.field("subscriber", subscriber)
+            writer.field("notification", notification)
+            Self.write(origin, to: &writer)
         }
     }
 
@@ -83,6 +89,10 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
                 participants: try object.decodeIfPresent("participants") ?? [], origin: try Self.origin(in: object))
         case "subscriptions":
             self = .subscriptionsChanged(database)
+        case "delivery":
+            self = .delivery(
+                database, subscriber: try object.decode("subscriber"), notification: try object.decode("notification"),
+                origin: try Self.origin(in: object))
         case let kind:
             throw StratusError.badRequest("instance message: unknown event kind '\(kind)'")
         }

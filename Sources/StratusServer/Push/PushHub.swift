@@ -30,6 +30,9 @@ final class PushHub: Service {
         case zone(DatabaseLocator, name: String, deleted: Bool, participants: [String] = [], origin: Origin?)
         /// The subscriptions of a database changed: reload them.
         case subscriptionsChanged(DatabaseLocator)
+        /// The one notification of a `firesOnce` subscription that fired through another instance,
+        /// for the subscriber's devices here (only that instance's deletion of it succeeded).
+        case delivery(DatabaseLocator, subscriber: String, notification: PushNotificationDictionary, origin: Origin?)
     }
 
     /// The device a change came from, and whose it is: that device is not told of it. A device ID
@@ -192,6 +195,10 @@ final class PushHub: Service {
         switch event {
         case .subscriptionsChanged(let database):
             caches.subscriptions[database] = nil
+        case .delivery(let database, let subscriber, let notification, let origin):
+            var batches: [String: (device: PushDevice, entries: [PushDevice.Entry])] = [:]
+            queue(notification, for: subscriber, in: database, origin: origin, into: &batches)
+            for (device, entries) in batches.values { device.enqueue(entries) }
         case .records(let database, let zone, let changes, let origin):
             let subscriptions = try await subscriptions(of: database, cache: &caches.subscriptions)
             if !subscriptions.isEmpty {
@@ -274,6 +281,10 @@ final class PushHub: Service {
     /// Queues each firing's notification on the subscriber's devices, except the one that made the
     /// change (``Origin``), and deletes the `firesOnce` subscriptions that fired. A device gets all of
     /// an event's notifications at once, so a connection never sees half of them.
+    ///
+    /// Every instance matches every change, against subscriptions it may have read before or after
+    /// another deleted one: a `firesOnce` subscription's notification goes out from the instance
+    /// whose deletion of it succeeded, here and, through the bus, on the other instances.
     private func deliver(
         _ firings: [SubscriptionMatcher.Firing], database: DatabaseLocator, origin: Origin?,
         cache: inout [DatabaseLocator: [StoredSubscription]]
@@ -282,19 +293,32 @@ final class PushHub: Service {
         for firing in firings {
             let subscription = firing.subscription
             if subscription.definition.firesOnce == true {
-                _ = try await storage.deleteSubscription(
+                let deleted = try await storage.deleteSubscription(
                     id: subscription.subscriptionID, subscriber: subscription.subscriber, in: database)
                 cache[database]?.removeAll {
                     $0.subscriptionID == subscription.subscriptionID && $0.subscriber == subscription.subscriber
                 }
+                guard deleted else { continue }
+                forward(
+                    .delivery(database, subscriber: subscription.subscriber, notification: firing.notification, origin: origin))
             }
+            queue(firing.notification, for: subscription.subscriber, in: database, origin: origin, into: &batches)
+        }
+        for (device, entries) in batches.values { device.enqueue(entries) }
+    }
+
+    /// Adds `notification` for the devices of `subscriber` here, except the one that made the
+    /// change, to their batches.
+    private func queue(
+        _ notification: PushNotificationDictionary, for subscriber: String, in database: DatabaseLocator, origin: Origin?,
+        into batches: inout [String: (device: PushDevice, entries: [PushDevice.Entry])]
+    ) {
+        do {
             let owner = PushDevice.Owner(
-                container: database.container, environment: database.environment,
-                userRecordName: subscription.subscriber)
-            let skipped = origin.flatMap { $0.userRecordName == subscription.subscriber ? $0.deviceID : nil }
+                container: database.container, environment: database.environment, userRecordName: subscriber)
+            let skipped = origin.flatMap { $0.userRecordName == subscriber ? $0.deviceID : nil }
             let recipients = devices(of: owner).filter { skipped == nil || $0.deviceID != skipped }
-            guard !recipients.isEmpty else { continue }
-            let notification = firing.notification
+            guard !recipients.isEmpty else { return }
             let entry = PushDevice.Entry(
                 key: [
                     notification.databaseScope.rawValue, notification.subscriptionID, notification.zoneID?.zoneName ?? "",
@@ -304,7 +328,13 @@ final class PushHub: Service {
                 queuedAt: configuration.clock.milliseconds)
             for device in recipients { batches[device.tokenHash, default: (device, [])].entries.append(entry) }
         }
-        for (device, entries) in batches.values { device.enqueue(entries) }
+    }
+
+    /// Sends an event to the other instances only.
+    private func forward(_ event: Event) {
+        guard bus != nil else { return }
+        outgoing.withLock { $0.append(event) }
+        outgoingBellContinuation.yield()
     }
 
     // MARK: Devices
