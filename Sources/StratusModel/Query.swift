@@ -285,12 +285,16 @@ public struct QuerySort: Hashable, Sendable, JSONDecodable {
         self.relativeLocation = relativeLocation
     }
 
-    /// Decodes a Sort Descriptor Dictionary; `relativeLocation` is a Record Field Dictionary of
-    /// type `LOCATION`.
+    /// Decodes a Sort Descriptor Dictionary; `relativeLocation` is a Location Dictionary, as
+    /// Apple's samples send it, or a Record Field Dictionary of type `LOCATION`.
     public init(json: JSONValue) throws {
         let object = try json.object()
         fieldName = try SystemFieldName.queriedField(in: object)
         ascending = try object.decodeIfPresent("ascending") ?? true
+        if let plain = object["relativeLocation"], (try? plain.object())?["latitude"] != nil {
+            relativeLocation = try withJSONPath(.key("relativeLocation")) { try Location(json: plain) }
+            return
+        }
         switch try object.decodeIfPresent("relativeLocation", as: FieldValue.self) {
         case nil: relativeLocation = nil
         case .location(let location): relativeLocation = location

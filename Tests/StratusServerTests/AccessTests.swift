@@ -55,6 +55,8 @@ struct AccessTests {
 
             let caller = try await server.database("private", "users/caller", user: alice)
             #expect(caller.body["userRecordName"] as? String == aliceName)
+            #expect((caller.body["users"] as? [[String: Any]])?.map { $0["userRecordName"] as? String } == [aliceName],
+                    "Apple's reference answers an array of one identity: \(caller.text)")
             let current = try await server.database("public", "users/current", user: alice)
             #expect(current.body["userRecordName"] as? String == aliceName)
 

@@ -135,6 +135,9 @@ struct QueryTests {
             server, user: user,
             sorts: [["fieldName": "place", "relativeLocation": ["value": Self.paris, "type": "LOCATION"]]])
         #expect(fromParis.names == ["b", "c", "a"])
+        let fromParisPlain = try await Self.run(
+            server, user: user, sorts: [["fieldName": "place", "relativeLocation": Self.paris]])
+        #expect(fromParisPlain.names == ["b", "c", "a"], "a plain Location Dictionary, as Apple's samples send it")
         let nothing = try await Self.run(server, user: user, recordType: "NeverSaved")
         #expect(nothing.names.isEmpty, "a type nobody saved yet has no records in development")
     }

@@ -608,13 +608,24 @@ struct DatabaseEndpoints: Sendable {
         let target = try authenticator.authenticate(request, context: context)
         let recordName = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "users/caller").requireUser()
         let user = try await storage.user(container: target.container, recordName: recordName)
+        func writeIdentity(to writer: inout JSONWriter) {
+            writer.field("userRecordName", recordName)
+            writer.key("nameComponents")
+            writer.beginObject()
+            writer.field("nickname", user?.username)
+            writer.endObject()
+        }
+        // Apple's reference answers `users`, an array of the one identity; its keys are also at the
+        // top level, where Stratus answered them before (and its SDK reads them).
         var writer = JSONWriter()
         writer.beginObject()
-        writer.field("userRecordName", recordName)
-        writer.key("nameComponents")
+        writer.key("users")
+        writer.beginArray()
         writer.beginObject()
-        writer.field("nickname", user?.username)
+        writeIdentity(to: &writer)
         writer.endObject()
+        writer.endArray()
+        writeIdentity(to: &writer)
         writer.endObject()
         return .json(writer)
     }
