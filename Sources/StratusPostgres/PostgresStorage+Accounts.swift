@@ -195,12 +195,17 @@ extension PostgresStorage {
         guard updated.count == 1 else { throw StratusError(.notFound, "user '\(recordName)' does not exist") }
     }
 
-    public func createSession(hash: String, session: SessionInfo) async throws {
-        try await execute(
+    public func createSession(hash: String, session: SessionInfo, passwordHash: String) async throws -> Bool {
+        try await !column(
+            Int32.self,
             """
             INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms)
-            VALUES (\(hash), \(session.container), \(session.userRecordName), \(session.expiresAt))
-            """)
+            SELECT \(hash), \(session.container), \(session.userRecordName), \(session.expiresAt) FROM users
+            WHERE container_id = \(session.container) AND record_name = \(session.userRecordName)
+                AND disabled_ms IS NULL AND password_hash = \(passwordHash)
+            RETURNING 1
+            """
+        ).isEmpty
     }
 
     public func session(hash: String) async throws -> SessionInfo? {

@@ -206,11 +206,19 @@ extension SQLiteStorage {
         }
     }
 
-    public func createSession(hash: String, session: SessionInfo) async throws {
+    public func createSession(hash: String, session: SessionInfo, passwordHash: String) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
-                sql: "INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms) VALUES (?, ?, ?, ?)",
-                arguments: [hash, session.container, session.userRecordName, session.expiresAt])
+                sql: """
+                    INSERT INTO sessions (token_hash, container_id, user_record_name, expires_ms)
+                    SELECT ?, ?, ?, ? FROM users
+                    WHERE container_id = ? AND record_name = ? AND disabled_ms IS NULL AND password_hash = ?
+                    """,
+                arguments: [
+                    hash, session.container, session.userRecordName, session.expiresAt, session.container,
+                    session.userRecordName, passwordHash,
+                ])
+            return db.changesCount == 1
         }
     }
 

@@ -132,8 +132,10 @@ public protocol AccountStorage: Sendable {
     /// Revokes a key of a container; `false` when it has no such key. Revoking twice keeps the first
     /// time.
     func revokeServerKey(id: String, container: String, at timestamp: Int64) async throws -> Bool
-    /// Stores a session by the hash of its token.
-    func createSession(hash: String, session: SessionInfo) async throws
+    /// Stores a session by the hash of its token, when its user is enabled and still has the password
+    /// hash `passwordHash` (the one the sign-in checked), so that a sign-in racing a disable or a new
+    /// password starts no session. Returns whether it stored one.
+    func createSession(hash: String, session: SessionInfo, passwordHash: String) async throws -> Bool
     /// A session by the hash of its token.
     func session(hash: String) async throws -> SessionInfo?
     /// Ends a session.

@@ -61,12 +61,22 @@ public enum StorageConformance {
                 UserInfo(container: "c", recordName: name, username: username, passwordHash: "x", createdAt: 1))
         }
         for (hash, user) in [("s1", "_u1"), ("s2", "_u1"), ("s3", "_u2")] {
-            try await storage.createSession(hash: hash, session: SessionInfo(container: "c", userRecordName: user, expiresAt: 9))
+            #expect(
+                try await storage.createSession(
+                    hash: hash, session: SessionInfo(container: "c", userRecordName: user, expiresAt: 9), passwordHash: "x"))
         }
         #expect(try await storage.setUserDisabled(true, container: "c", recordName: "_u1", at: 5).sorted() == ["s1", "s2"])
         #expect(try await storage.user(container: "c", recordName: "_u1")?.disabledAt == 5)
         #expect(try await storage.session(hash: "s1") == nil)
         #expect(try await storage.session(hash: "s3") != nil)
+        // A sign-in that read the user before it was disabled, or before its new password, starts nothing.
+        let late = SessionInfo(container: "c", userRecordName: "_u1", expiresAt: 9)
+        #expect(try await storage.createSession(hash: "s4", session: late, passwordHash: "x") == false)
+        #expect(try await storage.session(hash: "s4") == nil)
+        #expect(
+            try await storage.createSession(
+                hash: "s5", session: SessionInfo(container: "c", userRecordName: "_u2", expiresAt: 9), passwordHash: "old")
+                == false)
         #expect(try await storage.setUserDisabled(false, container: "c", recordName: "_u1", at: 6) == [])
         #expect(try await storage.user(container: "c", recordName: "_u1")?.disabledAt == nil)
         #expect(try await storage.setPasswordHash("y", container: "c", recordName: "_u2") == ["s3"])
@@ -217,7 +227,7 @@ public enum StorageConformance {
         #expect(try await storage.revokeServerKey(id: "unknown", container: "c", at: 9) == false)
 
         let session = SessionInfo(container: "c", userRecordName: "_u1", expiresAt: 99)
-        try await storage.createSession(hash: "s1", session: session)
+        #expect(try await storage.createSession(hash: "s1", session: session, passwordHash: "x"))
         #expect(try await storage.session(hash: "s1") == session)
         try await storage.deleteSession(hash: "s1")
         #expect(try await storage.session(hash: "s1") == nil)

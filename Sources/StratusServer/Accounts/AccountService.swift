@@ -178,8 +178,7 @@ public struct AccountService: Sendable {
         guard info.allowsSignUp else {
             throw StratusError(.accessDenied, "container '\(container)' does not allow sign-up; ask an admin for an account")
         }
-        let user = try await createUser(container: container, username: username, password: password)
-        return try await issueSession(container: container, userRecordName: user.recordName)
+        return try await issueSession(for: try await createUser(container: container, username: username, password: password))
     }
 
     /// Checks a username and password and starts a session.
@@ -195,16 +194,23 @@ public struct AccountService: Sendable {
         guard user.disabledAt == nil else {
             throw StratusError(.accessDenied, "this account is disabled; ask the app's administrator")
         }
-        return try await issueSession(container: container, userRecordName: user.recordName)
+        return try await issueSession(for: user)
     }
 
-    private func issueSession(container: String, userRecordName: String) async throws -> IssuedSession {
+    /// Starts a session of `user` as read before its password was checked; refused when the user was
+    /// disabled or given another password since.
+    private func issueSession(for user: UserInfo) async throws -> IssuedSession {
         let token = Secrets.makeToken()
         let expiresAt = configuration.clock.milliseconds + configuration.sessionLifetimeSeconds * 1000
-        try await storage.createSession(
+        guard try await storage.createSession(
             hash: Secrets.hash(token),
-            session: SessionInfo(container: container, userRecordName: userRecordName, expiresAt: expiresAt))
-        return IssuedSession(webAuthToken: token, userRecordName: userRecordName, expiresAt: expiresAt)
+            session: SessionInfo(container: user.container, userRecordName: user.recordName, expiresAt: expiresAt),
+            passwordHash: user.passwordHash)
+        else {
+            throw StratusError(
+                .authenticationFailed, "the account was disabled or given another password while signing in; sign in again")
+        }
+        return IssuedSession(webAuthToken: token, userRecordName: user.recordName, expiresAt: expiresAt)
     }
 
     /// Ends the session of a web auth token.
