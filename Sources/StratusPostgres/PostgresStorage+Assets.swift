@@ -22,8 +22,10 @@ extension PostgresStorage {
         try await column(
             String.self,
             """
-            DELETE FROM assets WHERE registered_ms < \(timestamp)
-                AND NOT EXISTS (SELECT 1 FROM record_assets WHERE record_assets.checksum = assets.checksum)
+            DELETE FROM assets WHERE checksum IN (
+                SELECT checksum FROM assets WHERE registered_ms < \(timestamp)
+                    AND NOT EXISTS (SELECT 1 FROM record_assets WHERE record_assets.checksum = assets.checksum)
+                FOR UPDATE SKIP LOCKED)
             RETURNING checksum
             """)
     }

@@ -358,8 +358,7 @@ extension PostgresStorage {
                     step = executor.resume(
                         .knownAssets(
                             try await knownAssets(
-                                connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded,
-                                timestamp: write.context.timestamp)))
+                                connection, zoneID: zoneID, record: record, checksums: checksums, uploaded: uploaded)))
                 case .findReferrers(let target, let action):
                     try await sendRows()
                     step = executor.resume(.names(try await referrers(connection, zoneID: zoneID, target: target, action: action)))
@@ -423,22 +422,18 @@ extension PostgresStorage {
     /// Which of `checksums` a record may hold: the uploaded ones the store has, the others its
     /// previous version held.
     ///
-    /// The uploaded ones are registered again at `timestamp`, which locks their rows until the
-    /// save commits: asset collection, deleting what was registered before its cutoff and no record
-    /// holds, then either waits and finds them registered too recently, or deleted them first, and
-    /// they are not known here.
+    /// The uploaded ones' rows stay share-locked until the save commits, and asset collection skips
+    /// locked rows (``collectAssets(registeredBefore:)``): it cannot delete what a committing save
+    /// just found; if it locked them first, this waits, and finds them deleted.
     func knownAssets(
-        _ connection: PostgresConnection, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>,
-        timestamp: Int64
+        _ connection: PostgresConnection, zoneID: Int64, record: String, checksums: [String], uploaded: Set<String>
     ) async throws -> Set<String> {
         let held = checksums.filter { !uploaded.contains($0) }
         return Set(
             try await connection.run(
                 """
-                WITH registered AS (
-                    UPDATE assets SET registered_ms = greatest(registered_ms, \(timestamp))
-                    WHERE checksum = ANY(\(uploaded.sorted())) RETURNING checksum)
-                SELECT checksum FROM registered
+                WITH stored AS (SELECT checksum FROM assets WHERE checksum = ANY(\(uploaded.sorted())) FOR SHARE)
+                SELECT checksum FROM stored
                 UNION ALL
                 SELECT checksum FROM record_assets
                 WHERE zone_id = \(zoneID) AND name = \(record) AND checksum = ANY(\(held))
