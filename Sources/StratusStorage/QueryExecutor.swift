@@ -54,8 +54,11 @@ public struct IndexPosition: Sendable, Equatable {
 /// in), so paging never repeats or skips a record that did not change in between.
 public enum QueryExecutor {
     /// Runs a query.
-    public static func run(_ query: RecordQuery, reader: some QueryIndexReader) async throws -> QueryPage {
-        if reader.zones.count == 1, let plan = orderedScan(query) {
+    ///
+    /// A zone-wide query (`zoneWide`) always takes the candidates plan: the zones it covers may
+    /// become more or fewer between its pages, and a marker of one plan means nothing to the other.
+    public static func run(_ query: RecordQuery, zoneWide: Bool, reader: some QueryIndexReader) async throws -> QueryPage {
+        if !zoneWide, reader.zones.count == 1, let plan = orderedScan(query) {
             return try await scan(query, plan, zone: reader.zones[0], reader: reader)
         }
         return try await collect(query, reader: reader)
@@ -103,9 +106,6 @@ public enum QueryExecutor {
                 return IndexPosition(value: value, created: created, name: cursor.name)
             }
         }
-        // The index range already holds the driving field's equality, range and prefix filters.
-        var residual = query
-        residual.filters.removeAll { $0.fieldName == plan.field && ScalarRange.of($0) != nil }
         var items: [QueryPage.Item] = []
         // Where each item stands in the index, as read there: the page ends at the last one's entry.
         var positions: [IndexPosition] = []
@@ -120,7 +120,9 @@ public enum QueryExecutor {
             let records = try await reader.records(zone: zone, names: entries.map(\.name))
             let byName = Dictionary(records.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
             for entry in entries where items.count <= query.limit && seen.insert(entry.name).inserted {
-                guard let record = byName[entry.name], residual.admit(record) else { continue }
+                // Every filter, the driving field's too: the record is read apart from its entry,
+                // and may have changed in between.
+                guard let record = byName[entry.name], query.admit(record) else { continue }
                 items.append(QueryPage.Item(zone: zone, record: record))
                 positions.append(entry)
             }
@@ -153,7 +155,8 @@ public enum QueryExecutor {
             case .in, .listContainsAny:
                 if valueIndexed { consider(1, .values(field: field, scalars)) }
             case .listContainsAll:
-                if valueIndexed { consider(1, .values(field: field, Array(scalars.prefix(1)))) }
+                // Every list holds all of no values: an empty list selects nothing in the index.
+                if valueIndexed, let first = scalars.first { consider(1, .values(field: field, [first])) }
             case .beginsWith, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals:
                 if valueIndexed, let range = ScalarRange.of(filter) { consider(2, .range(field: field, range)) }
             case .listMemberBeginsWith:

@@ -39,9 +39,11 @@ public struct RecordQuery: Hashable, Sendable {
 }
 
 extension RecordQuery {
-    /// Whether the caller may see a record: created by the query's creator and in one of its
-    /// shares, where it names them.
+    /// Whether a record may be in the result: of the query's type (the index and the record are
+    /// read apart, and a name may be taken by a record of another type in between), and one the
+    /// caller may see: created by the query's creator and in one of its shares, where it names them.
     func shows(_ record: StoredRecord) -> Bool {
+        guard record.recordType == recordType else { return false }
         if let createdBy, record.created.userRecordName != createdBy { return false }
         if let shares, !(record.shareName.map(shares.contains) ?? false) { return false }
         return true

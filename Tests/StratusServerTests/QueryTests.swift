@@ -181,6 +181,51 @@ struct QueryTests {
         }
     }
 
+    @Test("a zone-wide query pages through every record once, though a zone is made between its pages")
+    func zoneWidePagingAcrossZoneChanges() async throws {
+        try await withServer { server async throws in
+            let (user, _) = try await server.signUp("pat")
+            // Equal values and one creation time: only the tie-breaks order them.
+            let created = try await server.modify(
+                ["r0", "r1", "r2"].map { operation("create", $0, recordType: "Row", fields: ["group": ["value": 1], "rank": ["value": 1]]) },
+                user: user)
+            try #require(created.status == 200)
+            for (shape, zone) in [
+                (["filterBy": [Self.filter("EQUALS", "group", 1)]], "A"),
+                (["sortBy": [["fieldName": "rank", "ascending": false]]], "B"),
+            ] as [([String: Any], String)] {
+                var names: [String] = []
+                var marker: String?
+                repeat {
+                    var body: [String: Any] = [
+                        "zoneWide": true, "resultsLimit": 1, "query": shape.merging(["recordType": "Row"]) { $1 },
+                    ]
+                    if let marker { body["continuationMarker"] = marker }
+                    let page = try await server.database("private", "records/query", body, user: user)
+                    try #require(page.status == 200, "\(page.text)")
+                    names += page.records.compactMap { $0["recordName"] as? String }
+                    marker = page.body["continuationMarker"] as? String
+                    // The first page was read with one zone; the next ones with two.
+                    if names.count == 1 { try await server.createZone(zone, user: user) }
+                } while marker != nil && names.count < 10
+                #expect(names.sorted() == ["r0", "r1", "r2"], "\(shape): \(names)")
+            }
+        }
+    }
+
+    @Test("LIST_CONTAINS_ALL of an empty list selects the same records in every plan")
+    func emptyListContainsAll() async throws {
+        let (server, user) = try await Self.seeded()
+        defer { Task { try? await server.stopAndRemove() } }
+        let empty = Self.filter("LIST_CONTAINS_ALL", "tags", [String](), type: "STRING_LIST")
+        let alone = try await Self.run(server, user: user, filters: [empty])
+        let sorted = try await Self.run(server, user: user, filters: [empty], sorts: [["fieldName": "title"]])
+        let narrowed = try await Self.run(server, user: user, filters: [empty, Self.filter("EQUALS", "title", "Carrot cake")])
+        #expect(alone.names.sorted() == ["a", "b", "c", "d"], "every list holds all of no values")
+        #expect(sorted.names.sorted() == alone.names.sorted())
+        #expect(narrowed.names == ["c"])
+    }
+
     @Test("bad queries answer 400 naming the part and the rule")
     func badQueries() async throws {
         let (server, user) = try await Self.seeded()
