@@ -168,6 +168,22 @@ import Testing
         #expect(backoff.begin([alice]) == 1)
     }
 
+    @Test func attemptsThatSucceedLeaveNothingBehind() {
+        let (clock, backoff) = Self.make()
+        for index in 0..<120_000 {
+            let key = FailureBackoff.Key(name: "push:\(index)", freeFailures: 20)
+            #expect(backoff.begin([key]) == nil)
+            backoff.succeeded([key])
+        }
+        #expect(backoff.rememberedKeys == 0, "a key whose attempts all succeeded is forgotten")
+        for index in 0..<120_000 { _ = backoff.begin([FailureBackoff.Key(name: "guess:\(index)", freeFailures: 20)]) }
+        #expect(backoff.rememberedKeys == 120_000, "failures within the hour are all kept")
+        // Pruning waits until the keys have doubled since the last one, so its cost spreads over the attempts.
+        clock.advance(bySeconds: 3601)
+        for index in 0..<90_000 { _ = backoff.begin([FailureBackoff.Key(name: "later:\(index)", freeFailures: 20)]) }
+        #expect(backoff.rememberedKeys == 90_000, "the 120,000 failures of an hour ago are forgotten")
+    }
+
     @Test func failuresAreForgottenAfterAnHour() {
         let (clock, backoff) = Self.make()
         for _ in 0..<3 { _ = backoff.begin([alice]) }

@@ -24,7 +24,7 @@ final class FailureBackoff: Sendable {
 
     private let maximumLockSeconds: Int64
     private let clock: ServerClock
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Mutex<(byKey: [String: Entry], pruneAt: Int)>(([:], pruneThreshold))
     private static let forgetAfterMilliseconds: Int64 = 3_600_000
     private static let pruneThreshold = 50_000
 
@@ -33,16 +33,22 @@ final class FailureBackoff: Sendable {
         self.clock = clock
     }
 
+    /// How many keys have failures remembered.
+    var rememberedKeys: Int { entries.withLock { $0.byKey.count } }
+
     /// Starts an attempt for every key: the seconds to wait when one of them is locked (and then
     /// nothing is counted), otherwise `nil`, with the attempt counted as a failure of each key.
     func begin(_ keys: [Key]) -> Int? {
         let now = clock.milliseconds
-        return entries.withLock { entries in
-            if entries.count > Self.pruneThreshold {
-                entries = entries.filter { now - $0.value.lastFailure < Self.forgetAfterMilliseconds }
+        return entries.withLock { state in
+            // Keys with a failure in the last hour stay; when that leaves most of them, the next
+            // pruning waits until there are twice as many, so its cost spreads over the calls.
+            if state.byKey.count > state.pruneAt {
+                state.byKey = state.byKey.filter { now - $0.value.lastFailure < Self.forgetAfterMilliseconds }
+                state.pruneAt = max(Self.pruneThreshold, 2 * state.byKey.count)
             }
             let current = keys.map { key in
-                entries[key.name].flatMap { now - $0.lastFailure < Self.forgetAfterMilliseconds ? $0 : nil }
+                state.byKey[key.name].flatMap { now - $0.lastFailure < Self.forgetAfterMilliseconds ? $0 : nil }
             }
             let lockedUntil = current.compactMap { $0?.lockedUntil }.max() ?? 0
             if lockedUntil > now { return Int((lockedUntil - now + 999) / 1000) }
@@ -55,7 +61,7 @@ final class FailureBackoff: Sendable {
                     let seconds = excess > 20 ? maximumLockSeconds : min(maximumLockSeconds, Int64(1) << (excess - 1))
                     entry.lockedUntil = now + seconds * 1000
                 }
-                entries[key.name] = entry
+                state.byKey[key.name] = entry
             }
             return nil
         }
@@ -64,14 +70,15 @@ final class FailureBackoff: Sendable {
     /// An attempt of `keys` succeeded (or was no guess): its count is taken back, and a key named in
     /// `forgiving` forgets its failures altogether (an account whose password was given).
     func succeeded(_ keys: [Key], forgiving: Set<String> = []) {
-        entries.withLock { entries in
+        entries.withLock { state in
             for key in keys {
                 if forgiving.contains(key.name) {
-                    entries[key.name] = nil
-                } else if var entry = entries[key.name] {
+                    state.byKey[key.name] = nil
+                } else if var entry = state.byKey[key.name] {
                     entry.failures = max(0, entry.failures - 1)
                     if entry.failures <= key.freeFailures { entry.lockedUntil = 0 }
-                    entries[key.name] = entry
+                    // A key without failures left is forgotten at once.
+                    state.byKey[key.name] = entry.failures == 0 ? nil : entry
                 }
             }
         }
