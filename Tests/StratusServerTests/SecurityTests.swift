@@ -199,7 +199,32 @@ struct SecurityTests {
                 #expect(try await signUp("ann", from: "198.51.100.1") == 200)
                 #expect(try await signUp("ben", from: "198.51.100.1") == 429)
                 #expect(try await signUp("cat", from: "198.51.100.2") == (trusted ? 200 : 429))
+                guard trusted else { return }
+                // An IPv6 host picks any address of its /64: they count as one; another /64 is another.
+                #expect(try await signUp("dan", from: "2001:db8:0:1::1") == 200)
+                #expect(try await signUp("eve", from: "2001:db8:0:1::2") == 429)
+                #expect(try await signUp("fay", from: "2001:db8:0:1:ffff:ffff:ffff:ffff") == 429)
+                #expect(try await signUp("gus", from: "2001:db8:0:2::1") == 200)
+                #expect(try await signUp("hal", from: "::ffff:198.51.100.2") == 429, "an IPv4 address mapped into IPv6 is itself")
             }
+        }
+    }
+
+    @Test("the rate limit leaves the admin API and health checks alone")
+    func rateLimitExemptions() async throws {
+        try await withServer(
+            Self.configuration(clock: ManualClock(), rateLimit: RateLimit(requestsPerSecond: 0.01, burst: 2))
+        ) { server async throws in
+            for _ in 0..<2 {
+                _ = try await server.request(.GET, "/database/1/\(server.container)/development/public/zones/list", query: ["ckAPIToken": "made-up"])
+            }
+            let limited = try await server.request(
+                .GET, "/database/1/\(server.container)/development/public/zones/list", query: ["ckAPIToken": "made-up"])
+            #expect(limited.status == 429, "made-up tokens count against the address: \(limited.text)")
+            #expect(try await server.request(.GET, "/health").status == 200)
+            let admin = try await server.request(
+                .GET, "/admin/1/containers", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            #expect(admin.status == 200, "\(admin.text)")
         }
     }
 }

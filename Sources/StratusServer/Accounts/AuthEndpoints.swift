@@ -30,7 +30,7 @@ struct AuthEndpoints: Sendable {
         router.on(Endpoints.signUp) { request, context in
             let container = try authenticator.authenticateApp(context)
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
-            if let wait = signUps.acquire(context.caller.address) {
+            if let wait = signUps.acquire(context.caller.network) {
                 throw signUps.limit.throttled(wait: wait, what: "accounts created from this address")
             }
             // A sign-up refused for a taken username counts as a failed guess of this address.
@@ -89,7 +89,7 @@ struct AuthEndpoints: Sendable {
 
     private func addressKey(_ context: StratusRequestContext) -> FailureBackoff.Key {
         FailureBackoff.Key(
-            name: "address:\(context.caller.address)", freeFailures: configuration.signInLimits.freeFailuresPerAddress)
+            name: "address:\(context.caller.network)", freeFailures: configuration.signInLimits.freeFailuresPerAddress)
     }
 
     /// Runs a sign-in or sign-up counted against `keys`. While a key is locked it is refused with

@@ -30,7 +30,7 @@ struct AdminCredential: Sendable {
     /// in constant time); the request is audited as `actor`, or as `actor (refused)`. Throws
     /// `THROTTLED` while the caller's address is locked.
     func accepts(_ token: String, as actor: String, context: StratusRequestContext) async throws -> Bool {
-        let address = FailureBackoff.Key(name: context.caller.address, freeFailures: freeFailuresPerAddress)
+        let address = FailureBackoff.Key(name: context.caller.network, freeFailures: freeFailuresPerAddress)
         if let wait = failures.begin([address]) {
             throw StratusError(
                 .throttled, "too many refused admin tokens from this address; retry after the retryAfter seconds",

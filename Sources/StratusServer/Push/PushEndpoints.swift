@@ -163,7 +163,7 @@ struct PushEndpoints: Sendable {
     /// A refused poll says when to retry, and an address whose polls keep being refused is locked
     /// out for longer and longer, so a client that polls again at once cannot hammer the server.
     func longPoll(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let address = [FailureBackoff.Key(name: "push:\(context.caller.address)", freeFailures: 20)]
+        let address = [FailureBackoff.Key(name: "push:\(context.caller.network)", freeFailures: 20)]
         if let wait = refusedPolls.begin(address) {
             throw StratusError(
                 .throttled, "too many refused polls from this address; retry after the retryAfter seconds", retryAfter: wait)

@@ -43,17 +43,22 @@ struct AuthenticationMiddleware: RouterMiddleware {
         var request = request
         var context = context
         context.caller.address = clientAddress(request, peer: context.remoteAddress)
+        let limited = !Self.unlimitedPaths.contains { request.uri.path.hasPrefix($0) }
         do {
             try await verify(&request, into: &context.caller, parameters: context.parameters, trace: context.trace)
         } catch {
             context.trace.identify(context.caller)
-            try charge("address:\(context.caller.address)")
+            if limited { try charge("address:\(context.caller.network)") }
             throw error
         }
         context.trace.identify(context.caller)
-        try charge(context.caller.rateLimitKey)
+        if limited { try charge(context.caller.rateLimitKey) }
         return try await next(request, context)
     }
+
+    /// Paths the rate limit leaves alone: the administrator's API (the admin token has its own
+    /// backoff), health checks and the API description.
+    static let unlimitedPaths = ["/admin/1/", "/health", "/openapi.json"]
 
     private func verify(
         _ request: inout Request, into caller: inout VerifiedCaller, parameters: Parameters, trace: RequestTrace
@@ -146,12 +151,22 @@ struct AuthenticationMiddleware: RouterMiddleware {
     /// The connection's peer, or, when the peer is a trusted proxy, the address it forwarded: the
     /// last entry of `X-Forwarded-For` that is not itself a trusted proxy.
     private func clientAddress(_ request: Request, peer: SocketAddress?) -> String {
-        let peerAddress = peer?.ipAddress ?? "unknown"
+        let peerAddress = Self.unmapped(peer?.ipAddress ?? "unknown")
         guard trustedProxies.contains(peerAddress), let forwarded = request.headers[.xForwardedFor] else {
             return peerAddress
         }
-        let hops = forwarded.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let hops = forwarded.split(separator: ",").map { Self.unmapped($0.trimmingCharacters(in: .whitespaces)) }
+            .filter { !$0.isEmpty }
         return hops.last { !trustedProxies.contains($0) } ?? peerAddress
+    }
+
+    /// An IPv4 address as itself when it comes mapped into IPv6 (`::ffff:10.0.0.1`, as a server
+    /// listening on both families sees IPv4 peers), so that it matches `--trusted-proxy 10.0.0.1`
+    /// and counts as the same client either way.
+    static func unmapped(_ address: String) -> String {
+        let prefix = "::ffff:"
+        guard address.lowercased().hasPrefix(prefix), address.dropFirst(prefix.count).contains(".") else { return address }
+        return String(address.dropFirst(prefix.count))
     }
 }
 

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Hummingbird
 import NIOCore
 import StratusModel
@@ -19,13 +24,21 @@ struct VerifiedCaller: Sendable, Hashable {
     /// The server-to-server key that signed the request, if one did.
     var serverKeyID: String?
 
+    /// The network of the client's address, which the per-address limits count against: an IPv4
+    /// address itself, an IPv6 address's /64 (one host usually has a whole /64 to choose from).
+    var network: String {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard address.contains(":"), inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
+        return bytes.prefix(8).hexDigits + "::/64"
+    }
+
     /// What the rate limit counts against: the signed-in user, else the app's container from this
-    /// address, else the address.
+    /// network, else the network.
     var rateLimitKey: String {
         if let container {
             if let userRecordName { return "user:\(container)/\(userRecordName)" }
-            return "app:\(container)@\(address)"
+            return "app:\(container)@\(network)"
         }
-        return "address:\(address)"
+        return "address:\(network)"
     }
 }
