@@ -59,8 +59,9 @@ extension RecordQuery {
     }
 
     /// Whether fields match every filter. A search of `___all` reads the SEARCHABLE fields, the
-    /// ones whose tokens the index holds, so a query finds the same records whichever plan runs it.
-    func matches(_ fields: [String: FieldValue]) -> Bool {
+    /// ones whose tokens the index holds, so a query finds the same records whichever plan runs it,
+    /// and a subscription with the same filters fires for the records it finds.
+    public func matches(_ fields: [String: FieldValue]) -> Bool {
         filters.allSatisfy { filter in
             guard filter.fieldName == QueryFilter.allSearchableFields else { return filter.matches(fields) }
             return filter.matches(fields.filter { self.fields[$0.key]?.indexes.contains(.searchable) == true })

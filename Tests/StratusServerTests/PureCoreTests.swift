@@ -331,6 +331,22 @@ import Testing
         #expect(matcher.firings(of: changes, zone: ZoneID.defaultZoneName, subscriptions: [all]).count == 3)
     }
 
+    @Test func aSearchOfEverythingReadsTheSearchableFieldsAsAQueryDoes() {
+        let search = Query(
+            recordType: "Note",
+            filterBy: [QueryFilter(comparator: .containsAllTokens, fieldName: QueryFilter.allSearchableFields, fieldValue: .string("work"))])
+        let searching = subscription(SubscriptionDictionary(subscriptionID: "s", subscriptionType: .query, query: search))
+        let created = [RecordChange(previous: nil, record: record("n1", folder: "work"))]
+        func schema(_ indexes: FieldIndexes) -> Schema {
+            Schema(recordTypes: ["Note": RecordTypeSchema(fields: ["folder": FieldSchema(type: .string, indexes: indexes)])])
+        }
+        let queryable = SubscriptionMatcher(database: database, schema: schema([.queryable]))
+        #expect(queryable.firings(of: created, zone: ZoneID.defaultZoneName, subscriptions: [searching]).isEmpty,
+                "a field that is not SEARCHABLE is not searched")
+        let searchable = SubscriptionMatcher(database: database, schema: schema([.queryable, .searchable]))
+        #expect(searchable.firings(of: created, zone: ZoneID.defaultZoneName, subscriptions: [searching]).count == 1)
+    }
+
     @Test func filtersSeeTheRecordBeforeOrAfterTheChange() {
         func moved(_ name: String, _ from: String, _ to: String) -> RecordChange {
             RecordChange(previous: record(name, folder: from), record: record(name, folder: to))

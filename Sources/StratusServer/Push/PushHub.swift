@@ -202,8 +202,7 @@ final class PushHub: Service {
         case .records(let database, let zone, let changes, let origin):
             let subscriptions = try await subscriptions(of: database, cache: &caches.subscriptions)
             if !subscriptions.isEmpty {
-                let schema = database.scope == .public
-                    ? try await storage.schema(container: database.container, environment: database.environment) : Schema()
+                let schema = try await schema(matching: subscriptions, in: database)
                 let firings = SubscriptionMatcher(database: database, schema: schema)
                     .firings(of: changes, zone: zone, subscriptions: subscriptions)
                 try await deliver(firings, database: database, origin: origin, cache: &caches.subscriptions)
@@ -215,7 +214,8 @@ final class PushHub: Service {
                     container: database.container, environment: database.environment, scope: .shared, owner: participant)
                 let subscriptions = try await self.subscriptions(of: shared, cache: &caches.subscriptions)
                 guard !subscriptions.isEmpty else { continue }
-                let firings = SubscriptionMatcher(database: shared, schema: Schema(), zoneOwner: database.owner)
+                let schema = try await schema(matching: subscriptions, in: shared)
+                let firings = SubscriptionMatcher(database: shared, schema: schema, zoneOwner: database.owner)
                     .firings(of: changes, zone: zone, subscriptions: subscriptions)
                 try await deliver(firings, database: shared, origin: origin, cache: &caches.subscriptions)
             }
@@ -267,6 +267,17 @@ final class PushHub: Service {
         let loaded = Set(try await storage.acceptedParticipants(zone: zone, in: database))
         caches.participants[key] = loaded
         return loaded
+    }
+
+    /// The environment's schema when matching `subscriptions` of `database` reads it: for the public
+    /// database's READ grants, and for a search of `___all`, which reads the SEARCHABLE fields only,
+    /// as a query does. An empty schema otherwise, with no read.
+    private func schema(matching subscriptions: [StoredSubscription], in database: DatabaseLocator) async throws -> Schema {
+        let searches = subscriptions.contains { subscription in
+            subscription.definition.query?.filterBy.contains { $0.fieldName == QueryFilter.allSearchableFields } == true
+        }
+        guard database.scope == .public || searches else { return Schema() }
+        return try await storage.schema(container: database.container, environment: database.environment)
     }
 
     private func subscriptions(

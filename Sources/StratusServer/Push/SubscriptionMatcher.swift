@@ -21,7 +21,8 @@ struct SubscriptionMatcher {
     }
 
     let database: DatabaseLocator
-    /// The environment's schema, for the public database's READ grants.
+    /// The environment's schema, for the public database's READ grants and the SEARCHABLE fields a
+    /// search of `___all` reads.
     let schema: Schema
     /// The owner of the zones changed: the database's own, or for a subscriber's shared database the
     /// owner of the shared zone.
@@ -106,12 +107,16 @@ struct SubscriptionMatcher {
         }
     }
 
-    /// Whether the record matches every filter: before or after an update, as it was for a deletion.
+    /// Whether the record matches every filter, as a query with the same filters would find it:
+    /// before or after an update, as it was for a deletion.
     private func matches(_ query: Query, _ change: RecordChange) -> Bool {
         guard !query.filterBy.isEmpty else { return true }
+        let recordQuery = RecordQuery(
+            recordType: query.recordType, filters: query.filterBy,
+            fields: schema.recordTypes[query.recordType]?.fields ?? [:], limit: 0)
         func satisfies(_ record: StoredRecord?) -> Bool {
             guard let record, !record.deleted, let fields = try? record.queryFields() else { return false }
-            return query.filterBy.allSatisfy { $0.matches(fields) }
+            return recordQuery.matches(fields)
         }
         switch change.kind {
         case .created: return satisfies(change.record)
