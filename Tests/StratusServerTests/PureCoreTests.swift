@@ -711,3 +711,19 @@ private final class LockedLines: Sendable {
     var all: [String] { lines.withLock { $0 } }
     @Sendable func append(_ line: [UInt8]) { lines.withLock { $0.append(String(decoding: line, as: UTF8.self)) } }
 }
+
+/// The cache of API tokens and sessions: a revocation is never undone by a read that raced it.
+@Suite struct CredentialCacheTests {
+    @Test func aValueLoadedWhileItWasRemovedIsNotKept() async {
+        let cache = CredentialCache<String>(clock: ManualClock().serverClock)
+        // The session is read, then signed out (removed here) before the read's answer is kept.
+        let raced = await cache.value(for: "session") {
+            cache.remove("session")
+            return "alice"
+        }
+        #expect(raced == "alice", "the request that read it is answered")
+        #expect(await cache.value(for: "session") { nil } == nil, "but the value is not kept past its revocation")
+        _ = await cache.value(for: "session") { "bob" }
+        #expect(await cache.value(for: "session") { nil } == "bob", "later reads are kept again")
+    }
+}

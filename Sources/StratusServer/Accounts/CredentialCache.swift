@@ -13,7 +13,9 @@ final class CredentialCache<Value: Sendable>: Sendable {
         var expires: Int64
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    /// The entries, and how many removals there have been: a value loaded while one happened may
+    /// be the one removed, read before its revocation, and is answered but not kept.
+    private let entries = Mutex<(byKey: [String: Entry], removals: UInt64)>(([:], 0))
     private let lifetimeMilliseconds: Int64
     private let capacity: Int
     private let clock: ServerClock
@@ -27,18 +29,23 @@ final class CredentialCache<Value: Sendable>: Sendable {
     /// The cached value for `key`, or the result of `load`, cached when it is not `nil`.
     func value(for key: String, load: () async throws -> Value?) async rethrows -> Value? {
         let now = clock.milliseconds
-        if let cached = entries.withLock({ $0[key] }), cached.expires > now { return cached.value }
+        let (cached, removals) = entries.withLock { ($0.byKey[key], $0.removals) }
+        if let cached, cached.expires > now { return cached.value }
         guard let value = try await load() else { return nil }
         let expires = now + lifetimeMilliseconds
-        entries.withLock { entries in
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[key] = Entry(value: value, expires: expires)
+        entries.withLock { state in
+            guard state.removals == removals else { return }
+            if state.byKey.count >= capacity { state.byKey.removeAll(keepingCapacity: true) }
+            state.byKey[key] = Entry(value: value, expires: expires)
         }
         return value
     }
 
-    /// Forgets `key`.
+    /// Forgets `key`, and keeps no value loaded while it was being removed.
     func remove(_ key: String) {
-        _ = entries.withLock { $0.removeValue(forKey: key) }
+        entries.withLock { state in
+            state.byKey[key] = nil
+            state.removals &+= 1
+        }
     }
 }
