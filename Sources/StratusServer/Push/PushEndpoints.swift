@@ -54,7 +54,6 @@ struct PushEndpoints: Sendable {
         let container = try authenticator.authenticateApp(context)
         let environment = try authenticator.environment(context)
         let body = try await request.decodeJSON(CreatePushTokenRequest.self, limit: 64 << 10)
-        try check(body.apnsEnvironment, matches: environment)
         let token = Secrets.makeToken()
         let now = configuration.clock.milliseconds
         try await storage.createPushToken(
@@ -63,8 +62,12 @@ struct PushEndpoints: Sendable {
                 container: container, environment: environment, userRecordName: context.caller.userRecordName,
                 deviceID: context.caller.userRecordName == nil ? nil : request.headers[.stratusDeviceID], createdAt: now,
                 usedAt: now))
+        // `apnsEnvironment` names the push service's environment, which Apple's clients may set apart
+        // from the container's; Stratus pushes without Apple's service, so it is answered as sent.
         return .json(
-            PushTokenResponse(apnsEnvironment: environment, apnsToken: token, webcourierURL: pushURL(request, token: token)))
+            PushTokenResponse(
+                apnsEnvironment: body.apnsEnvironment ?? environment, apnsToken: token,
+                webcourierURL: pushURL(request, token: token)))
     }
 
     /// `tokens/register`: binds a token to the signed-in user and the device that sends it
@@ -79,7 +82,6 @@ struct PushEndpoints: Sendable {
                 redirectURL: authenticator.signInURL(request, container: container))
         }
         let body = try await request.decodeJSON(RegisterPushTokenRequest.self, limit: 64 << 10)
-        try check(body.apnsEnvironment, matches: environment)
         let hash = Secrets.hash(body.apnsToken)
         guard let token = try await storage.pushToken(hash: hash), token.container == container,
             token.environment == environment
@@ -100,13 +102,7 @@ struct PushEndpoints: Sendable {
             timestamp: configuration.clock.milliseconds)
         return .json(
             PushTokenResponse(
-                apnsEnvironment: environment, apnsToken: body.apnsToken, webcourierURL: pushURL(request, token: body.apnsToken)))
-    }
-
-    private func check(_ requested: ContainerEnvironment?, matches environment: ContainerEnvironment) throws {
-        guard let requested, requested != environment else { return }
-        throw StratusError.badRequest(
-            "apnsEnvironment '\(requested.rawValue)' differs from the path's environment '\(environment.rawValue)'")
+                apnsEnvironment: body.apnsEnvironment ?? environment, apnsToken: body.apnsToken, webcourierURL: pushURL(request, token: body.apnsToken)))
     }
 
     private func pushURL(_ request: Request, token: String) -> String {
