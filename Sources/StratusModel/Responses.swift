@@ -210,17 +210,30 @@ public struct WebAuthSession: Hashable, Sendable, JSONDecodable, JSONWritable {
 public struct CurrentUserResponse: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The signed-in user's record name.
     public var userRecordName: String
+    /// The user's first name, when they made themselves discoverable and gave one.
+    public var firstName: String?
+    /// The user's last name, likewise.
+    public var lastName: String?
 
     /// Creates an answer.
-    public init(userRecordName: String) { self.userRecordName = userRecordName }
+    public init(userRecordName: String, firstName: String? = nil, lastName: String? = nil) {
+        self.userRecordName = userRecordName
+        self.firstName = firstName
+        self.lastName = lastName
+    }
 
     public init(json: JSONValue) throws {
-        userRecordName = try json.object().decode("userRecordName")
+        let object = try json.object()
+        userRecordName = try object.decode("userRecordName")
+        firstName = try object.decodeIfPresent("firstName")
+        lastName = try object.decodeIfPresent("lastName")
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("userRecordName", userRecordName)
+        writer.field("firstName", firstName)
+        writer.field("lastName", lastName)
         writer.endObject()
     }
 }

@@ -81,7 +81,8 @@ public struct ShareState: Hashable, Sendable {
     /// participant's acceptance is theirs to change, so the writer changes only their own status.
     /// Every other participant keeps their stored status, unless the write removes them or invites a
     /// removed one again, and participants who joined since the writer read the share stay (removed
-    /// when the share is no longer public). So an owner's save never undoes an acceptance it raced.
+    /// when the share is no longer public, with its public permission when it still is). So an
+    /// owner's save never undoes an acceptance it raced, nor an acceptance the owner's save.
     public func keepingStatuses(of stored: ShareState, writer: String) -> ShareState {
         var merged = self
         for index in merged.participants.indices {
@@ -93,7 +94,9 @@ public struct ShareState: Hashable, Sendable {
         }
         for old in stored.participants where merged.participant(old.userRecordName) == nil {
             var joined = old
-            if joined.type == .publicUser, merged.publicPermission == .none { joined.status = .removed }
+            if joined.type == .publicUser {
+                if merged.publicPermission == .none { joined.status = .removed } else { joined.permission = merged.publicPermission }
+            }
             merged.participants.append(joined)
         }
         return merged

@@ -58,7 +58,13 @@ struct AccessTests {
             #expect((caller.body["users"] as? [[String: Any]])?.map { $0["userRecordName"] as? String } == [aliceName],
                     "Apple's reference answers an array of one identity: \(caller.text)")
             let current = try await server.database("public", "users/current", user: alice)
-            #expect(current.body["userRecordName"] as? String == aliceName)
+            #expect(current.body["userRecordName"] as? String == aliceName && current.body["firstName"] == nil)
+            _ = try await server.database(
+                "public", "users/discoverability",
+                ["discoverable": true, "nameComponents": ["givenName": "Alice", "familyName": "Liddell"]], user: alice)
+            let named = try await server.database("public", "users/current", user: alice)
+            #expect(named.body["firstName"] as? String == "Alice" && named.body["lastName"] as? String == "Liddell",
+                    "a discoverable user's names, as Apple answers them: \(named.text)")
 
             let signOut = try await server.request(
                 .POST, "/auth/1/\(server.container)/signout", query: ["ckAPIToken": server.apiToken, "ckWebAuthToken": alice])

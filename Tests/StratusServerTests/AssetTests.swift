@@ -138,16 +138,21 @@ struct AssetTests {
         try await withServer { server async throws in
             let staging = server.directory.appendingPathComponent("assets/tmp")
             try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
-            let (abandoned, current) = (staging.appendingPathComponent("abandoned"), staging.appendingPathComponent("current"))
-            for file in [abandoned, current] { try Data("partial".utf8).write(to: file) }
-            try FileManager.default.setAttributes(
-                [.modificationDate: Date().addingTimeInterval(-2 * 24 * 3600)], ofItemAtPath: abandoned.path)
+            let (abandoned, current) = (staging.appendingPathComponent(UUID().uuidString), staging.appendingPathComponent(UUID().uuidString))
+            let (notAnUpload, folder) = (staging.appendingPathComponent("notes.txt"), staging.appendingPathComponent(UUID().uuidString + "-dir"))
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for file in [abandoned, current, notAnUpload] { try Data("partial".utf8).write(to: file) }
+            for old in [abandoned, notAnUpload, folder] {
+                try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-2 * 24 * 3600)], ofItemAtPath: old.path)
+            }
             let store = AssetStore(
                 blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
                 storage: server.storage, tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 24 * 3600)
             _ = try await store.collect()
             #expect(!FileManager.default.fileExists(atPath: abandoned.path))
             #expect(FileManager.default.fileExists(atPath: current.path), "an upload under way keeps its file")
+            #expect(FileManager.default.fileExists(atPath: notAnUpload.path) && FileManager.default.fileExists(atPath: folder.path),
+                    "only files named as uploads are swept: the staging folder may be shared")
         }
     }
 

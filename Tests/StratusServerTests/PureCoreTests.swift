@@ -727,3 +727,18 @@ private final class LockedLines: Sendable {
         #expect(await cache.value(for: "session") { nil } == "bob", "later reads are kept again")
     }
 }
+
+/// An owner's save of a share merged with the participants' acceptances it raced.
+@Suite struct ShareStateMergeTests {
+    let owner = ShareState.Participant(participantID: "o", userRecordName: "_ada", type: .owner, permission: .readWrite, status: .accepted)
+
+    @Test func aParticipantWhoJoinedMeanwhileTakesTheNewPublicPermission() {
+        let eve = ShareState.Participant(participantID: "e", userRecordName: "_eve", type: .publicUser, permission: .readWrite, status: .accepted)
+        let stored = ShareState(shortGUID: "g", publicPermission: .readWrite, participants: [owner, eve])
+        // The owner read the share before eve joined, and lowers its public permission.
+        let written = ShareState(shortGUID: "g", publicPermission: .readOnly, participants: [owner])
+        #expect(written.keepingStatuses(of: stored, writer: "_ada").participant("_eve")?.permission == .readOnly)
+        let closed = ShareState(shortGUID: "g", publicPermission: .none, participants: [owner])
+        #expect(closed.keepingStatuses(of: stored, writer: "_ada").participant("_eve")?.status == .removed)
+    }
+}

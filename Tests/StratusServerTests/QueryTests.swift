@@ -242,5 +242,8 @@ struct QueryTests {
         #expect(listSort.status == 400 && listSort.reason.contains("tags"), "\(listSort.text)")
         let noType = try await query(["filterBy": []])
         #expect(noType.status == 400 && noType.reason.contains("recordType"), "\(noType.text)")
+        // A type nobody saved yet is checked as any other.
+        let neverSaved = try await query(["recordType": "NeverSaved", "filterBy": [Self.filter("EQUALS", "___all", "x")]])
+        #expect(neverSaved.status == 400 && neverSaved.reason.contains("___all"), "\(neverSaved.text)")
     }
 }

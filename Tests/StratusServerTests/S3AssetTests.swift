@@ -75,9 +75,13 @@ struct S3AssetTests {
         return try await TestServer.start(directory: directory, configuration: configuration)
     }
 
+    /// A staging folder of the tests' own: collection sweeps its abandoned uploads.
+    static let stagingDirectory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("stratus-s3-tests-\(UUID().uuidString)").path
+
     /// The status of a signed `HEAD` of the object holding an asset.
     static func headStatus(of checksum: String, in bucket: S3Bucket) async throws -> HTTPResponseStatus {
-        let blobs = S3AssetBlobStore(bucket: bucket, stagingDirectory: NSTemporaryDirectory())
+        let blobs = S3AssetBlobStore(bucket: bucket, stagingDirectory: Self.stagingDirectory)
         return try await blobs.client.response(.HEAD, blobs.path(of: checksum), expected: [.ok, .notFound]).status
     }
 
@@ -141,7 +145,7 @@ struct S3AssetTests {
         #expect(try await Self.headStatus(of: dropped, in: bucket) == .ok)
 
         let store = AssetStore(
-            blobs: S3AssetBlobStore(bucket: bucket, stagingDirectory: NSTemporaryDirectory()), storage: server.storage,
+            blobs: S3AssetBlobStore(bucket: bucket, stagingDirectory: Self.stagingDirectory), storage: server.storage,
             tokens: SyncTokenCodec(secret: SyncTokenCodec.makeSecret()), graceSeconds: 60)
         let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
         #expect(try await store.collect(now: later) == 1)

@@ -209,14 +209,16 @@ final class AssetStore: Sendable {
 
     /// Deletes the staged upload files last written before `cutoff` (milliseconds since 1970). An
     /// upload writes its file as its bytes arrive and stores or deletes it when it ends, so such a
-    /// file is what a process that died during an upload left behind.
+    /// file is what a process that died during an upload left behind. Only files named as uploads
+    /// are (a UUID): the staging folder may be shared, as the system's temporary folder is.
     private func removeAbandonedUploads(before cutoff: Int64) {
         let manager = FileManager.default
         guard let names = try? manager.contentsOfDirectory(atPath: blobs.stagingDirectory) else { return }
-        for name in names {
+        for name in names where UUID(uuidString: name) != nil {
             let path = "\(blobs.stagingDirectory)/\(name)"
-            guard let written = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
-                Int64(written.timeIntervalSince1970 * 1000) < cutoff
+            guard let attributes = try? manager.attributesOfItem(atPath: path),
+                attributes[.type] as? FileAttributeType == .typeRegular,
+                let written = attributes[.modificationDate] as? Date, Int64(written.timeIntervalSince1970 * 1000) < cutoff
             else { continue }
             try? manager.removeItem(atPath: path)
         }

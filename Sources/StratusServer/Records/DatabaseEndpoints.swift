@@ -633,6 +633,10 @@ struct DatabaseEndpoints: Sendable {
     func currentUser(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let target = try authenticator.authenticate(request, context: context)
         let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "users/current")
-        return .json(CurrentUserResponse(userRecordName: try access.requireUser()))
+        let recordName = try access.requireUser()
+        // As Apple answers it: the names only of a user who made themselves discoverable.
+        let user = try await storage.user(container: target.container, recordName: recordName)
+        let named = user?.discoverable == true ? user : nil
+        return .json(CurrentUserResponse(userRecordName: recordName, firstName: named?.givenName, lastName: named?.familyName))
     }
 }
