@@ -203,6 +203,7 @@ extension PostgresStorage {
             SELECT \(hash), \(session.container), \(session.userRecordName), \(session.expiresAt) FROM users
             WHERE container_id = \(session.container) AND record_name = \(session.userRecordName)
                 AND disabled_ms IS NULL AND password_hash = \(passwordHash)
+            FOR SHARE
             RETURNING 1
             """
         ).isEmpty

@@ -18,15 +18,27 @@ extension PostgresStorage {
             """)
     }
 
+    /// Locks the candidates first, skipping those a committing save holds (``knownAssets``), then
+    /// deletes those no record holds in a second statement, whose snapshot sees every save that
+    /// committed before the lock was taken: one statement would judge them by the snapshot taken
+    /// before it waited for nothing, and miss a save that committed meanwhile.
     public func collectAssets(registeredBefore timestamp: Int64) async throws -> [String] {
-        try await column(
-            String.self,
-            """
-            DELETE FROM assets WHERE checksum IN (
+        try await transaction { connection in
+            let locked = try await connection.run(
+                """
                 SELECT checksum FROM assets WHERE registered_ms < \(timestamp)
                     AND NOT EXISTS (SELECT 1 FROM record_assets WHERE record_assets.checksum = assets.checksum)
-                FOR UPDATE SKIP LOCKED)
-            RETURNING checksum
-            """)
+                FOR UPDATE SKIP LOCKED
+                """, logger: logger
+            ).decode(String.self).collect()
+            guard !locked.isEmpty else { return [] }
+            return try await connection.run(
+                """
+                DELETE FROM assets WHERE checksum = ANY(\(locked))
+                    AND NOT EXISTS (SELECT 1 FROM record_assets WHERE record_assets.checksum = assets.checksum)
+                RETURNING checksum
+                """, logger: logger
+            ).decode(String.self).collect()
+        }
     }
 }

@@ -23,7 +23,7 @@ extension PostgresStorage {
             ).decode((String, Int64).self).collect()
         }
         return try await QueryExecutor.run(
-            query, zoneWide: names == nil,
+            query, zoneWide: names == nil && database.scope != .public,
             reader: QueryReader(
                 storage: self, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs), zones: zoneIDs.map(\.0),
                 recordType: query.recordType))

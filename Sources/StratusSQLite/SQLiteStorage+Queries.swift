@@ -21,7 +21,7 @@ extension SQLiteStorage {
             ).map { ($0["name"], $0["id"]) }
         }
         return try await QueryExecutor.run(
-            query, zoneWide: names == nil, reader: QueryReader(pool: pool, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
+            query, zoneWide: names == nil && database.scope != .public, reader: QueryReader(pool: pool, zoneIDs: Dictionary(uniqueKeysWithValues: zoneIDs),
                                        zones: zoneIDs.map(\.0), recordType: query.recordType))
     }
 

@@ -55,8 +55,9 @@ public struct IndexPosition: Sendable, Equatable {
 public enum QueryExecutor {
     /// Runs a query.
     ///
-    /// A zone-wide query (`zoneWide`) always takes the candidates plan: the zones it covers may
-    /// become more or fewer between its pages, and a marker of one plan means nothing to the other.
+    /// A zone-wide query whose zones may become more or fewer between its pages (`zoneWide`; not in
+    /// the public database, whose one zone is its default) always takes the candidates plan: a
+    /// marker of one plan means nothing to the other.
     public static func run(_ query: RecordQuery, zoneWide: Bool, reader: some QueryIndexReader) async throws -> QueryPage {
         if !zoneWide, reader.zones.count == 1, let plan = orderedScan(query) {
             return try await scan(query, plan, zone: reader.zones[0], reader: reader)

@@ -399,28 +399,24 @@ enum StoreMetadata {
         try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM stratusstore_row_zones)") ?? false
     }
 
-    /// The rows whose server record is known, with their tables: of the store's own zone when
+    /// The system fields of the server's records the store keeps: of the store's own zone when
     /// `zoneID` is `nil`, else of `zoneID`.
-    static func rowsWithServerRecords(inZone zoneID: RecordZone.ID?, in db: GRDB.Database) throws
-        -> [(table: String, rowID: UUID)]
-    {
-        let rows = if let zoneID {
-            try Row.fetchAll(
+    static func systemFieldsOfServerRecords(inZone zoneID: RecordZone.ID?, in db: GRDB.Database) throws -> [Data] {
+        if let zoneID {
+            return try Data.fetchAll(
                 db,
                 sql: """
-                    SELECT r.table_name, r.row_id FROM stratusstore_records r
+                    SELECT r.system_fields FROM stratusstore_records r
                     JOIN stratusstore_row_zones z ON z.row_id = r.row_id WHERE z.zone_name = ? AND z.owner_name = ?
                     """,
                 arguments: [zoneID.zoneName, zoneID.ownerName])
-        } else {
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT table_name, row_id FROM stratusstore_records
-                    WHERE row_id NOT IN (SELECT row_id FROM stratusstore_row_zones)
-                    """)
         }
-        return rows.compactMap { row in UUID(text: row["row_id"]).map { (row["table_name"], $0) } }
+        return try Data.fetchAll(
+            db,
+            sql: """
+                SELECT system_fields FROM stratusstore_records
+                WHERE row_id NOT IN (SELECT row_id FROM stratusstore_row_zones)
+                """)
     }
 
     /// The rows placed in `zoneID`, with their tables.

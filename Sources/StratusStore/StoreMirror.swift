@@ -478,25 +478,27 @@ actor StoreMirror: SyncEngineDelegate {
         return record
     }
 
-    /// The records of `zoneID` the store holds as the server had them: after the zone's token
-    /// expired, the engine hands back as deleted those the zone's new full read does not return.
+    /// The records of `zoneID` the store holds as the server had them, by the IDs in their system
+    /// fields (another client may name a row's record in another case than this store would): after
+    /// the zone's token expired, the engine hands back as deleted those the new full read does not
+    /// return. Read on that rare occasion only, so each record's system fields are decoded.
     func recordsHeld(inZone zoneID: RecordZone.ID, syncEngine: SyncEngine) async -> [Stratus.Record.ID: String] {
         guard ownsZone(zoneID) else { return [:] }
-        let rows: [(table: String, rowID: UUID)]
         do {
-            rows = try await pool.read { [defaultZoneID] db in
-                try StoreMetadata.rowsWithServerRecords(inZone: zoneID == defaultZoneID ? nil : zoneID, in: db)
+            let systemFields = try await pool.read { [defaultZoneID] db in
+                try StoreMetadata.systemFieldsOfServerRecords(inZone: zoneID == defaultZoneID ? nil : zoneID, in: db)
             }
+            var held: [Stratus.Record.ID: String] = [:]
+            for data in systemFields {
+                let record = try Stratus.Record(systemFieldsData: data)
+                // Named as the fetch names the zone's records.
+                held[Stratus.Record.ID(recordName: record.recordID.recordName, zoneID: zoneID)] = record.recordType
+            }
+            return held
         } catch {
             lastError = Self.cloudError(error)
             return [:]
         }
-        var held: [Stratus.Record.ID: String] = [:]
-        for (table, rowID) in rows {
-            guard case .synced(let recordType)? = model.table(named: table)?.configuration else { continue }
-            held[RecordMapping.recordID(rowID, zoneID: zoneID)] = recordType
-        }
-        return held
     }
 
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {

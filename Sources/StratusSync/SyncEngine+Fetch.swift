@@ -48,6 +48,9 @@ extension SyncEngine {
                 continue
             }
             try await requireSameAccount(delegate)
+            // A read again from the start keeps the expired token stored until its last page: cut
+            // short, it starts over, and the zones it no longer returns are still found.
+            let keepsToken = vanished == nil || !page.moreComing
             vanished?.subtract(page.modifications)
             var deletedZoneIDs = page.deletions.map(\.zoneID)
             if !page.moreComing, let gone = vanished.take() { deletedZoneIDs += gone.subtracting(deletedZoneIDs) }
@@ -62,7 +65,7 @@ extension SyncEngine {
             state.withSnapshot { snapshot in
                 for zoneID in deletedZoneIDs { snapshot.forgetZone(zoneID) }
                 snapshot.markUnfetched(page.modifications)
-                snapshot.databaseChangeToken = page.changeToken
+                if keepsToken { snapshot.databaseChangeToken = page.changeToken }
             }
             await emitStateUpdate(to: delegate)
             token = page.changeToken
@@ -124,9 +127,12 @@ extension SyncEngine {
                     }
                     lastGathered = page
                     guard gathered.count >= Self.changesPerFetchedEvent || !page.moreComing else { continue }
-                    // The read's last changes carry the deletions it could not name.
+                    // A read again from the start keeps the expired token stored until its last page
+                    // (cut short, it starts over, and still finds what it no longer returns), whose
+                    // changes carry the deletions it could not name.
+                    let keepsToken = vanished == nil || !page.moreComing
                     if !page.moreComing, let gone = vanished.take() { gathered.add(deletions: gone) }
-                    try await apply(gathered, ending: page, inZone: zoneID, delegate: delegate)
+                    try await apply(gathered, ending: page, inZone: zoneID, keepsToken: keepsToken, delegate: delegate)
                     token = page.changeToken
                     gathered = GatheredChanges()
                     lastGathered = nil
@@ -135,7 +141,7 @@ extension SyncEngine {
                 // not followed by another) are applied too.
                 if let lastGathered {
                     if let gone = vanished.take() { gathered.add(deletions: gone) }
-                    try await apply(gathered, ending: lastGathered, inZone: zoneID, delegate: delegate)
+                    try await apply(gathered, ending: lastGathered, inZone: zoneID, keepsToken: true, delegate: delegate)
                 }
                 return
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
@@ -154,12 +160,13 @@ extension SyncEngine {
     /// Hands gathered changes to the delegate, then stores the token of the page they end with and
     /// hands over the state.
     private func apply(
-        _ gathered: GatheredChanges, ending page: RecordZoneChanges, inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate
+        _ gathered: GatheredChanges, ending page: RecordZoneChanges, inZone zoneID: RecordZone.ID, keepsToken: Bool,
+        delegate: any SyncEngineDelegate
     ) async throws {
         try await requireSameAccount(delegate)
         if gathered.count > 0 { await emit(.fetchedRecordZoneChanges(gathered.event), to: delegate) }
         state.withSnapshot { snapshot in
-            snapshot.zoneChangeTokens[zoneID] = page.changeToken
+            if keepsToken { snapshot.zoneChangeTokens[zoneID] = page.changeToken }
             if !page.moreComing { snapshot.unfetchedZoneIDs.removeAll { $0 == zoneID } }
         }
         await emitStateUpdate(to: delegate)

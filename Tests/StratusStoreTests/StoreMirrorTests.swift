@@ -408,6 +408,22 @@ struct StoreMirrorTests {
             #expect(try await laptop.item(gone) == nil)
             #expect(try await laptop.item(kept) != nil)
             #expect(try await laptop.contents() == phone.contents())
+
+            // A record another client named with a lowercase UUID is the same row when read again.
+            let web = UUID()
+            var record = Stratus.Record(
+                recordType: "Item",
+                recordID: .init(recordName: web.uuidString.lowercased(), zoneID: RecordZone.ID(zoneName: RecordMapping.zoneName)))
+            record["title"] = "from the web"
+            _ = try await phone.container.privateCloudDatabase.save(record)
+            try await laptop.store.sync()
+            #expect(try await laptop.item(web)?["title"] as String? == "from the web")
+            try await phone.pool.write { db in try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [kept]) }
+            try await phone.store.sync()
+            _ = try await server.storage.purgeTombstones(before: Int64(Date().timeIntervalSince1970 * 1000) + 60_000)
+            try await laptop.store.sync()
+            #expect(try await laptop.item(kept) == nil)
+            #expect(try await laptop.item(web)?["title"] as String? == "from the web", "read again, it is not taken for gone")
         }
     }
 

@@ -218,8 +218,12 @@ struct DatabaseEndpoints: Sendable {
         // Records go back only to a caller who may read them: a refused write's stored record
         // (`EXISTS`, `CONFLICT`) not at all, a saved one with its system fields alone (a public
         // type may let anyone write and only its creator read).
-        let readSchema = access.enforcesGrants
-            ? try await storage.schema(container: target.container, environment: target.environment) : Schema()
+        var readSchema = Schema()
+        if access.enforcesGrants {
+            readSchema = if let schema { schema } else {
+                try await storage.schema(container: target.container, environment: target.environment)
+            }
+        }
         let readable = results.map { result -> Bool in
             guard case .success(let record) = result else { return false }
             return access.mayRead(record, in: zone, schema: readSchema)

@@ -124,7 +124,7 @@ public enum StratusApplication {
         router.add(
             middleware: AuthenticationMiddleware(
                 accounts: accounts, console: console, limiter: configuration.rateLimit.map { RateLimiter(limit: $0, clock: configuration.clock) },
-                trustedProxies: configuration.trustedProxies, clock: configuration.clock,
+                trustedProxies: Set(configuration.trustedProxies.map(AuthenticationMiddleware.unmapped)), clock: configuration.clock,
                 maxBodyBytes: configuration.limits.maxRequestBodyBytes))
         let authenticator = Authenticator(configuration: configuration)
         DatabaseEndpoints(
