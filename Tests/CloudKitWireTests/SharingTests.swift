@@ -49,6 +49,15 @@ struct SharingTests {
         ["zoneName": name, "ownerRecordName": owner]
     }
 
+    /// Ada's zone `Album`, shared with bob at `permission` (not yet accepted); the share's short GUID.
+    static func shareAlbum(of people: People, permission: String, on server: TestServer) async throws -> String {
+        try await server.createZone("Album", user: people.owner.token)
+        let saved = try await server.modify(
+            [share(participants: [participant(recordName: people.writer.recordName, permission: permission)])],
+            zone: "Album", user: people.owner.token)
+        return try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+    }
+
     static func lookup(_ names: [String], zone: [String: Any], user: String?, on server: TestServer) async throws
         -> TestServer.Reply
     {
@@ -263,11 +272,7 @@ struct SharingTests {
         try await withServer { server in
             let people = try await Self.people(on: server)
             let (ada, bob) = (people.owner, people.writer)
-            try await server.createZone("Album", user: ada.token)
-            let saved = try await server.modify(
-                [Self.share(participants: [Self.participant(recordName: bob.recordName, permission: "READ_ONLY")])],
-                zone: "Album", user: ada.token)
-            let shortGUID = try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+            let shortGUID = try await Self.shareAlbum(of: people, permission: "READ_ONLY", on: server)
             func accept() async throws -> [String: Any]? {
                 let reply = try await server.database("shared", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob.token)
                 return (reply.body["results"] as? [[String: Any]])?.first
@@ -333,11 +338,7 @@ struct SharingTests {
         try await withServer { server in
             let people = try await Self.people(on: server)
             let (ada, bob) = (people.owner, people.writer)
-            try await server.createZone("Album", user: ada.token)
-            let saved = try await server.modify(
-                [Self.share(participants: [Self.participant(recordName: bob.recordName, permission: "READ_WRITE")])],
-                zone: "Album", user: ada.token)
-            let shortGUID = try #require(saved.records.first?["shortGUID"] as? String, "\(saved.text)")
+            let shortGUID = try await Self.shareAlbum(of: people, permission: "READ_WRITE", on: server)
             let album = Self.sharedZone("Album", of: ada.recordName)
 
             // Before accepting, bob's shared database is empty and a zone subscription names no zone.
