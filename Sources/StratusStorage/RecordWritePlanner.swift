@@ -14,6 +14,8 @@ public enum RecordWritePlanner {
         _ write: RecordWrite, current: StoredRecord?, context: WriteContext, schema: inout SchemaInForce
     ) -> RecordWriteResult {
         let live = current.flatMap { $0.deleted ? nil : $0 }
+        var write = write
+        write.fields = sizingKeptAssets(write.fields, live: live)
         let name = write.recordName
         let operation = write.operationType
 
@@ -85,6 +87,30 @@ public enum RecordWritePlanner {
                 context: context, schema: &schema)
         case .create:
             preconditionFailure("handled above")
+        }
+    }
+
+    /// `fields` with each asset saved without a receipt (``RecordWrite/uploadedAssets`` has its
+    /// size; a kept asset has none, since a client's claim is not taken) given the size that `live`
+    /// stores for its checksum, or that another value of the write has from its receipt. An asset
+    /// found in neither stays without one, and fails the save as unknown (``unknownAsset(record:checksum:uploaded:)``).
+    private static func sizingKeptAssets(_ fields: [String: FieldValue], live: StoredRecord?) -> [String: FieldValue] {
+        let assets = fields.values.lazy.filter { $0.type == .asset || $0.type == .assetList }.flatMap(\.elements)
+        guard assets.contains(where: { if case .asset(let asset) = $0 { asset.size == nil } else { false } }) else {
+            return fields
+        }
+        var sizes: [String: Int64] = [:]
+        for case .asset(let asset) in (live.flatMap { try? $0.decodeFields() } ?? [:]).values.flatMap(\.elements)
+            + Array(assets)
+        {
+            if let checksum = asset.fileChecksum, let size = asset.size { sizes[checksum] = size }
+        }
+        return fields.mapValues { value in
+            value.mappingAssets { asset in
+                var asset = asset
+                if asset.size == nil, let checksum = asset.fileChecksum { asset.size = sizes[checksum] }
+                return asset
+            }
         }
     }
 

@@ -124,6 +124,24 @@ struct AssetTests {
             let url = try #require(pics?.first?["downloadURL"] as? String, "\(looked.text)")
             #expect(try await Self.download(server, url, user: alice).bytes == bytes)
 
+            // Keeping an asset by its checksum keeps its size as stored: a client's claim is not
+            // taken, nor sealed into a receipt by assets/rereference.
+            let checksum = try #require(file["fileChecksum"] as? String)
+            let kept = try await server.modify(
+                [operation("forceUpdate", "doc", fields: [
+                    "pics": ["value": [["fileChecksum": checksum, "size": 1]], "type": "ASSETID_LIST"],
+                    "cover": ["value": ["fileChecksum": checksum, "size": 7], "type": "ASSETID"],
+                ])], user: alice)
+            #expect(kept.records.first?["serverErrorCode"] == nil, "\(kept.text)")
+            let keptFields = kept.records.first?["fields"] as? [String: Any]
+            #expect(((keptFields?["pics"] as? [String: Any])?["value"] as? [[String: Any]])?.first?["size"] as? Int == 5_000)
+            #expect(((keptFields?["cover"] as? [String: Any])?["value"] as? [String: Any])?["size"] as? Int == 5_000)
+            let renewed = try await server.database(
+                "private", "assets/rereference", ["assets": [["recordName": "doc", "fieldName": "cover"]]], user: alice)
+            let receipt = try #require(
+                ((renewed.body["assets"] as? [[String: Any]])?.first?["value"] as? [String: Any]), "\(renewed.text)")
+            #expect((receipt["value"] as? [String: Any])?["size"] as? Int == 5_000, "\(renewed.text)")
+
             _ = try await server.modify([operation("forceDelete", "doc")], user: alice)
             let store = AssetStore(
                 blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),

@@ -317,6 +317,58 @@ struct PushTests {
         }
     }
 
+    @Test("a participant of a share rooted at a record hears of changes to its records only, and of being removed")
+    func rootedShareNotifications() async throws {
+        try await withServer { server in
+            let (ada, adaName) = try await server.signUp("ada")
+            let (bob, bobName) = try await server.signUp("bob")
+            try await server.createZone("Trips", user: ada)
+            func record(_ name: String, type: String = "Photo", parent: String?) -> [String: Any] {
+                var record: [String: Any] = ["recordName": name, "recordType": type, "fields": ["caption": ["value": name]]]
+                record["parent"] = parent.map { ["recordName": $0] } ?? NSNull()
+                return record
+            }
+            func save(_ operationType: String, _ records: [[String: Any]]) async throws {
+                let saved = try await server.modify(
+                    records.map { ["operationType": operationType, "record": $0] }, zone: "Trips", user: ada)
+                #expect(saved.status == 200 && !saved.text.contains("serverErrorCode"), "\(saved.text)")
+            }
+            func share(participants: [[String: Any]]) -> [String: Any] {
+                ["recordName": "share-album", "recordType": "cloudkit.share", "forRecord": ["recordName": "album"],
+                 "participants": participants]
+            }
+            try await save("create", [record("album", type: "Album", parent: nil), record("p1", parent: "album"),
+                                      record("loose", type: "Album", parent: nil)])
+            try await save("create", [share(participants: [[
+                "type": "USER", "permission": "READ_ONLY", "acceptanceStatus": "INVITED",
+                "userIdentity": ["lookupInfo": ["userRecordName": bobName]]]])])
+            let looked = try await server.database(
+                "private", "records/lookup", ["zoneID": ["zoneName": "Trips"], "records": [["recordName": "share-album"]]],
+                user: ada)
+            let shortGUID = try #require(looked.records.first?["shortGUID"] as? String, "\(looked.text)")
+            let accepted = try await server.database("public", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob)
+            #expect(accepted.status == 200, "\(accepted.text)")
+            try await subscribe(server, "shared", user: bob, ["subscriptionID": "all", "subscriptionType": "database"])
+            try await subscribe(server, "shared", user: bob, [
+                "subscriptionID": "albums", "subscriptionType": "zone", "recordType": "Album",
+                "zoneID": ["zoneName": "Trips", "ownerRecordName": adaName]])
+            let phone = try await PollingDevice.register(server, user: bob, deviceID: "bob-phone")
+            _ = try await phone.poll()
+
+            try await save("forceUpdate", [record("loose", type: "Album", parent: nil)])
+            try await save("create", [record("elsewhere", parent: "loose")])
+            #expect(try await phone.fired() == [], "the owner's records outside the share are not bob's to hear of")
+            try await save("create", [record("p2", parent: "album")])
+            #expect(try await phone.fired() == ["all"], "a photo joined the share; no album changed")
+            try await save("forceUpdate", [record("album", type: "Album", parent: nil)])
+            #expect(try await phone.fired() == ["albums", "all"])
+            try await save("forceUpdate", [record("p1", parent: "loose")])
+            #expect(try await phone.fired() == ["all"], "p1 left the share: bob's copy goes")
+            try await save("forceUpdate", [share(participants: [])])
+            #expect(try await phone.fired() == ["all"], "bob was removed from the share")
+        }
+    }
+
     @Test("after a server restart a device hears that it may have missed notifications, then receives new ones")
     func restart() async throws {
         try await withServer { server in

@@ -139,8 +139,9 @@ final class AssetStore: Sendable {
     }
 
     /// Checks an asset value a client saves: a receipt must be one this server issued for the
-    /// container, and match the value's checksum and size. Returns the value as stored (checksum and
-    /// size only) and whether it came with a receipt.
+    /// container, and match the value's checksum. Returns the value as stored (checksum and the
+    /// receipt's size; a kept asset, saved by its checksum alone, gets the size the record stores for
+    /// it when the save is planned, not the one the client claims) and whether it came with a receipt.
     func admit(_ asset: AssetValue, container: String, field: String) throws -> (asset: AssetValue, uploaded: Bool) {
         guard let receipt = asset.receipt else {
             guard let checksum = asset.fileChecksum, Self.isChecksum(checksum) else {
@@ -148,7 +149,7 @@ final class AssetStore: Sendable {
                     "\(field): an asset needs the receipt from its upload (or, to keep the record's asset, its "
                         + "fileChecksum)")
             }
-            return (AssetValue(fileChecksum: checksum, size: asset.size), false)
+            return (AssetValue(fileChecksum: checksum), false)
         }
         let bytes = try tokens.open(receipt, field: "\(field).receipt", what: "an asset receipt")
         guard let object = try? JSONValue.parse(bytes).object(), (try? object.decode("kind") as String) == "receipt",

@@ -118,6 +118,8 @@ final class PushHub: Service {
     private struct Caches {
         var subscriptions: [DatabaseLocator: [StoredSubscription]] = [:]
         var participants: [SharedZoneKey: Set<String>] = [:]
+        /// Each subscribing participant's accepted memberships of a zone's shares, by participant.
+        var memberships: [SharedZoneKey: [String: [ShareMembership]]] = [:]
     }
 
     /// A zone of a private database.
@@ -214,9 +216,11 @@ final class PushHub: Service {
                     container: database.container, environment: database.environment, scope: .shared, owner: participant)
                 let subscriptions = try await self.subscriptions(of: shared, cache: &caches.subscriptions)
                 guard !subscriptions.isEmpty else { continue }
+                let heard = try await self.changes(changes, heardBy: participant, zone: zone, in: database, caches: &caches)
+                guard !heard.isEmpty else { continue }
                 let schema = try await schema(matching: subscriptions, in: shared)
                 let firings = SubscriptionMatcher(database: shared, schema: schema, zoneOwner: database.owner)
-                    .firings(of: changes, zone: zone, subscriptions: subscriptions)
+                    .firings(of: heard, zone: zone, subscriptions: subscriptions)
                 try await deliver(firings, database: shared, origin: origin, cache: &caches.subscriptions)
             }
         case .zone(let database, let name, let deleted, let participants, let origin):
@@ -243,8 +247,7 @@ final class PushHub: Service {
 
     /// The participants to notify of changes to a private zone: those who accepted one of its
     /// shares, and when a share changed, also those it just lost (they hear that the zone or their
-    /// records left their shared database). A participant of a share rooted at a record hears of
-    /// every change in the zone, as its zone subscriptions would; what they fetch is only theirs.
+    /// records left their shared database). Which changes each hears of: ``changes(_:heardBy:zone:in:caches:)``.
     private func participants(
         toNotifyOf changes: [RecordChange], zone: String, in database: DatabaseLocator, caches: inout Caches
     ) async throws -> Set<String> {
@@ -259,14 +262,52 @@ final class PushHub: Service {
             // The change is committed, so the share index already holds who takes part now.
             let now = Set(try await storage.acceptedParticipants(zone: zone, in: database))
             caches.participants[key] = now
+            caches.memberships[key] = nil
             return shareChanges.reduce(now) { $0.union(accepted($1.previous)) }
         }
         if let known = caches.participants[key] { return known }
         // One entry per private zone written since start; a busy server starts over rather than grow.
-        if caches.participants.count >= 100_000 { caches.participants.removeAll() }
+        if caches.participants.count >= 100_000 {
+            caches.participants.removeAll()
+            caches.memberships.removeAll()
+        }
         let loaded = Set(try await storage.acceptedParticipants(zone: zone, in: database))
         caches.participants[key] = loaded
         return loaded
+    }
+
+    /// The changes of a private zone that `participant` hears of through their shared database's
+    /// subscriptions: all of them when they reach the whole zone (its zone-wide share); otherwise,
+    /// as their change feed would show them (``ZoneAccess/feedEntry(_:since:)``), those to records of
+    /// the shares they accepted or that just left one, so that a participant of a share rooted at a
+    /// record learns nothing of the owner's other records, not even that they changed. Either way,
+    /// the changes to a share that lists them, so that one who was just removed hears of it.
+    private func changes(
+        _ changes: [RecordChange], heardBy participant: String, zone: String, in database: DatabaseLocator,
+        caches: inout Caches
+    ) async throws -> [RecordChange] {
+        let key = SharedZoneKey(database: database, zone: zone)
+        let memberships: [ShareMembership]
+        if let known = caches.memberships[key]?[participant] {
+            memberships = known
+        } else {
+            memberships = try await storage.shareMemberships(zone: zone, in: database, user: participant)
+                .filter { $0.status == .accepted }
+            caches.memberships[key, default: [:]][participant] = memberships
+        }
+        func listsParticipant(_ record: StoredRecord?) -> Bool {
+            record?.shareState?.participants.contains { $0.userRecordName == participant } == true
+        }
+        let access = ZoneAccess(
+            name: zone, locator: database, wireZoneID: ZoneID(zoneName: zone, ownerRecordName: database.owner),
+            memberships: memberships)
+        if !memberships.isEmpty, access.participantShares == nil { return changes }
+        return changes.filter { change in
+            if listsParticipant(change.record) || listsParticipant(change.previous) { return true }
+            guard !memberships.isEmpty else { return false }
+            return access.feedEntry(change.record, since: change.record.sequence - 1) != nil
+                || change.previous.map(access.reveals) == true
+        }
     }
 
     /// The environment's schema when matching `subscriptions` of `database` reads it: for the public
