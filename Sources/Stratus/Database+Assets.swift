@@ -17,7 +17,15 @@ extension Database {
     /// The records with every new asset (``Asset/init(fileURL:)``) in the fields of `keys` uploaded:
     /// each such asset gets its checksum, size and the receipt that lets the record hold it. A file
     /// held by several fields is uploaded once.
-    func uploadingAssets(of records: [Record], keys: [[String]], limits: Limits) async throws -> [Record] {
+    ///
+    /// One result per record: a record whose asset file is missing or unreadable
+    /// (``CloudError/Code/assetFileNotFound``), larger than the server takes
+    /// (``CloudError/Code/limitExceeded``) or changed while it was sent
+    /// (``CloudError/Code/assetFileModified``) fails alone, so that one bad file does not hold back
+    /// the other records. Any other error, from the network or the server, fails the call.
+    func uploadingAssets(
+        of records: [Record], keys: [[String]], limits: Limits
+    ) async throws -> [Result<Record, CloudError>] {
         var files: [URL] = []
         var tokens: [UploadAssetsRequest.Token] = []
         for (record, keys) in zip(records, keys) {
@@ -31,52 +39,75 @@ extension Database {
                 }
             }
         }
-        guard !files.isEmpty, let zoneID = records.first?.recordID.zoneID else { return records }
+        guard !files.isEmpty, let zoneID = records.first?.recordID.zoneID else { return records.map { .success($0) } }
+        var failed: [URL: CloudError] = [:]
         for file in files {
-            let size = try Self.fileSize(file)
-            guard size <= limits.maxAssetSizeBytes else {
-                throw CloudError(
-                    .limitExceeded,
-                    "asset file \(file.path) is \(size) bytes; the server's limit is \(limits.maxAssetSizeBytes) bytes per asset")
+            do throws(CloudError) {
+                let size = try Self.fileSize(file)
+                guard size <= limits.maxAssetSizeBytes else {
+                    throw CloudError(
+                        .limitExceeded,
+                        "asset file \(file.path) is \(size) bytes; the server's limit is \(limits.maxAssetSizeBytes) bytes per asset")
+                }
+            } catch {
+                failed[file] = error
             }
         }
+        let sent = files.indices.filter { failed[files[$0]] == nil }
         var urls: [String] = []
-        for chunk in tokens.chunked(into: limits.maxOperationsPerRequest) {
+        for chunk in sent.map({ tokens[$0] }).chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
                 Endpoints.assetsUpload.erased, body: UploadAssetsRequest(zoneID: wireZoneID(zoneID), tokens: Array(chunk)),
                 idempotent: true, as: UploadAssetsResponse.self)
             urls += answer.tokens.map(\.url)
         }
-        guard urls.count == files.count else {
-            throw CloudError(.serverRejectedRequest, "the server answered \(urls.count) upload URLs for \(files.count) assets")
+        guard urls.count == sent.count else {
+            throw CloudError(.serverRejectedRequest, "the server answered \(urls.count) upload URLs for \(sent.count) assets")
         }
-        let uploaded = try await forEachConcurrently(Array(zip(files, urls))) { file, url in
-            try await upload(file, to: url)
+        let uploaded = try await forEachConcurrently(Array(zip(sent.map { files[$0] }, urls))) { file, url in
+            do {
+                return Result<Asset, CloudError>.success(try await upload(file, to: url))
+            } catch let error as CloudError where error.code == .assetFileNotFound || error.code == .assetFileModified {
+                return .failure(error)
+            }
         }
-        let byFile = Dictionary(uniqueKeysWithValues: zip(files, uploaded))
+        var byFile: [URL: Asset] = [:]
+        for (index, result) in zip(sent, uploaded) {
+            switch result {
+            case .success(let asset): byFile[files[index]] = asset
+            case .failure(let error): failed[files[index]] = error
+            }
+        }
         return zip(records, keys).map { record, keys in
             var record = record
             for key in keys {
+                for asset in record.values[key]?.assets ?? [] where asset.needsUpload {
+                    if let fileURL = asset.fileURL, let error = failed[fileURL] { return .failure(error) }
+                }
                 record.values[key] = record.values[key]?.mappingAssets { asset in
                     guard asset.needsUpload, let fileURL = asset.fileURL, let stored = byFile[fileURL] else { return asset }
                     return stored
                 }
             }
-            return record
+            return .success(record)
         }
     }
 
     /// Posts the bytes of `file` to an upload URL and returns the asset with its receipt.
     private func upload(_ file: URL, to url: String) async throws -> Asset {
         let reply = try await connection.withRetries(idempotent: true, endpoint: .url(url)) {
-            try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(file.path)) { handle in
-                let size = try await handle.info().size
-                var request = HTTPClientRequest(url: url)
-                request.method = .POST
-                request.body = .stream(handle.readChunks(chunkLength: .mebibytes(1)), length: .known(size))
-                let response = try await connection.execute(request)
-                return Connection.Reply(
-                    status: Int(response.status.code), body: try await response.body.collect(upTo: 1 << 20))
+            do {
+                return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(file.path)) { handle in
+                    let size = try await handle.info().size
+                    var request = HTTPClientRequest(url: url)
+                    request.method = .POST
+                    request.body = .stream(handle.readChunks(chunkLength: .mebibytes(1)), length: .known(size))
+                    let response = try await connection.execute(request)
+                    return Connection.Reply(
+                        status: Int(response.status.code), body: try await response.body.collect(upTo: 1 << 20))
+                }
+            } catch let error as FileSystemError {
+                throw CloudError(.assetFileNotFound, "asset file \(file.path) could not be read: \(error.message)")
             }
         }
         let answer: AssetUploadResponse
@@ -92,7 +123,7 @@ extension Database {
         return Asset(fileURL: file, fileChecksum: stored.fileChecksum, size: stored.size, receipt: stored.receipt)
     }
 
-    private static func fileSize(_ file: URL) throws -> Int {
+    private static func fileSize(_ file: URL) throws(CloudError) -> Int {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path),
             let size = (attributes[.size] as? NSNumber)?.intValue
         else {

@@ -109,7 +109,10 @@ extension Database {
     ///   record named twice. When a request after the first fails as a whole, its items carry that
     ///   error in the results instead, since earlier requests were written. In the shared database,
     ///   the records of a zone the user may not write fail with `permissionFailure` each, and the
-    ///   others are written; the call throws it only when no zone may be written.
+    ///   others are written; the call throws it only when no zone may be written. A record whose
+    ///   asset file is missing (`assetFileNotFound`), larger than the server takes
+    ///   (`limitExceeded`) or changed while it was uploaded (`assetFileModified`) fails alone; in
+    ///   an atomic zone batch, the zone's other items then fail with `batchRequestFailed`, unsent.
     public func modifyRecords(
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID],
         savePolicy: RecordSavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
@@ -151,6 +154,7 @@ extension Database {
         }
         var sentRequests = 0
         for plan in plans {
+            for (change, error) in plan.failures { results.fail(change, with: error) }
             for request in plan.requests {
                 let answer: RecordsResponse
                 do {
@@ -266,6 +270,10 @@ struct ZoneBatch: Sendable {
 
     let zoneID: RecordZone.ID
     let requests: [Request]
+    /// The changes that fail before any request: saves whose asset files could not be uploaded
+    /// (``Database/uploadingAssets(of:keys:limits:)``), and in an atomic batch with such a save,
+    /// every other change, with ``CloudError/Code/batchRequestFailed``.
+    let failures: [(change: Change, error: CloudError)]
 
     /// Plans the requests: uploads the new assets of the fields to be sent, builds each operation
     /// under `policy`, and cuts them into requests of at most `maxOperationsPerRequest` operations
@@ -280,17 +288,32 @@ struct ZoneBatch: Sendable {
         var uploaded = try await database.uploadingAssets(of: saves, keys: keys, limits: limits)[...]
         var keysToSend = keys[...]
         var operations: [(Change, RecordOperation)] = []
+        var failures: [(change: Change, error: CloudError)] = []
         for change in changes {
             switch change {
             case .save:
-                let record = uploaded.removeFirst()
-                operations.append(
-                    (.save(record), Self.operation(for: record, keys: keysToSend.removeFirst(), policy: policy, database: database)))
+                let keys = keysToSend.removeFirst()
+                switch uploaded.removeFirst() {
+                case .success(let record):
+                    operations.append((.save(record), Self.operation(for: record, keys: keys, policy: policy, database: database)))
+                case .failure(let error):
+                    failures.append((change, error))
+                }
             case .delete(let id):
                 operations.append(
                     (change, RecordOperation(operationType: .forceDelete, record: RecordDictionary(recordName: id.recordName))))
             }
         }
+        if atomic, let first = failures.first {
+            failures += operations.map { operation in
+                (operation.0, CloudError(
+                    .batchRequestFailed,
+                    "not sent: the atomic batch for zone \(zoneID) holds record \(first.change.recordID.recordName), whose "
+                        + "asset could not be uploaded"))
+            }
+            operations = []
+        }
+        self.failures = failures
         let wireZoneID = database.wireZoneID(zoneID)
         func body(_ operations: ArraySlice<(Change, RecordOperation)>) -> ModifyRecordsRequest {
             // desiredKeys [] asks for system fields only: the saved record is the one sent, with its new tag.

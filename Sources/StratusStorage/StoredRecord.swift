@@ -85,21 +85,25 @@ public struct StoredRecord: Hashable, Sendable {
     /// the zone's ID as JSON (`ZoneID.jsonBytes`), encoded once for all the records of a response.
     /// `assetURL` gives each asset's `downloadURL` from the record's name, the field's name and the
     /// asset's checksum. A share record's state is written as its share keys, which `shareKeys` makes
-    /// for the reader (``ShareState/keys(reader:urlPrefix:)``), never as a field.
+    /// for the reader (``ShareState/keys(reader:urlPrefix:)``), never as a field. With
+    /// `hidesRootParent` (for a participant of shares rooted at records), a share's root is written
+    /// without its `parent`, which lies outside the share.
     public func write(
         to writer: inout JSONWriter, zoneIDJSON: [UInt8], desiredKeys: Set<String>? = nil,
         numbersAsStrings: Bool = false,
         assetURL: ((_ recordName: String, _ field: String, _ checksum: String) -> String)? = nil,
-        shareKeys: ((ShareState) -> ShareKeys)? = nil
+        shareKeys: ((ShareState) -> ShareKeys)? = nil, hidesRootParent: Bool = false
     ) {
         let rewritesAssets = assetURL != nil && fieldsJSON.contains(tag: #""type":"ASSETID"#)
         let share = shareState
         let reserved = mayHoldReservedFields
+        let rootShare = deleted || !reserved ? nil : rootShareName
         RecordDictionary.writeObject(
             to: &writer, recordName: name, recordType: recordType, recordChangeTag: changeTag, created: created,
             modified: modified, deleted: deleted, zoneIDJSON: zoneIDJSON, share: share.flatMap { shareKeys?($0) },
-            parent: deleted || !reserved ? nil : parentName.map { Reference(recordName: $0) },
-            shareReference: deleted || !reserved ? nil : rootShareName.map { Reference(recordName: $0) },
+            parent: deleted || !reserved || (hidesRootParent && rootShare != nil)
+                ? nil : parentName.map { Reference(recordName: $0) },
+            shareReference: rootShare.map { Reference(recordName: $0) },
             writesFields: !deleted && desiredKeys?.isEmpty != true
         ) { writer in
             if desiredKeys == nil, !numbersAsStrings, !rewritesAssets, !reserved, !fieldsJSON.isEmpty {

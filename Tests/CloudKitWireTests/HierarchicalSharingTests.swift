@@ -270,7 +270,8 @@ struct HierarchicalSharingTests {
             }
             let setup = try await server.modify(
                 [
-                    Self.child("album", of: nil, type: "Album"), Self.child("p1", of: "album"), Self.child("p2", of: "album"),
+                    Self.child("shelf", of: nil, type: "Shelf"), Self.child("album", of: "shelf", type: "Album"),
+                    Self.child("p1", of: "album"), Self.child("p2", of: "album"),
                     Self.child("secret", of: nil), Self.child("orphan", of: "gone"),
                     reference("tag", to: "p1", "DELETE_SELF", parent: nil), reference("pin", to: "p2", "VALIDATE", parent: nil),
                     Self.share(
@@ -313,6 +314,21 @@ struct HierarchicalSharingTests {
             let owners = try await server.database(
                 "private", "records/lookup", ["zoneID": ["zoneName": "Z"], "records": [["recordName": "tag"]]], user: ada.token)
             #expect(owners.records.first?["serverErrorCode"] == nil, "the owner's record is still there")
+
+            // The root's parent lies outside the share: bob's copies of the root do not name it.
+            let root = try await SharingTests.lookup(["album"], zone: zone, user: bob.token, on: server)
+            #expect(root.records.first?["parent"] == nil && root.records.first?["share"] != nil, "\(root.text)")
+            let feed = try await Self.sharedFeed(zone, user: bob.token, on: server)
+            let fedRoot = try #require(feed.records.first { $0["recordName"] as? String == "album" })
+            #expect(fedRoot["parent"] == nil, "\(fedRoot)")
+            let below = feed.records.first { $0["recordName"] as? String == "p2" }
+            #expect((below?["parent"] as? [String: Any])?["recordName"] as? String == "album", "records below the root keep theirs")
+            let queried = try await server.database(
+                "shared", "records/query", ["zoneID": zone, "query": ["recordType": "Album"]], user: bob.token)
+            #expect(queried.records.count == 1 && queried.records.first?["parent"] == nil, "\(queried.text)")
+            let ownersRoot = try await server.database(
+                "private", "records/lookup", ["zoneID": ["zoneName": "Z"], "records": [["recordName": "album"]]], user: ada.token)
+            #expect((ownersRoot.records.first?["parent"] as? [String: Any])?["recordName"] as? String == "shelf")
         }
     }
 }

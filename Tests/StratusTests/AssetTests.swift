@@ -56,6 +56,32 @@ struct SDKAssetTests {
             let notFound = await cloudError { try await phone.privateCloudDatabase.save(broken) }
             #expect(notFound?.code == .assetFileNotFound)
             #expect(notFound?.message.contains("nope.txt") == true)
+
+            // A missing file fails its own record only; in an atomic batch, its zone's other records
+            // wait unsent, since the batch cannot be all or none.
+            func failure(_ result: Result<Record, CloudError>?) -> CloudError.Code? {
+                if case .failure(let error)? = result { error.code } else { nil }
+            }
+            var fine = Record(recordType: "Note", recordID: .init(recordName: "fine", zoneID: zone))
+            fine["text"] = Asset(fileURL: photo)
+            let separate = try await phone.privateCloudDatabase.modifyRecords(
+                saving: [broken, fine], deleting: [], atomically: false)
+            #expect(failure(separate.saveResults[broken.recordID]) == .assetFileNotFound)
+            #expect((try? separate.saveResults[fine.recordID]?.get())?["text"] is Asset)
+            var held = Record(recordType: "Note", recordID: .init(recordName: "held", zoneID: zone))
+            held["title"] = "waits for its batch"
+            let together = try await phone.privateCloudDatabase.modifyRecords(
+                saving: [broken, held], deleting: [fine.recordID], atomically: true)
+            #expect(failure(together.saveResults[broken.recordID]) == .assetFileNotFound)
+            #expect(failure(together.saveResults[held.recordID]) == .batchRequestFailed)
+            if case .failure(let error)? = together.deleteResults[fine.recordID] {
+                #expect(error.code == .batchRequestFailed)
+            } else {
+                Issue.record("the deletion in the atomic batch should have failed unsent")
+            }
+            let unsent = await cloudError { _ = try await laptop.privateCloudDatabase.record(for: held.recordID) }
+            #expect(unsent?.code == .unknownItem)
+            #expect(try await laptop.privateCloudDatabase.record(for: fine.recordID)["text"] is Asset)
         }
     }
 }

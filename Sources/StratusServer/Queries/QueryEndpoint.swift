@@ -73,7 +73,7 @@ extension DatabaseEndpoints {
             }
             item.record.write(
                 to: &writer, zoneIDJSON: zoneIDs[item.zone]!, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                assetURL: assetURLs[item.zone], shareKeys: shareKeys)
+                assetURL: assetURLs[item.zone], shareKeys: shareKeys, hidesRootParent: shares != nil)
         }
         writer.endArray()
         metrics.recordsRead(page.items.count, via: "query")

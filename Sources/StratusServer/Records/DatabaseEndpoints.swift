@@ -236,7 +236,7 @@ struct DatabaseEndpoints: Sendable {
                     let desiredKeys = readable[index] ? (body.operations[index].desiredKeys ?? body.desiredKeys).map(Set.init) : []
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                        assetURL: assetURL, shareKeys: shareKeys)
+                        assetURL: assetURL, shareKeys: shareKeys, hidesRootParent: zone.participantShares != nil)
                 case .failure(let failure):
                     metrics.itemFailed(failure.code.rawValue)
                     ErrorDictionary(
@@ -316,7 +316,8 @@ struct DatabaseEndpoints: Sendable {
                 } else if let record {
                     record.write(
                         to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: (item.desiredKeys ?? body.desiredKeys).map(Set.init),
-                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys)
+                        numbersAsStrings: body.numbersAsStrings ?? false, assetURL: assetURL, shareKeys: shareKeys,
+                        hidesRootParent: zone.participantShares != nil)
                 } else {
                     ErrorDictionary(
                         serverErrorCode: .notFound, reason: "record '\(item.recordName)' does not exist",
@@ -372,7 +373,7 @@ struct DatabaseEndpoints: Sendable {
                 guard let record = zoneAccess.feedEntry(found, since: since?.sequence) else { continue }
                 record.write(
                     to: &writer, zoneIDJSON: zoneIDJSON, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings,
-                    assetURL: assetURL, shareKeys: shareKeys)
+                    assetURL: assetURL, shareKeys: shareKeys, hidesRootParent: zoneAccess.participantShares != nil)
             }
             writer.endArray()
             writer.field("syncToken", syncToken)
