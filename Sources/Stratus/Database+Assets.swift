@@ -22,9 +22,11 @@ extension Database {
     /// (``CloudError/Code/assetFileNotFound``), larger than the server takes
     /// (``CloudError/Code/limitExceeded``) or changed while it was sent
     /// (``CloudError/Code/assetFileModified``) fails alone, so that one bad file does not hold back
-    /// the other records. Any other error, from the network or the server, fails the call.
+    /// the other records. Any other error, from the network or the server, fails the call. With
+    /// `allOrNone` (an atomic batch, which one failure stops), nothing is uploaded once a file fails
+    /// its checks.
     func uploadingAssets(
-        of records: [Record], keys: [[String]], limits: Limits
+        of records: [Record], keys: [[String]], limits: Limits, allOrNone: Bool
     ) async throws -> [Result<Record, CloudError>] {
         var files: [URL] = []
         var tokens: [UploadAssetsRequest.Token] = []
@@ -53,7 +55,7 @@ extension Database {
                 failed[file] = error
             }
         }
-        let sent = files.indices.filter { failed[files[$0]] == nil }
+        let sent = allOrNone && !failed.isEmpty ? [] : files.indices.filter { failed[files[$0]] == nil }
         var urls: [String] = []
         for chunk in sent.map({ tokens[$0] }).chunked(into: limits.maxOperationsPerRequest) {
             let answer = try await call(
@@ -67,7 +69,9 @@ extension Database {
         let uploaded = try await forEachConcurrently(Array(zip(sent.map { files[$0] }, urls))) { file, url in
             do {
                 return Result<Asset, CloudError>.success(try await upload(file, to: url))
-            } catch let error as CloudError where error.code == .assetFileNotFound || error.code == .assetFileModified {
+            } catch let error as CloudError
+                where [.assetFileNotFound, .assetFileModified, .limitExceeded].contains(error.code)
+            {
                 return .failure(error)
             }
         }

@@ -106,8 +106,9 @@ extension Database {
     /// - Returns: A result per saved record (the record as saved) and per deleted ID; its
     ///   ``ModifyResults/partialFailure`` sums up the failures.
     /// - Throws: Errors of the whole call, such as `notAuthenticated`, or `invalidArguments` for a
-    ///   record named twice. When a request after the first fails as a whole, its items carry that
-    ///   error in the results instead, since earlier requests were written. In the shared database,
+    ///   record named twice. When a request fails as a whole after other items have results (an
+    ///   earlier request was written, or items failed on their own), its items carry that error in
+    ///   the results instead. In the shared database,
     ///   the records of a zone the user may not write fail with `permissionFailure` each, and the
     ///   others are written; the call throws it only when no zone may be written. A record whose
     ///   asset file is missing (`assetFileNotFound`), larger than the server takes
@@ -285,7 +286,7 @@ struct ZoneBatch: Sendable {
         self.zoneID = zoneID
         let saves = changes.compactMap { if case .save(let record) = $0 { record } else { nil } }
         let keys = saves.map { Self.keysToSend($0, policy: policy) }
-        var uploaded = try await database.uploadingAssets(of: saves, keys: keys, limits: limits)[...]
+        var uploaded = try await database.uploadingAssets(of: saves, keys: keys, limits: limits, allOrNone: atomic)[...]
         var keysToSend = keys[...]
         var operations: [(Change, RecordOperation)] = []
         var failures: [(change: Change, error: CloudError)] = []

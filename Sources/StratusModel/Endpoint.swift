@@ -119,6 +119,10 @@ public enum Endpoints {
     /// `users/lookup/id`: discoverable users by record name, in the older user shape.
     public static let usersLookupID =
         Endpoint<LookupUsersRequest, LookupUsersResponse>(.post, .database, "users/lookup/id")
+    /// `users/lookup/contacts`: discoverable users in the caller's address book, in the older user
+    /// shape (Stratus keeps no address books: empty).
+    public static let usersLookupContacts =
+        Endpoint<UntypedBody, LookupUsersResponse>(.post, .database, "users/lookup/contacts")
     /// `users/discoverability` (Stratus extension): read (`GET`) or set (`POST`) whether the signed-in
     /// user may be found, and the name they show.
     public static let usersDiscoverability =

@@ -33,6 +33,7 @@ extension PostgresStorage {
             """, logger: logger
         ).decode(Int64.self).collect().first
         guard let id = inserted else { return try await existingDatabase(connection, locator)! }
+        try await lockSchema(connection, container: locator.container, environment: locator.environment, shared: true)
         try await connection.run(
             """
             INSERT INTO zones (database_id, name, change_seq, created_ms, changed_ms)
@@ -121,6 +122,7 @@ extension PostgresStorage {
         try await transaction { connection in
             let databaseID = try await ensureDatabase(connection, database)
             if let zone = try await liveZone(connection, databaseID, name) { return (zone, false) }
+            try await lockSchema(connection, container: database.container, environment: database.environment, shared: true)
             // Taking the database's sequence locks its row: a concurrent creation of the same name
             // waits here, then finds the zone.
             let changeSequence = try await nextDatabaseSequence(connection, databaseID)

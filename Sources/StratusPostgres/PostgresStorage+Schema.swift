@@ -40,10 +40,18 @@ extension PostgresStorage {
     }
 
     /// Makes the other schema writers of a container's environment wait until this transaction ends.
-    func lockSchema(_ connection: PostgresConnection, container: String, environment: ContainerEnvironment) async throws {
-        try await connection.run(
-            "SELECT pg_advisory_xact_lock(hashtextextended(\(container + "\u{1}" + environment.rawValue), 0))",
-            logger: logger)
+    /// `shared`: only wait for a schema writer, and make it wait, without excluding other holders of
+    /// the shared lock; zone creations take it, so that a schema change's backfill, which locks the
+    /// zones it finds, cannot miss a zone created meanwhile (``updateSchema(container:environment:_:)``).
+    func lockSchema(
+        _ connection: PostgresConnection, container: String, environment: ContainerEnvironment, shared: Bool = false
+    ) async throws {
+        let key = container + "\u{1}" + environment.rawValue
+        if shared {
+            try await connection.run("SELECT pg_advisory_xact_lock_shared(hashtextextended(\(key), 0))", logger: logger)
+        } else {
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
+        }
     }
 
     /// Stores a new version of a schema (the caller holds ``lockSchema(_:container:environment:)``).
@@ -80,8 +88,10 @@ extension PostgresStorage {
             guard !backfills.isEmpty else { return new }
             // Each zone is locked as its writers lock it, so a save that read the old schema commits
             // before the zone's records are read here, and one that comes later reads the new schema
-            // once this commits. (A writer whose save grows the schema holds its zone and waits for
-            // the schema lock held here: PostgreSQL ends that deadlock and the loser runs again.)
+            // once this commits. A zone being created holds the schema lock shared, so it is either
+            // committed and found here, or created after this commits. (A writer whose save grows the
+            // schema holds its zone and waits for the schema lock held here: PostgreSQL ends that
+            // deadlock and the loser runs again.)
             let zoneIDs = try await connection.run(
                 """
                 SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id

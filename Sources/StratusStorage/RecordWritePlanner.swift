@@ -90,10 +90,11 @@ public enum RecordWritePlanner {
         }
     }
 
-    /// `fields` with each asset saved without a receipt (``RecordWrite/uploadedAssets`` has its
-    /// size; a kept asset has none, since a client's claim is not taken) given the size that `live`
-    /// stores for its checksum, or that another value of the write has from its receipt. An asset
-    /// found in neither stays without one, and fails the save as unknown (``unknownAsset(record:checksum:uploaded:)``).
+    /// `fields` with each asset saved without a receipt (a kept asset comes without a size, since a
+    /// client's claim is not taken) given the size that `live` stores for its checksum, or that
+    /// another value of the write has from its receipt. An asset found in neither stays without a
+    /// size; unless the record held it, the save then fails as unknown
+    /// (``unknownAsset(record:checksum:uploaded:)``).
     private static func sizingKeptAssets(_ fields: [String: FieldValue], live: StoredRecord?) -> [String: FieldValue] {
         let assets = fields.values.lazy.filter { $0.type == .asset || $0.type == .assetList }.flatMap(\.elements)
         guard assets.contains(where: { if case .asset(let asset) = $0 { asset.size == nil } else { false } }) else {

@@ -333,21 +333,25 @@ struct PushTests {
                     records.map { ["operationType": operationType, "record": $0] }, zone: "Trips", user: ada)
                 #expect(saved.status == 200 && !saved.text.contains("serverErrorCode"), "\(saved.text)")
             }
-            func share(participants: [[String: Any]]) -> [String: Any] {
-                ["recordName": "share-album", "recordType": "cloudkit.share", "forRecord": ["recordName": "album"],
+            func share(_ name: String = "share-album", root: String = "album", participants: [[String: Any]]) -> [String: Any] {
+                ["recordName": name, "recordType": "cloudkit.share", "forRecord": ["recordName": root],
                  "participants": participants]
             }
+            let invitation: [String: Any] = [
+                "type": "USER", "permission": "READ_ONLY", "acceptanceStatus": "INVITED",
+                "userIdentity": ["lookupInfo": ["userRecordName": bobName]]]
             try await save("create", [record("album", type: "Album", parent: nil), record("p1", parent: "album"),
                                       record("loose", type: "Album", parent: nil)])
-            try await save("create", [share(participants: [[
-                "type": "USER", "permission": "READ_ONLY", "acceptanceStatus": "INVITED",
-                "userIdentity": ["lookupInfo": ["userRecordName": bobName]]]])])
-            let looked = try await server.database(
-                "private", "records/lookup", ["zoneID": ["zoneName": "Trips"], "records": [["recordName": "share-album"]]],
-                user: ada)
-            let shortGUID = try #require(looked.records.first?["shortGUID"] as? String, "\(looked.text)")
-            let accepted = try await server.database("public", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob)
-            #expect(accepted.status == 200, "\(accepted.text)")
+            try await save("create", [share(participants: [invitation])])
+            func accept(_ share: String) async throws {
+                let looked = try await server.database(
+                    "private", "records/lookup", ["zoneID": ["zoneName": "Trips"], "records": [["recordName": share]]],
+                    user: ada)
+                let shortGUID = try #require(looked.records.first?["shortGUID"] as? String, "\(looked.text)")
+                let accepted = try await server.database("public", "records/accept", ["shortGUIDs": [["value": shortGUID]]], user: bob)
+                #expect(accepted.status == 200, "\(accepted.text)")
+            }
+            try await accept("share-album")
             try await subscribe(server, "shared", user: bob, ["subscriptionID": "all", "subscriptionType": "database"])
             try await subscribe(server, "shared", user: bob, [
                 "subscriptionID": "albums", "subscriptionType": "zone", "recordType": "Album",
@@ -364,6 +368,13 @@ struct PushTests {
             #expect(try await phone.fired() == ["albums", "all"])
             try await save("forceUpdate", [record("p1", parent: "loose")])
             #expect(try await phone.fired() == ["all"], "p1 left the share: bob's copy goes")
+            try await save("create", [record("trip", type: "Shelf", parent: nil)])
+            try await save("create", [share("share-trip", root: "trip", participants: [invitation])])
+            #expect(try await phone.fired() == [], "an invitation bob has not accepted tells him nothing")
+            try await accept("share-trip")
+            #expect(try await phone.fired() == ["all"], "the share he accepted joins his shared database")
+            try await save("create", [record("t1", parent: "trip")])
+            #expect(try await phone.fired() == ["all"])
             try await save("forceUpdate", [share(participants: [])])
             #expect(try await phone.fired() == ["all"], "bob was removed from the share")
         }

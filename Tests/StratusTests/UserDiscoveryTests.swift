@@ -69,6 +69,10 @@ struct UserDiscoveryTests {
             // Without an address book there is nobody to list.
             let all = try await server.database("public", "users/discover", user: ann)
             #expect(all.status == 200 && all.text == #"{"users":[]}"#)
+            let contacts = try await server.database("public", "users/lookup/contacts", [String: Any](), user: ann)
+            #expect(contacts.status == 200 && contacts.text == #"{"users":[]}"#, "\(contacts.text)")
+            let contactsAnonymous = try await server.database("public", "users/lookup/contacts", [String: Any]())
+            #expect(contactsAnonymous.status == 421, "\(contactsAnonymous.text)")
 
             // Turning it off hides the user again.
             try await bob.setDiscoverable(false)

@@ -2,8 +2,8 @@ import Hummingbird
 import StratusModel
 import StratusStorage
 
-/// Finding people to share with: `users/discover`, `users/lookup/email`, `users/lookup/id`, and the
-/// signed-in user's own `users/discoverability` (a Stratus extension).
+/// Finding people to share with: `users/discover`, `users/lookup/email`, `users/lookup/id`,
+/// `users/lookup/contacts`, and the signed-in user's own `users/discoverability` (a Stratus extension).
 ///
 /// Only users who made themselves discoverable are ever answered; everyone else, whether the account
 /// exists or not, is left out of the answer in the same way, so a lookup never tells whether an
@@ -36,6 +36,11 @@ struct UserDiscoveryEndpoints: Sendable {
         }
         router.on(Endpoints.usersLookupID) { request, context in
             try await lookup(request, context, endpoint: "users/lookup/id", by: \.userRecordName)
+        }
+        router.on(Endpoints.usersLookupContacts) { request, context in
+            // The older form of the same question: nobody, in the older shape.
+            _ = try access(request, context, endpoint: "users/lookup/contacts")
+            return Response.json(LookupUsersResponse(users: []))
         }
         router.on(Endpoints.usersDiscoverability) { request, context in
             let access = try access(request, context, operation: .ownData, endpoint: "users/discoverability")

@@ -211,12 +211,14 @@ final class PushHub: Service {
             }
             guard database.scope == .private, zone != ZoneID.defaultZoneName else { return }
             // The zone's participants hear of it through their shared databases.
+            var audiences: [ChangeAudience]?
             for participant in try await participants(toNotifyOf: changes, zone: zone, in: database, caches: &caches) {
                 let shared = DatabaseLocator(
                     container: database.container, environment: database.environment, scope: .shared, owner: participant)
                 let subscriptions = try await self.subscriptions(of: shared, cache: &caches.subscriptions)
                 guard !subscriptions.isEmpty else { continue }
-                let heard = try await self.changes(changes, heardBy: participant, zone: zone, in: database, caches: &caches)
+                let heard = try await self.changes(
+                    changes, heardBy: participant, zone: zone, in: database, audiences: &audiences, caches: &caches)
                 guard !heard.isEmpty else { continue }
                 let schema = try await schema(matching: subscriptions, in: shared)
                 let firings = SubscriptionMatcher(database: shared, schema: schema, zoneOwner: database.owner)
@@ -234,6 +236,7 @@ final class PushHub: Service {
                             owner: participant), database.owner))
                 }
                 caches.participants[key] = nil
+                caches.memberships[key] = nil
             }
             for (subscriber, zoneOwner) in notified {
                 let subscriptions = try await subscriptions(of: subscriber, cache: &caches.subscriptions)
@@ -276,15 +279,36 @@ final class PushHub: Service {
         return loaded
     }
 
+    /// Who may hear of one change to a private zone, worked out once per event for all participants.
+    private struct ChangeAudience {
+        /// The hierarchical shares whose participants' change feeds show the change: the record's
+        /// share, the share it just left, and the one it was in before (``ZoneAccess/feedEntry(_:since:)``
+        /// read from just before the change).
+        var shares: Set<String> = []
+        /// For a change to a share, who had accepted it before: one just removed hears of it.
+        var acceptedBefore: Set<String> = []
+
+        init(_ change: RecordChange) {
+            let record = change.record
+            if let share = record.shareName { shares.insert(share) }
+            if let left = record.formerShare, left.sequence >= record.sequence { shares.insert(left.shareName) }
+            if let share = change.previous?.shareName { shares.insert(share) }
+            if let before = change.previous?.shareState {
+                acceptedBefore = Set(before.participants.filter { $0.status == .accepted }.map(\.userRecordName))
+            }
+        }
+    }
+
     /// The changes of a private zone that `participant` hears of through their shared database's
     /// subscriptions: all of them when they reach the whole zone (its zone-wide share); otherwise,
-    /// as their change feed would show them (``ZoneAccess/feedEntry(_:since:)``), those to records of
-    /// the shares they accepted or that just left one, so that a participant of a share rooted at a
-    /// record learns nothing of the owner's other records, not even that they changed. Either way,
-    /// the changes to a share that lists them, so that one who was just removed hears of it.
+    /// as their change feed would show them, those to records of the shares they accepted or that
+    /// just left one, so that a participant of a share rooted at a record learns nothing of the
+    /// owner's other records, not even that they changed. Either way, the changes to a share they
+    /// had accepted, so that one who was just removed hears of it. `audiences` holds each change's
+    /// ``ChangeAudience`` once a participant needed it.
     private func changes(
         _ changes: [RecordChange], heardBy participant: String, zone: String, in database: DatabaseLocator,
-        caches: inout Caches
+        audiences: inout [ChangeAudience]?, caches: inout Caches
     ) async throws -> [RecordChange] {
         let key = SharedZoneKey(database: database, zone: zone)
         let memberships: [ShareMembership]
@@ -295,18 +319,15 @@ final class PushHub: Service {
                 .filter { $0.status == .accepted }
             caches.memberships[key, default: [:]][participant] = memberships
         }
-        func listsParticipant(_ record: StoredRecord?) -> Bool {
-            record?.shareState?.participants.contains { $0.userRecordName == participant } == true
-        }
         let access = ZoneAccess(
             name: zone, locator: database, wireZoneID: ZoneID(zoneName: zone, ownerRecordName: database.owner),
             memberships: memberships)
         if !memberships.isEmpty, access.participantShares == nil { return changes }
-        return changes.filter { change in
-            if listsParticipant(change.record) || listsParticipant(change.previous) { return true }
-            guard !memberships.isEmpty else { return false }
-            return access.feedEntry(change.record, since: change.record.sequence - 1) != nil
-                || change.previous.map(access.reveals) == true
+        let shares = Set((access.participantShares ?? [:]).keys)
+        let each = audiences ?? changes.map(ChangeAudience.init)
+        audiences = each
+        return zip(changes, each).compactMap { change, audience in
+            audience.acceptedBefore.contains(participant) || !audience.shares.isDisjoint(with: shares) ? change : nil
         }
     }
 
