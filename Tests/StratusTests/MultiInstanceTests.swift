@@ -129,6 +129,25 @@ struct MultiInstanceTests {
         #expect(metrics.value("stratus_storage_connections_max") == 20)
         #expect(metrics.has("stratus_storage_connections_in_use"))
 
+        // A session ended through A is refused by B at once, not when B's credential cache (ten
+        // seconds) would let it go.
+        let tablet = container(first, device: "tablet")
+        _ = try await tablet.signIn(username: "mei", password: "correct horse")
+        let tabletOnB = container(second, device: "tablet-b", session: try #require(tablet.session))
+        #expect(try await tabletOnB.privateCloudDatabase.allRecordZones().contains { $0.zoneID == zone }, "B knows the session now")
+        try await tablet.signOut()
+        let signedOut = ContinuousClock.now
+        var refused = false
+        while !refused, ContinuousClock.now - signedOut < .seconds(5) {
+            do {
+                _ = try await tabletOnB.privateCloudDatabase.allRecordZones()
+                try await Task.sleep(for: .milliseconds(50))
+            } catch let error as CloudError where error.code == .notAuthenticated {
+                refused = true
+            }
+        }
+        #expect(refused, "B refused the session ended through A within 5 s")
+
         // Killing A leaves B serving.
         first.kill()
         var last = Record(recordType: "Note", recordID: .init(recordName: "after", zoneID: zone))

@@ -21,15 +21,33 @@ public struct IssuedSession: Sendable, Hashable {
 public struct AccountService: Sendable {
     private let storage: any AccountStorage
     private let configuration: ServerConfiguration
-    private let apiTokens: CredentialCache<String>
-    private let sessions: CredentialCache<SessionInfo>
+    private let credentials: CredentialCaches
+    /// Tells the server of what a revocation ended (``PushHub/revoke(_:)``).
+    private let announce: @Sendable (CredentialRevocation) -> Void
+    private var apiTokens: CredentialCache<String> { credentials.apiTokens }
+    private var sessions: CredentialCache<SessionInfo> { credentials.sessions }
 
     /// Creates the service.
     public init(storage: any AccountStorage, configuration: ServerConfiguration) {
+        self.init(storage: storage, configuration: configuration, credentials: CredentialCaches(clock: configuration.clock)) { _ in }
+    }
+
+    /// Creates the service of a server: its caches are the ones `credentials` shares with the push
+    /// hub, and `announce` hears of each revocation after the caches forgot it.
+    init(
+        storage: any AccountStorage, configuration: ServerConfiguration, credentials: CredentialCaches,
+        announce: @escaping @Sendable (CredentialRevocation) -> Void
+    ) {
         self.storage = storage
         self.configuration = configuration
-        apiTokens = CredentialCache(clock: configuration.clock)
-        sessions = CredentialCache(clock: configuration.clock)
+        self.credentials = credentials
+        self.announce = announce
+    }
+
+    /// Forgets what `revocation` ended, here and, through `announce`, on the other instances.
+    private func revoke(_ revocation: CredentialRevocation) {
+        credentials.forget(revocation)
+        announce(revocation)
     }
 
     /// Real hashes to check passwords of unknown usernames against, one per bcrypt cost (made on
@@ -70,14 +88,14 @@ public struct AccountService: Sendable {
     }
 
     /// Revokes an API token of a container, named by its ID (the SHA-256 of the token in hex, as the
-    /// token list shows it); `NOT_FOUND` when the container has no such token. This instance refuses
-    /// it at once; another instance on the same database within the credential cache's lifetime.
+    /// token list shows it); `NOT_FOUND` when the container has no such token. Every instance refuses
+    /// it at once (``CredentialRevocation``).
     public func revokeAPIToken(container: String, id: String) async throws {
         try await storage.requireContainer(container)
         guard try await storage.deleteAPIToken(hash: id, container: container) else {
             throw StratusError(.notFound, "container '\(container)' has no API token '\(id)'")
         }
-        apiTokens.remove(id)
+        revoke(CredentialRevocation(container: container, apiTokenHashes: [id]))
     }
 
     /// Registers a server-to-server key for a container and environment: `publicKeyPEM` must be an
@@ -141,22 +159,24 @@ public struct AccountService: Sendable {
         return user.recordName
     }
 
-    /// Disables a user (or enables them again): a disabled user cannot sign in, and their sessions
-    /// and push tokens end at once (the caller closes their push connections).
+    /// Disables a user (or enables them again): a disabled user cannot sign in, and their sessions,
+    /// push tokens and push connections end at once.
     public func setDisabled(_ disabled: Bool, container: String, recordName: String) async throws {
         let ended = try await storage.setUserDisabled(
             disabled, container: container, recordName: recordName, at: configuration.clock.milliseconds)
-        for hash in ended { sessions.remove(hash) }
+        if disabled {
+            revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
+        }
     }
 
-    /// Replaces a user's password (the same policy as at sign-up) and ends their sessions and push
-    /// tokens (the caller closes their push connections).
+    /// Replaces a user's password (the same policy as at sign-up) and ends their sessions, push
+    /// tokens and push connections.
     public func resetPassword(_ password: String, container: String, recordName: String) async throws {
         if let violation = PasswordPolicy.violation(of: password) { throw StratusError.badRequest(violation) }
         let cost = configuration.passwordHashCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let ended = try await storage.setPasswordHash(hash, container: container, recordName: recordName)
-        for hash in ended { sessions.remove(hash) }
+        revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
     }
 
     private static func validate(username: String, password: String) throws {
@@ -213,11 +233,11 @@ public struct AccountService: Sendable {
         return IssuedSession(webAuthToken: token, userRecordName: user.recordName, expiresAt: expiresAt)
     }
 
-    /// Ends the session of a web auth token.
-    public func signOut(webAuthToken: String) async throws {
+    /// Ends the session of a web auth token of `container`, and the push connections it opened.
+    public func signOut(webAuthToken: String, container: String) async throws {
         let hash = Secrets.hash(webAuthToken)
         try await storage.deleteSession(hash: hash)
-        sessions.remove(hash)
+        revoke(CredentialRevocation(container: container, sessionHashes: [hash]))
     }
 
     // MARK: Authentication of requests

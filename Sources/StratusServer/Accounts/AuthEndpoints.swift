@@ -12,15 +12,13 @@ struct AuthEndpoints: Sendable {
     let accounts: AccountService
     let authenticator: Authenticator
     let configuration: ServerConfiguration
-    let hub: PushHub
     private let failures: FailureBackoff
     private let signUps: RateLimiter
 
-    init(accounts: AccountService, authenticator: Authenticator, configuration: ServerConfiguration, hub: PushHub) {
+    init(accounts: AccountService, authenticator: Authenticator, configuration: ServerConfiguration) {
         self.accounts = accounts
         self.authenticator = authenticator
         self.configuration = configuration
-        self.hub = hub
         let limits = configuration.signInLimits
         failures = FailureBackoff(maximumLockSeconds: limits.maximumLockSeconds, clock: configuration.clock)
         signUps = RateLimiter(limit: limits.signUpsPerAddress, clock: configuration.clock)
@@ -53,12 +51,11 @@ struct AuthEndpoints: Sendable {
             return Self.sessionResponse(session)
         }
         router.on(Endpoints.signOut) { request, context in
-            _ = try authenticator.authenticateApp(context)
+            let container = try authenticator.authenticateApp(context)
             guard let token = request.query("ckWebAuthToken"), context.caller.userRecordName != nil else {
                 throw StratusError.badRequest("ckWebAuthToken is required: it names the session to end")
             }
-            try await accounts.signOut(webAuthToken: token)
-            hub.closeConnections(sessionHash: Secrets.hash(token))
+            try await accounts.signOut(webAuthToken: token, container: container)
             var writer = JSONWriter()
             writer.beginObject()
             writer.endObject()

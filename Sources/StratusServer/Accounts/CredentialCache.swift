@@ -1,11 +1,13 @@
 import Foundation
+import StratusStorage
 import Synchronization
 
 /// Remembers recent answers to "which container is this API token for" and "whom does this web
 /// auth token sign in", so that a request does not pay two storage reads before its real work.
 ///
 /// Entries live `lifetimeSeconds` by the server's clock (10 by default). Signing out removes the
-/// session here at once; another server instance sharing the database may honour a revoked session
+/// session here at once, and other server instances sharing the database as soon as the revocation
+/// reaches them (``CredentialRevocation``); one that missed the message honours a revoked session
 /// for at most `lifetimeSeconds`. The cache holds at most `capacity` entries and starts over when full.
 final class CredentialCache<Value: Sendable>: Sendable {
     private struct Entry {
@@ -48,4 +50,36 @@ final class CredentialCache<Value: Sendable>: Sendable {
             state.removals &+= 1
         }
     }
+}
+
+/// The credential caches of one server process, by hash: which container an API token is for, and
+/// whom a session signs in. ``AccountService`` fills them and forgets what it revokes; ``PushHub``
+/// forgets what other instances revoked.
+final class CredentialCaches: Sendable {
+    let apiTokens: CredentialCache<String>
+    let sessions: CredentialCache<SessionInfo>
+
+    init(clock: ServerClock) {
+        apiTokens = CredentialCache(clock: clock)
+        sessions = CredentialCache(clock: clock)
+    }
+
+    /// Forgets the credentials a revocation ended.
+    func forget(_ revocation: CredentialRevocation) {
+        for hash in revocation.sessionHashes { sessions.remove(hash) }
+        for hash in revocation.apiTokenHashes { apiTokens.remove(hash) }
+    }
+}
+
+/// Credentials that just stopped working, which every instance sharing the storage forgets at once
+/// rather than when its cache would expire, and whose push connections it closes.
+struct CredentialRevocation: Sendable, Equatable {
+    var container: String
+    /// The user all of whose sessions ended (disabled, or given a new password); `nil` when only
+    /// the sessions and tokens named ended.
+    var userRecordName: String?
+    /// The hashes of the sessions that ended.
+    var sessionHashes: [String] = []
+    /// The hashes (IDs) of the API tokens revoked.
+    var apiTokenHashes: [String] = []
 }

@@ -31,8 +31,6 @@ struct AdminEndpoints: Sendable {
     let storage: any SettingsStorage & AccountStorage & SchemaStorage & TransferStorage & AuditStorage
     let accounts: AccountService
     let credential: AdminCredential
-    /// Closes the push connections of sessions a user's disabling or new password ended.
-    let hub: PushHub
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         let admin = router.group("admin/1")
@@ -150,11 +148,8 @@ struct AdminEndpoints: Sendable {
                 try await storage.setEmailAddress(emailAddress, container: container, recordName: recordName)
             }
             if let password { try await accounts.resetPassword(password, container: container, recordName: recordName) }
+            // Each ends the user's sessions, push tokens and push connections, on every instance.
             if let disabled { try await accounts.setDisabled(disabled, container: container, recordName: recordName) }
-            if password != nil || disabled == true {
-                // Sessions and push tokens are gone: so are the connections they opened.
-                hub.closeConnections(container: container, userRecordName: recordName)
-            }
             guard let user = try await storage.user(container: container, recordName: recordName) else {
                 throw StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
             }

@@ -58,6 +58,12 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
             writer.field("subscriber", subscriber)
             writer.field("notification", notification)
             Self.write(origin, to: &writer)
+        case .credentialsRevoked(let revocation):
+            writer.field("kind", "credentials")
+            writer.field("container", revocation.container)
+            writer.field("user", revocation.userRecordName)
+            writer.field("sessions", revocation.sessionHashes)
+            writer.field("apiTokens", revocation.apiTokenHashes)
         }
     }
 
@@ -74,8 +80,16 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
 
     init(json: JSONValue) throws {
         let object = try json.object()
+        let kind: String = try object.decode("kind")
+        if kind == "credentials" {
+            self = .credentialsRevoked(
+                CredentialRevocation(
+                    container: try object.decode("container"), userRecordName: try object.decodeIfPresent("user"),
+                    sessionHashes: try object.decode("sessions"), apiTokenHashes: try object.decode("apiTokens")))
+            return
+        }
         let database: DatabaseLocator = try object.decode("database")
-        switch try object.decode("kind") as String {
+        switch kind {
         case "records":
             let changes = try (try object.decode("changes") as [JSONValue]).map { value in
                 let change = try value.object()

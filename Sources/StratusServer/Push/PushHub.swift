@@ -33,6 +33,9 @@ final class PushHub: Service {
         /// The one notification of a `firesOnce` subscription that fired through another instance,
         /// for the subscriber's devices here (only that instance's deletion of it succeeded).
         case delivery(DatabaseLocator, subscriber: String, notification: PushNotificationDictionary, origin: Origin?)
+        /// Credentials another instance revoked: forget them and close what they opened
+        /// (``revoke(_:)``).
+        case credentialsRevoked(CredentialRevocation)
     }
 
     /// The device a change came from, and whose it is: that device is not told of it. A device ID
@@ -62,6 +65,8 @@ final class PushHub: Service {
     private let storage: any SubscriptionStorage & SchemaStorage & ShareStorage
     /// How this instance hears of the others' changes, when several share the storage.
     private let bus: (any InstanceMessageBus)?
+    /// This process's credential caches, which forget what other instances revoke.
+    private let credentials: CredentialCaches
     let configuration: ServerConfiguration
     private let logger: Logger
     private let events: AsyncStream<Event>
@@ -75,11 +80,12 @@ final class PushHub: Service {
     private let cachesMissedEvents = Atomic(false)
 
     init(
-        storage: any SubscriptionStorage & SchemaStorage & ShareStorage, bus: (any InstanceMessageBus)?, configuration: ServerConfiguration,
-        logger: Logger
+        storage: any SubscriptionStorage & SchemaStorage & ShareStorage, bus: (any InstanceMessageBus)?,
+        credentials: CredentialCaches, configuration: ServerConfiguration, logger: Logger
     ) {
         self.storage = storage
         self.bus = bus
+        self.credentials = credentials
         self.configuration = configuration
         self.logger = logger
         (events, continuation) = AsyncStream.makeStream()
@@ -195,6 +201,9 @@ final class PushHub: Service {
 
     private func handle(_ event: Event, caches: inout Caches) async throws {
         switch event {
+        case .credentialsRevoked(let revocation):
+            credentials.forget(revocation)
+            closeConnections(of: revocation)
         case .subscriptionsChanged(let database):
             caches.subscriptions[database] = nil
         case .delivery(let database, let subscriber, let notification, let origin):
@@ -437,17 +446,26 @@ final class PushHub: Service {
         return (device, connection, missed)
     }
 
-    /// Ends the connections that signed in with a session that just ended.
-    func closeConnections(sessionHash: String) {
-        for device in registry.withLock({ Array($0.devices.values) }) { device.disconnect(sessionHash: sessionHash) }
+    /// Ends here the push connections that credentials just revoked opened, and tells the other
+    /// instances, which forget the credentials and end theirs.
+    func revoke(_ revocation: CredentialRevocation) {
+        closeConnections(of: revocation)
+        forward(.credentialsRevoked(revocation))
     }
 
-    /// Ends every push connection of a user of `container`, bare web courier polls included (their
-    /// push tokens were deleted with the user's sessions).
-    func closeConnections(container: String, userRecordName: String) {
+    /// Ends the connections signed in with the sessions that ended; when all of a user's ended,
+    /// every push connection of theirs, bare web courier polls included (their push tokens were
+    /// deleted with their sessions).
+    private func closeConnections(of revocation: CredentialRevocation) {
         let devices = registry.withLock { Array($0.devices.values) }
-        for device in devices where device.owner.container == container && device.owner.userRecordName == userRecordName {
-            device.disconnect()
+        for device in devices {
+            if let user = revocation.userRecordName, device.owner.container == revocation.container,
+                device.owner.userRecordName == user
+            {
+                device.disconnect()
+            } else {
+                for hash in revocation.sessionHashes { device.disconnect(sessionHash: hash) }
+            }
         }
     }
 

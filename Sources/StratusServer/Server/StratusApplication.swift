@@ -17,10 +17,13 @@ public enum StratusApplication {
         let secret = try await storage.initializeSetting(
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
         let tokens = SyncTokenCodec(secret: secret)
-        let hub = PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: logger)
+        let credentials = CredentialCaches(clock: configuration.clock)
+        let hub = PushHub(
+            storage: storage, bus: storage.messageBus, credentials: credentials, configuration: configuration, logger: logger)
         let housekeeping = HousekeepingStatus()
         let routers = makeRouters(
-            storage: storage, configuration: configuration, tokens: tokens, hub: hub, housekeeping: housekeeping)
+            storage: storage, configuration: configuration, tokens: tokens, hub: hub, credentials: credentials,
+            housekeeping: housekeeping)
         let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
         let headTimeout = TimeAmount(configuration.requestHeadTimeout)
         let http = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
@@ -58,18 +61,21 @@ public enum StratusApplication {
     public static func makeRouter(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec
     ) -> Router<StratusRequestContext> {
-        makeRouters(
+        let credentials = CredentialCaches(clock: configuration.clock)
+        return makeRouters(
             storage: storage, configuration: configuration, tokens: tokens,
-            hub: PushHub(storage: storage, bus: storage.messageBus, configuration: configuration, logger: Logger(label: "stratus")),
-            housekeeping: HousekeepingStatus()
+            hub: PushHub(
+                storage: storage, bus: storage.messageBus, credentials: credentials, configuration: configuration,
+                logger: Logger(label: "stratus")),
+            credentials: credentials, housekeeping: HousekeepingStatus()
         ).http
     }
 
     /// The HTTP router, the push endpoints (which also authenticate WebSocket upgrades), and the
-    /// asset store.
+    /// asset store. `credentials` are the credential caches `hub` shares.
     static func makeRouters(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub,
-        housekeeping: HousekeepingStatus
+        credentials: CredentialCaches, housekeeping: HousekeepingStatus
     ) -> (http: Router<StratusRequestContext>, push: PushEndpoints, assets: AssetStore?) {
         let requestLog = RequestLog()
         let directory = configuration.assetsDirectory.map(DirectoryAssetBlobStore.init)
@@ -117,7 +123,8 @@ public enum StratusApplication {
                     level: configuration.metrics.bufferedRequestBytes)))
         let routes = RouteTable()
         router.add(middleware: ErrorMiddleware(routes: routes))
-        let accounts = AccountService(storage: storage, configuration: configuration)
+        let accounts = AccountService(
+            storage: storage, configuration: configuration, credentials: credentials, announce: { hub.revoke($0) })
         let console = ConsoleSessions(clock: configuration.clock)
         let credential = AdminCredential(
             storage: storage, console: console, limits: configuration.signInLimits, clock: configuration.clock)
@@ -139,11 +146,11 @@ public enum StratusApplication {
             storage: storage, accounts: accounts, authenticator: authenticator, hub: hub, configuration: configuration,
             refusedPolls: FailureBackoff(maximumLockSeconds: 60, clock: configuration.clock))
         push.addRoutes(to: router)
-        AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration, hub: hub)
+        AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration)
             .addRoutes(to: router)
         UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
             .addRoutes(to: router)
-        AdminEndpoints(storage: storage, accounts: accounts, credential: credential, hub: hub).addRoutes(to: router)
+        AdminEndpoints(storage: storage, accounts: accounts, credential: credential).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
         MetricsEndpoint(storage: storage, configuration: configuration, hub: hub, credential: credential)
             .addRoutes(to: router)
