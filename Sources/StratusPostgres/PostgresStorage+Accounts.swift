@@ -77,10 +77,11 @@ extension PostgresStorage {
             """
             INSERT INTO users (
                 container_id, record_name, username, password_hash, created_ms, email_address, discoverable, given_name,
-                family_name)
+                family_name, disabled_ms)
             VALUES (
                 \(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt),
-                \(user.emailAddress?.lowercased()), \(user.discoverable), \(user.givenName), \(user.familyName))
+                \(user.emailAddress?.lowercased()), \(user.discoverable), \(user.givenName), \(user.familyName),
+                \(user.disabledAt))
             ON CONFLICT (container_id, username) DO NOTHING RETURNING 1
             """)
         guard inserted.count == 1 else { throw StratusError(.exists, "username '\(user.username)' is taken") }

@@ -75,12 +75,12 @@ extension SQLiteStorage {
                 sql: """
                     INSERT INTO users (
                         container_id, record_name, username, password_hash, created_ms, email_address, discoverable,
-                        given_name, family_name)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        given_name, family_name, disabled_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     user.container, user.recordName, user.username, user.passwordHash, user.createdAt,
-                    user.emailAddress?.lowercased(), user.discoverable, user.givenName, user.familyName,
+                    user.emailAddress?.lowercased(), user.discoverable, user.givenName, user.familyName, user.disabledAt,
                 ])
         }
     }

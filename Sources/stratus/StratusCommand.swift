@@ -365,30 +365,49 @@ struct Admin: AsyncParsableCommand {
         @OptionGroup var storageOptions: DataOptions
         @Argument(help: "The container identifier.")
         var container: String
-        @Option(help: "The file to write ('-' for standard output).")
+        @Option(help: "The file to write ('-' for standard output); it appears, readable by its owner only, when the export is complete.")
         var output: String = "-"
 
         func run() async throws {
-            if output != "-" { _ = FileManager.default.createFile(atPath: output, contents: nil) }
-            guard let file = output == "-" ? FileHandle.standardOutput : FileHandle(forWritingAtPath: output) else {
-                throw ValidationError("--output: cannot write \(output)")
+            // The export holds password and token hashes: its file is the owner's alone from the
+            // start, and replaces an earlier file of that name only once it is whole.
+            let partial = output == "-" ? nil : output + ".partial-\(UUID().uuidString)"
+            let file: FileHandle
+            if let partial {
+                guard FileManager.default.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]),
+                    let handle = FileHandle(forWritingAtPath: partial)
+                else { throw ValidationError("--output: cannot write \(output)") }
+                file = handle
+            } else {
+                file = .standardOutput
             }
-            var buffer: [UInt8] = []
-            let counts = try await storageOptions.withStorage { storage in
-                try await ContainerTransfer.export(
-                container: container, from: storage,
-                write: { line in
-                    buffer += line
-                    if buffer.count > 1 << 20 {
-                        try file.write(contentsOf: buffer)
-                        buffer.removeAll(keepingCapacity: true)
-                    }
-                },
-                progress: { Self.report("exported", $0) })
+            do {
+                var buffer: [UInt8] = []
+                let counts = try await storageOptions.withStorage { storage in
+                    try await ContainerTransfer.export(
+                    container: container, from: storage,
+                    write: { line in
+                        buffer += line
+                        if buffer.count > 1 << 20 {
+                            try file.write(contentsOf: buffer)
+                            buffer.removeAll(keepingCapacity: true)
+                        }
+                    },
+                    progress: { Self.report("exported", $0) })
+                }
+                try file.write(contentsOf: buffer)
+                if partial != nil {
+                    try file.synchronize()
+                    try file.close()
+                }
+                if let partial, rename(partial, output) != 0 {
+                    throw ValidationError("--output: cannot write \(output): \(String(cString: strerror(errno)))")
+                }
+                Self.report("exported", counts, done: true)
+            } catch {
+                if let partial { try? FileManager.default.removeItem(atPath: partial) }
+                throw error
             }
-            try file.write(contentsOf: buffer)
-            try file.close()
-            Self.report("exported", counts, done: true)
         }
 
         static func report(_ verb: String, _ counts: ContainerTransfer.Counts, done: Bool = false) {

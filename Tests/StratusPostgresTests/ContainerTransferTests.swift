@@ -19,6 +19,9 @@ struct ContainerTransferTests {
         try await source.createAPIToken(hash: "token-hash", container: "c", name: "app", createdAt: 6)
         try await source.createUser(
             UserInfo(container: "c", recordName: "_mei", username: "mei", passwordHash: "bcrypt", createdAt: 7))
+        try await source.createUser(
+            UserInfo(container: "c", recordName: "_ned", username: "ned", passwordHash: "bcrypt", createdAt: 7))
+        _ = try await source.setUserDisabled(true, container: "c", recordName: "_ned", at: 8)
         let mei = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_mei")
         _ = try await source.createZone(named: "Notes", in: mei, timestamp: 8)
         _ = try await source.createZone(named: "Empty", in: mei, timestamp: 8)
@@ -74,6 +77,8 @@ struct ContainerTransferTests {
         #expect(try await target.container("c") == ContainerInfo(identifier: "c", allowsSignUp: false, createdAt: 5))
         #expect(try await target.containerForAPIToken(hash: "token-hash") == "c", "the same API token keeps working")
         #expect(try await target.user(container: "c", username: "mei")?.passwordHash == "bcrypt")
+        #expect(try await target.user(container: "c", username: "mei")?.disabledAt == nil)
+        #expect(try await target.user(container: "c", username: "ned")?.disabledAt == 8, "a disabled account stays disabled")
         #expect(try await target.schema(container: "c", environment: .development)
                 == source.schema(container: "c", environment: .development))
         #expect(try await target.zones(in: mei).map(\.name) == ["_defaultZone", "Empty", "Notes"])

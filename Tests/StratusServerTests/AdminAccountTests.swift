@@ -57,6 +57,9 @@ struct AdminAccountTests {
 
             let missing = try await Self.admin(server, .PATCH, "users/_nobody", ["disabled": true])
             #expect(missing.status == 404)
+            // A misspelt member is refused by name, not taken for a body naming nothing (which clears the address).
+            let misspelt = try await Self.admin(server, .PATCH, "users/\(recordName)", ["disable": true])
+            #expect(misspelt.status == 400 && misspelt.text.contains("disable is not a member"), "\(misspelt.text)")
         }
     }
 

@@ -133,6 +133,11 @@ struct AdminEndpoints: Sendable {
             let container = try context.parameters.require("container")
             let recordName = try context.parameters.require("user")
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
+            // A misspelt member would otherwise go unnoticed, and the body name nothing else.
+            if let unknown = body.members.first(where: { !["disabled", "password", "emailAddress"].contains($0.key) }) {
+                throw StratusError.badRequest(
+                    "\(unknown.key) is not a member of a user's settings; the members are disabled, password and emailAddress")
+            }
             // Each member changes what it names, and only when present.
             let disabled: Bool? = try body.decodeIfPresent("disabled")
             let password: String? = try body.decodeIfPresent("password")

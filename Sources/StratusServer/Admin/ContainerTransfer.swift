@@ -63,6 +63,7 @@ public enum ContainerTransfer {
                 writer.field("discoverable", user.discoverable)
                 writer.field("givenName", user.givenName)
                 writer.field("familyName", user.familyName)
+                writer.field("disabledAt", user.disabledAt)
             }
         }
         for environment in ContainerEnvironment.allCases {
@@ -176,7 +177,8 @@ public enum ContainerTransfer {
                                  emailAddress: try object.decodeIfPresent("emailAddress"),
                                  discoverable: try object.decodeIfPresent("discoverable") ?? false,
                                  givenName: try object.decodeIfPresent("givenName"),
-                                 familyName: try object.decodeIfPresent("familyName")))
+                                 familyName: try object.decodeIfPresent("familyName"),
+                                 disabledAt: try object.decodeIfPresent("disabledAt")))
                 case "schema":
                     let environment: String = try object.decode("environment")
                     guard let environment = ContainerEnvironment(rawValue: environment) else {

@@ -8,7 +8,10 @@ public import StratusStorage
 /// A token is base64 of: version (1 byte, currently 1), kind (1 byte: zone or database feed), the
 /// zone or database storage identifier (8 bytes), the sequence number (8 bytes), and the first 16
 /// bytes of an HMAC-SHA256 of all that under a secret kept in the server's settings. A token that
-/// was altered, truncated or minted by another server is rejected with `BAD_REQUEST`.
+/// is not base64 or too short is rejected with `BAD_REQUEST`; one whose MAC does not match (minted
+/// by another server, or by this one before its data was moved here with `stratus export` and
+/// `import`, which renumbers every feed) with `CHANGE_TOKEN_EXPIRED`, so that the client reads the
+/// feed again from the start instead of failing for good.
 public struct SyncTokenCodec: Sendable {
     /// Which feed a token belongs to.
     public enum Kind: UInt8, Sendable {
@@ -45,7 +48,7 @@ public struct SyncTokenCodec: Sendable {
     /// The position a token stands for; `nil` input gives `nil` (read from the start).
     public func position(from token: String?, kind: Kind, field: String = "syncToken") throws -> ChangePosition? {
         guard let token, !token.isEmpty else { return nil }
-        let body = try open(token, field: field, what: "a sync token")
+        let body = try open(token, field: field, what: "a sync token", foreign: Self.foreignSyncToken(field))
         guard body.count == 18 else {
             throw StratusError.badRequest("\(field) is not a sync token issued by this server")
         }
@@ -79,7 +82,7 @@ public struct SyncTokenCodec: Sendable {
     /// The shared database feed position a token stands for; `nil` input gives `nil` (from the start).
     func sharedPosition(from token: String?, field: String = "syncToken") throws -> SharedFeedPosition? {
         guard let token, !token.isEmpty else { return nil }
-        let body = try open(token, field: field, what: "a sync token")
+        let body = try open(token, field: field, what: "a sync token", foreign: Self.foreignSyncToken(field))
         guard body.count >= 2, body[0] == Self.version, body[1] == Kind.sharedDatabase.rawValue else {
             throw StratusError.badRequest(
                 "\(field) belongs to another feed; this endpoint takes a token of the shared database's zone feed")
@@ -113,18 +116,27 @@ public struct SyncTokenCodec: Sendable {
         Data(bytes + mac(bytes)).base64EncodedString()
     }
 
-    /// The bytes a ``seal(_:)`` result carries; `BAD_REQUEST` naming `field` when it was not made
-    /// by this server or was altered.
-    func open(_ token: String, field: String, what: String) throws -> [UInt8] {
+    /// The bytes a ``seal(_:)`` result carries; `BAD_REQUEST` naming `field` when it is malformed,
+    /// and `foreign` (by default the same) when it was not made under this server's secret or was
+    /// altered.
+    func open(_ token: String, field: String, what: String, foreign: StratusError? = nil) throws -> [UInt8] {
         guard let data = Data(base64Encoded: token), data.count > Self.macLength else {
             throw StratusError.badRequest("\(field) is not \(what) issued by this server")
         }
         let bytes = [UInt8](data)
         let body = Array(bytes.dropLast(Self.macLength))
         guard Secrets.constantTimeEquals(mac(body), Array(bytes.suffix(Self.macLength))) else {
-            throw StratusError.badRequest("\(field) is not \(what) issued by this server (integrity check failed)")
+            throw foreign ?? StratusError.badRequest("\(field) is not \(what) issued by this server (integrity check failed)")
         }
         return body
+    }
+
+    /// A sync token this server's secret did not sign.
+    private static func foreignSyncToken(_ field: String) -> StratusError {
+        StratusError(
+            .changeTokenExpired,
+            "\(field) was not issued by this server, or was issued before its data was moved here; fetch the changes "
+                + "again without a sync token")
     }
 
     private func mac(_ bytes: [UInt8]) -> [UInt8] {
