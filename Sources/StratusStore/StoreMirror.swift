@@ -943,9 +943,13 @@ actor StoreMirror: SyncEngineDelegate {
         }
     }
 
+    /// The mirror keys of the public database's poll positions, one per record type; a purge
+    /// removes them, so that the next poll reads every row again.
+    private static let pollPositionPrefix = "poll_position."
+
     private func poll(_ recordType: String) async throws {
         let database = configuration.database
-        let positionKey = "poll_position." + recordType
+        let positionKey = Self.pollPositionPrefix + recordType
         let position = try await pool.read { db in try StoreMetadata.value(positionKey, in: db).flatMap(Double.fromDatabaseValue) }
         let since = position.map { Date(timeIntervalSince1970: $0 - Self.pollOverlap) }
         let query = Query(
@@ -1147,7 +1151,7 @@ actor StoreMirror: SyncEngineDelegate {
                 sql: """
                     DELETE FROM stratusstore_records;
                     DELETE FROM stratusstore_row_zones; DELETE FROM stratusstore_moved; DELETE FROM stratusstore_shares;
-                    DELETE FROM stratusstore_mirror WHERE key = '\(Self.zoneSavedKey)';
+                    DELETE FROM stratusstore_mirror WHERE key = '\(Self.zoneSavedKey)' OR key LIKE '\(Self.pollPositionPrefix)%';
                     """)
         }
         zoneSaved = scope != .private

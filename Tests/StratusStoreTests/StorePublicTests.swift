@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Stratus
+import StratusServer
 import StratusStore
 import StratusTestSupport
 import Testing
@@ -73,6 +74,32 @@ struct StorePublicTests {
                 #expect(verify?.code == .invalidArguments)
                 let share = await #expect(throws: CloudError.self) { try await ada.store.share(market) }
                 #expect(share?.code == .invalidArguments)
+            }
+        }
+    }
+
+    @Test("when the account changes, a public store purges its rows and polls every public row again")
+    func accountSwitch() async throws {
+        // The server's time moves only when the test moves it: the first rows are older than the
+        // poll's overlap by the time the account changes.
+        let serverTime = ManualClock()
+        try await withServer(ServerConfiguration(port: 0, passwordHashCost: 4, clock: serverTime.serverClock)) { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let ada = try await Device.open(
+                    directory.appendingPathComponent("ada"), container: try await server.signedInContainer("ada"), scope: .public)
+                let (market, apples, garage) = (UUID(), UUID(), UUID())
+                try await StoreSharingTests.insertList(ada, market, "Market", items: [(apples, "Apples")])
+                try await ada.store.sync()
+                serverTime.advance(bySeconds: 3_600)
+                try await StoreSharingTests.insertList(ada, garage, "Garage", items: [])
+                try await ada.store.sync()
+                let rows = try await ada.contents()
+                #expect(rows.count == 3)
+
+                _ = try await server.signedInContainer("bob")
+                _ = try await ada.container.signIn(username: "bob", password: "correct horse")
+                try await ada.store.sync()
+                #expect(try await ada.contents() == rows, "bob's store reads the public rows from the start")
             }
         }
     }
