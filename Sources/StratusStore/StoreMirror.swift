@@ -168,9 +168,10 @@ actor StoreMirror: SyncEngineDelegate {
         let pending = try await pool.read { db in try StoreMetadata.outboxCount(in: db) }
         let serverAhead = engine.state.zoneIDsWithUnfetchedServerChanges.contains(where: ownsZone)
             || !engine.state.pendingDatabaseChanges.isEmpty
+        // After a page failed to apply, its changes are fetched again only at the next start.
         return StoreSyncStatus(
-            pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: lastError,
-            isUpToDate: pending == 0 && lastCompleteFetch != nil && !serverAhead && zoneSaved)
+            pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: importFailure ?? lastError,
+            isUpToDate: pending == 0 && lastCompleteFetch != nil && !serverAhead && zoneSaved && importFailure == nil)
     }
 
     /// Syncs, then compares the digest of the local rows with the server's digest of each of the

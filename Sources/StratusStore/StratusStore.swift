@@ -406,7 +406,9 @@ public struct StoreSyncStatus: Sendable {
     /// The last failure: a change the server refused, a record no row could hold, a page not applied.
     public var lastError: CloudError?
     /// `true` only when every local change is on the server, the last import reached the server's
-    /// latest changes, and no notification since says there are more.
+    /// latest changes, no notification since says there are more, and no fetched page failed to
+    /// apply since the store was opened (its changes are fetched again when the store is next
+    /// opened; `lastError` says why it failed).
     public var isUpToDate: Bool
 }
 

@@ -287,6 +287,41 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("a fetched page the local database refuses (an app's trigger) leaves the store not up to date, with the reason, and is fetched again when the store is next opened")
+    func refusedPage() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phone = try await Device.open(directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
+                let laptopDirectory = directory.appendingPathComponent("laptop")
+                let laptopContainer = try await server.device(of: "mei")
+                var laptop = try await Device.open(laptopDirectory, container: laptopContainer)
+                try await laptop.store.sync()
+                try await laptop.pool.write { db in
+                    try db.execute(
+                        sql: """
+                            CREATE TRIGGER refuse_lists BEFORE INSERT ON lists WHEN NEW.title = 'Refused'
+                            BEGIN SELECT RAISE(ABORT, 'this device refuses the list'); END
+                            """)
+                }
+                let list = UUID()
+                try await phone.pool.write { db in
+                    try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'Refused')", arguments: [list.uuidString])
+                }
+                try await phone.store.sync()
+                _ = try? await laptop.store.sync()
+                let status = try await laptop.store.syncStatus()
+                #expect(!status.isUpToDate && status.lastError?.message.contains("refuses the list") == true, "\(status)")
+                #expect(try await laptop.contents().isEmpty)
+
+                try await laptop.pool.write { db in try db.execute(sql: "DROP TRIGGER refuse_lists") }
+                laptop = try await Device.open(laptopDirectory, container: laptopContainer)
+                try await laptop.store.sync()
+                #expect(try await laptop.contents() == phone.contents(), "the page is fetched again")
+                #expect(try await laptop.store.syncStatus().isUpToDate)
+            }
+        }
+    }
+
     /// What each policy makes of one edit per side: the phone changed the title and the attachment
     /// and sent first; the laptop changed the title and `done`, and sends second.
     @Test(
