@@ -147,6 +147,31 @@ final class ChangeCapture: Sendable {
     }
 
     /// The three triggers of a synced table.
+    /// The transaction being written, once its row is in the log.
+    private static let latestTransaction = "(SELECT max(id) FROM stratusstore_transactions)"
+    /// Whether the transaction being written has no row in the log yet.
+    private static let opensTransaction = "\(latestTransaction) IS NOT stratusstore_transaction(\(latestTransaction))"
+    /// Adds the row of the transaction being written, by the current author.
+    private static let transactionInsert = """
+        INSERT INTO stratusstore_transactions (id, author, time_ms, first_change)
+            VALUES (stratusstore_transaction(\(latestTransaction)), stratusstore_author(),
+                CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
+                (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes))
+        """
+
+    /// Logs, as the current author, the insertion of the rows of `table` whose keys are `keys`, as
+    /// its triggers would have had they been there when the rows were written.
+    static func logInsertions(into table: String, keys: [DatabaseValue], in db: Database) throws {
+        guard !keys.isEmpty else { return }
+        if try Bool.fetchOne(db, sql: "SELECT \(opensTransaction)") == true { try db.execute(sql: transactionInsert) }
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation)
+                VALUES (\(latestTransaction), ?, ?, 'insert')
+                """)
+        for key in keys { try insert.execute(arguments: [table, key]) }
+    }
+
     private static func triggers(for table: StoreTable, in db: Database) throws -> [String] {
         let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(table.name.quotedDatabaseIdentifier))")
         guard let key = columns.first(where: { ($0["pk"] as Int) > 0 }).map({ $0["name"] as String }) else { return [] }
@@ -154,7 +179,7 @@ final class ChangeCapture: Sendable {
         let name = table.name.quotedDatabaseIdentifier
         let literal = "'" + table.name.replacingOccurrences(of: "'", with: "''") + "'"
         let keyColumn = key.quotedDatabaseIdentifier
-        let latest = "(SELECT max(id) FROM stratusstore_transactions)"
+        let latest = latestTransaction
         // The transaction's row is added by a BEFORE trigger, which fires before the AFTER trigger
         // that appends the change, only when the transaction has no row yet (its number is one more
         // than the last committed one, so once its row is there it is the latest): added once, and
@@ -162,13 +187,8 @@ final class ChangeCapture: Sendable {
         // `INSERT … SELECT … WHERE` reading the table it writes, which SQLite would materialize into
         // a temporary table at every row. A statement that then skips its row (`OR IGNORE` on a
         // conflict) can leave a transaction row without changes; the history leaves those out.
-        let opensTransaction = "\(latest) IS NOT stratusstore_transaction(\(latest))"
-        let transaction = """
-            INSERT INTO stratusstore_transactions (id, author, time_ms, first_change)
-                VALUES (stratusstore_transaction(\(latest)), stratusstore_author(),
-                    CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
-                    (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes));
-            """
+        let opensTransaction = Self.opensTransaction
+        let transaction = Self.transactionInsert + ";"
         func change(_ row: String, _ operation: String, when condition: String? = nil) -> String {
             "INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation) "
                 + "SELECT \(latest), \(literal), \(row).\(keyColumn), \(operation)"

@@ -360,6 +360,39 @@ enum StoreMetadata {
         }
     }
 
+    /// Logs as inserted, so that they go out as saves, the rows of `table` that the server never
+    /// had and that wait in no outbox entry: rows written before the table was mirrored (an app
+    /// adopting the store, a table switched to synced, rows a migration seeded before
+    /// ``StratusStore/open(_:model:mirroring:)``), which no trigger captured. Once per table (the
+    /// mirror remembers which it adopted); returns how many rows it logged.
+    @discardableResult
+    static func adoptUncapturedRows(of table: StoreTable, in db: GRDB.Database) throws -> Int {
+        let adoptedKey = "adopted." + table.name
+        guard table.isSynced, try value(adoptedKey, in: db) == nil else { return 0 }
+        let columns = try StoreColumns(table, in: db)
+        // Rows the server had, and rows whose changes were ever captured or queued, in one read
+        // each (a look-up per row would read the change log once per row).
+        var known = Set<UUID>()
+        for sql in [
+            "SELECT row_id FROM stratusstore_records WHERE table_name = ?",
+            "SELECT DISTINCT row_id FROM stratusstore_changes WHERE table_name = ?",
+            "SELECT row_id FROM stratusstore_outbox WHERE table_name = ?",
+        ] {
+            let keys = try DatabaseValue.fetchCursor(db, sql: sql, arguments: [table.name])
+            while let key = try keys.next() { if let rowID = UUID(databaseKey: key) { known.insert(rowID) } }
+        }
+        let keys = try DatabaseValue.fetchCursor(
+            db, sql: "SELECT \(columns.key.quotedDatabaseIdentifier) FROM \(table.name.quotedDatabaseIdentifier)")
+        var uncaptured: [DatabaseValue] = []
+        while let key = try keys.next() {
+            guard let rowID = UUID(databaseKey: key), !known.contains(rowID) else { continue }
+            uncaptured.append(key)
+        }
+        try ChangeCapture.logInsertions(into: table.name, keys: uncaptured, in: db)
+        try setValue(true, for: adoptedKey, in: db)
+        return uncaptured.count
+    }
+
     /// Drops the row's entry whatever its version: the server holds what the row holds.
     static func dropOutboxEntry(table: String, rowID: UUID, in db: GRDB.Database) throws {
         try db.cachedStatement(

@@ -74,6 +74,8 @@ actor StoreMirror: SyncEngineDelegate {
         }
         tablesByRecordType = byType
         let (state, zoneSaved) = try await pool.write { db in
+            // Rows written before their table was mirrored were never captured: they go out now.
+            for table in model.syncedTables { try StoreMetadata.adoptUncapturedRows(of: table, in: db) }
             let state = try StoreMetadata.value(Self.engineStateKey, in: db).flatMap(Data.fromDatabaseValue).map {
                 try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: $0)
             }

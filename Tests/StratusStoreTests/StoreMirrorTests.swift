@@ -287,6 +287,37 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("rows written before the store first mirrored their table go to the server once, at the first open")
+    func adoptedRows() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phoneDirectory = directory.appendingPathComponent("phone")
+                try FileManager.default.createDirectory(at: phoneDirectory, withIntermediateDirectories: true)
+                let (list, item) = (UUID(), UUID())
+                // The app's database as it was before it adopted the store: no trigger saw these.
+                let before = try StoreFoundationTests.makePool(phoneDirectory)
+                try await before.write { db in
+                    try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'Seeded')", arguments: [list.uuidString])
+                    try db.execute(
+                        sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, 'First')", arguments: [item, list.uuidString])
+                }
+                try before.close()
+                let container = try await server.signedInContainer("mei")
+                var phone = try await Device.open(phoneDirectory, container: container)
+                #expect(try await phone.store.syncStatus().pendingChanges == 2)
+                try await phone.store.sync()
+                let laptop = try await Device.open(directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"))
+                try await laptop.store.sync()
+                let laptopRows = try await laptop.contents()
+                #expect(try await laptopRows == phone.contents() && laptopRows.count == 2)
+
+                phone = try await Device.open(phoneDirectory, container: container)
+                #expect(try await phone.store.syncStatus().pendingChanges == 0, "adopted once")
+                #expect(try await phone.store.verify().matches)
+            }
+        }
+    }
+
     @Test("a fetched page the local database refuses (an app's trigger) leaves the store not up to date, with the reason, and is fetched again when the store is next opened")
     func refusedPage() async throws {
         try await withServer { server in
