@@ -187,6 +187,8 @@ actor StoreMirror: SyncEngineDelegate {
                 "verify() compares zone digests, which come from change feeds; the public database has none")
         }
         for _ in 0..<3 {
+            // Only a failure of this round's sync tells that a change waits for good.
+            lastError = nil
             try await sync()
             var server: [RecordZone.ID: ZoneDigest] = [:]
             var tokens: [RecordZone.ID: ServerChangeToken] = [:]
@@ -826,7 +828,7 @@ actor StoreMirror: SyncEngineDelegate {
         let answered = sent.savedRecords.map(\.recordID) + sent.deletedRecordIDs + sent.failedRecordSaves.map(\.record.recordID)
             + Array(sent.failedRecordDeletes.keys)
         let sentNow = answered.reduce(into: [Stratus.Record.ID: Sent]()) { $0[$1] = inFlight.removeValue(forKey: $1) }
-        let (outcome, zonesGone, refused) = try await writeAsImport { [self] db in
+        let (outcome, zonesGone, refused, transaction) = try await writeAsImport { [self] db in
             var merger = try Merger(mirror: self, db: db)
             var zonesGone: Set<RecordZone.ID> = []
             var refused: CloudError?
@@ -882,7 +884,7 @@ actor StoreMirror: SyncEngineDelegate {
                     if item.entry == nil { try StoreMetadata.removeMoved(recordID, in: db) }
                 }
             }
-            return (merger.outcome, zonesGone, refused)
+            return (merger.outcome, zonesGone, refused, capture.capturedTransaction())
         }
         for zoneID in zonesGone {
             if zoneID == defaultZoneID {
@@ -893,6 +895,8 @@ actor StoreMirror: SyncEngineDelegate {
             }
         }
         try await hand(outcome)
+        // A merge after a conflict, or a rollback of a refused change, rewrote rows.
+        if let transaction { remoteChanges.yield(StoreRemoteChange(historyToken: HistoryToken(transaction: transaction))) }
         if let refused {
             lastError = refused
             runningEvents[.export]?.error = refused

@@ -384,8 +384,29 @@ struct StoreMirrorTests {
                 try await laptop.pool.write { db in
                     try db.execute(sql: "UPDATE items SET title = 'laptop', done = 1 WHERE id = ?", arguments: [item])
                 }
+                let laptopChanges = laptop.store.remoteChanges()
+                let beforeSend = try await laptop.store.history().token
                 try await laptop.store.sync()
                 try await phone.store.sync()
+                // Where the merge of the conflict rewrote the laptop's row, the app hears of it.
+                let merged = try await laptop.store.history(after: beforeSend).transactions
+                    .filter { $0.author == StratusStore.importAuthor && $0.changes.map(\.rowID) == [item] }
+                #expect(merged.isEmpty == (policy == .overwrite), "\(merged)")
+                if let last = merged.last {
+                    let heard = await withTaskGroup(of: StoreRemoteChange?.self) { group in
+                        group.addTask {
+                            for await change in laptopChanges where change.historyToken == last.token { return change }
+                            return nil
+                        }
+                        group.addTask {
+                            try? await Task.sleep(for: .seconds(10))
+                            return nil
+                        }
+                        defer { group.cancelAll() }
+                        return await group.next() ?? nil
+                    }
+                    #expect(heard != nil, "the merge's rewrite of the row is announced as a remote change")
+                }
 
                 for device in [laptop, phone] {
                     let row = try #require(try await device.item(item))
