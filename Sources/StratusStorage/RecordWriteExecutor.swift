@@ -399,7 +399,9 @@ public struct RecordWriteExecutor: Sendable {
 
     /// The rows that store `records` as they are, as an import does (their stamps and fields kept):
     /// each takes the zone's next sequence number and a change tag. `current` holds the zone's rows
-    /// of those names; the zone's last sequence number comes back with the rows.
+    /// of those names; the zone's last sequence number comes back with the rows. The share a record
+    /// last left is not kept: it names a position in the old storage's change order, which an
+    /// import renumbers.
     public static func importRows(
         _ records: [StoredRecord], zone: ZoneState, current: [String: StoredRecord], schema: Schema
     ) -> (rows: [RecordRows], sequence: Int64) {
@@ -407,6 +409,9 @@ public struct RecordWriteExecutor: Sendable {
         var sequence = zone.sequence
         var tokens = SearchTokens()
         let rows = records.map { record in
+            let record = record.formerShare == nil
+                ? record
+                : record.settingReserved([RecordHierarchy.formerShareField: nil, RecordHierarchy.formerShareSequenceField: nil])
             let row = Self.row(
                 record, after: &sequence, zoneID: zone.id, previous: current[record.name], schema: schema, tokens: &tokens)
             current[record.name] = row.record

@@ -60,6 +60,24 @@ struct ContainerTransferTests {
         #expect(exported.records == 1_200, "live records only: n0 was deleted")
         #expect(reports >= 1)
 
+        // An export cut short (its last line, the counts, missing) is refused, not taken for whole;
+        // so is a record whose fields are not a record's.
+        let lines = export.split(separator: UInt8(ascii: "\n")).map(Array.init)
+        let cut = try SQLiteStorage(path: directory.appendingPathComponent("cut.sqlite").path)
+        let shortened = await #expect(throws: StratusError.self) {
+            try await ContainerTransfer.importLines(lines.dropLast(), into: cut, now: 20_000)
+        }
+        #expect(shortened?.reason.contains("cut short") == true, "\(String(describing: shortened))")
+        let recordLine = try #require(lines.firstIndex { String(decoding: $0, as: UTF8.self).contains(#""type":"record""#) })
+        var damaged = lines
+        damaged[recordLine] = Array(
+            String(decoding: lines[recordLine], as: UTF8.self).replacingOccurrences(of: #""fieldsJSON":"{"#, with: #""fieldsJSON":"{\"x\":1,"#).utf8)
+        let broken = try SQLiteStorage(path: directory.appendingPathComponent("broken.sqlite").path)
+        let refused = await #expect(throws: StratusError.self) {
+            try await ContainerTransfer.importLines(damaged, into: broken, now: 20_000)
+        }
+        #expect(refused?.reason.hasPrefix("line \(recordLine + 1): record") == true, "\(String(describing: refused))")
+
         let database = try await TestPostgres.createDatabase()
         let target = try PostgresStorage(url: database.url, maximumConnections: 4)
         try await target.whileRunning { try await Self.importAndCompare(export, exported, from: source, into: target) }

@@ -4,7 +4,8 @@ public import StratusStorage
 
 /// Moves a container between storages (SQLite and PostgreSQL) as NDJSON: one JSON object per line,
 /// each with a `type`: `container`, `apiToken`, `user`, `schema`, `zone`, `asset`, `record`,
-/// `subscription`, in an order an import can follow.
+/// `subscription`, in an order an import can follow, and last `end` with the counts, so that an
+/// import knows an export cut short (a full disk, a killed process) from a whole one.
 ///
 /// What survives: the container and its settings, API tokens and users (by their hashes, so the
 /// same secrets keep working), both schemas, every zone, every live record with its creation and
@@ -119,6 +120,13 @@ public enum ContainerTransfer {
                 }
             }
         }
+        let records = counts.records
+        let lines = counts.lines + 1
+        try line { writer in
+            writer.field("type", "end")
+            writer.field("lines", Int64(lines))
+            writer.field("records", Int64(records))
+        }
         progress(counts)
         return counts
     }
@@ -133,8 +141,10 @@ public enum ContainerTransfer {
     }
 
     /// Imports an export read line by line from `lines` into a storage that does not have the
-    /// container yet (`EXISTS` otherwise), calling `progress` every 10,000 records. A bad line fails
-    /// the import with `BAD_REQUEST` naming its number.
+    /// container yet (`EXISTS` otherwise), calling `progress` every 10,000 records. A bad line, a
+    /// line after the `end` line, or an export without one (cut short) fails the import with
+    /// `BAD_REQUEST` naming the line; what was imported before stays, so import into a fresh
+    /// storage again once the file is whole.
     @discardableResult
     public static func importLines(
         _ lines: some Sequence<[UInt8]>, into storage: any StratusStorage, now: Int64,
@@ -142,6 +152,13 @@ public enum ContainerTransfer {
     ) async throws -> Counts {
         var counts = Counts()
         var container: String?
+        var ended = false
+        func requireContainer(of database: DatabaseLocator) throws {
+            guard database.container == container else {
+                throw StratusError.badRequest(
+                    "the line names container '\(database.container)', not '\(container ?? "")' of the first line")
+            }
+        }
         var pending: (database: DatabaseLocator, zone: String, records: [StoredRecord])?
         func flush() async throws {
             if let batch = pending, !batch.records.isEmpty {
@@ -152,6 +169,7 @@ public enum ContainerTransfer {
         for bytes in lines where !bytes.isEmpty {
             counts.lines += 1
             do {
+                guard !ended else { throw StratusError.badRequest("a line follows the 'end' line") }
                 let object = try JSONValue.parse(bytes).object()
                 let type: String = try object.decode("type")
                 if type != "record" { try await flush() }
@@ -160,6 +178,7 @@ public enum ContainerTransfer {
                 }
                 switch type {
                 case "container":
+                    guard container == nil else { throw StratusError.badRequest("a second container line") }
                     let identifier: String = try object.decode("identifier")
                     try await storage.createContainer(
                         ContainerInfo(identifier: identifier, allowsSignUp: try object.decode("allowsSignUp"),
@@ -188,6 +207,7 @@ public enum ContainerTransfer {
                     _ = try await storage.updateSchema(container: container!, environment: environment) { _ in schema }
                 case "zone":
                     let database: DatabaseLocator = try object.decode("database")
+                    try requireContainer(of: database)
                     let name: String = try object.decode("name")
                     if name != ZoneID.defaultZoneName {
                         _ = try await storage.createZone(named: name, in: database, timestamp: now)
@@ -199,8 +219,12 @@ public enum ContainerTransfer {
                     let database: DatabaseLocator = try object.decode("database")
                     let zone: String = try object.decode("zone")
                     let record: StoredRecord = try object.decode("record")
-                    guard database.container == container else {
-                        throw StratusError.badRequest("the record is in container '\(database.container)'")
+                    try requireContainer(of: database)
+                    // Stored fields go to clients as they are: they must be what a save would store.
+                    do {
+                        _ = try record.decodeFields()
+                    } catch {
+                        throw StratusError.badRequest("record '\(record.name)': its fields are not a record's fields: \(error)")
                     }
                     if pending.map({ $0.database != database || $0.zone != zone || $0.records.count >= 500 }) ?? false {
                         try await flush()
@@ -210,10 +234,21 @@ public enum ContainerTransfer {
                     counts.records += 1
                     if counts.records.isMultiple(of: 10_000) { progress(counts) }
                 case "subscription":
+                    let database: DatabaseLocator = try object.decode("database")
+                    try requireContainer(of: database)
                     try await storage.saveSubscription(
                         StoredSubscription(
-                            database: try object.decode("database"), subscriber: try object.decode("subscriber"),
+                            database: database, subscriber: try object.decode("subscriber"),
                             definition: try object.decode("definition"), createdAt: try object.decode("createdAt")))
+                case "end":
+                    try await flush()
+                    let (lines, records): (Int, Int) = (try object.decode("lines"), try object.decode("records"))
+                    guard lines == counts.lines, records == counts.records else {
+                        throw StratusError.badRequest(
+                            "the export says it has \(lines) lines and \(records) records; \(counts.lines) and "
+                                + "\(counts.records) were read")
+                    }
+                    ended = true
                 default:
                     throw StratusError.badRequest("unknown type '\(type)'")
                 }
@@ -223,7 +258,10 @@ public enum ContainerTransfer {
                 throw StratusError.badRequest("line \(counts.lines): \(error)")
             }
         }
-        try await flush()
+        guard ended else {
+            throw StratusError.badRequest(
+                "the export ends at line \(counts.lines) without its 'end' line: it was cut short; export it again")
+        }
         progress(counts)
         return counts
     }
