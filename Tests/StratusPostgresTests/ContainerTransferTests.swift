@@ -52,6 +52,13 @@ struct ContainerTransferTests {
             jsonBytes: Array(#"{"subscriptionID":"notes","subscriptionType":"zone","zoneID":{"zoneName":"Notes"}}"#.utf8))
         try await source.saveSubscription(
             StoredSubscription(database: mei, subscriber: "_mei", definition: subscription, createdAt: 11))
+        let meiShared = DatabaseLocator(container: "c", environment: .production, scope: .shared, owner: "_mei")
+        try await source.saveSubscription(
+            StoredSubscription(
+                database: meiShared, subscriber: "_mei",
+                definition: try SubscriptionDictionary(
+                    jsonBytes: Array(#"{"subscriptionID":"shared","subscriptionType":"database"}"#.utf8)),
+                createdAt: 12))
 
         var export: [UInt8] = []
         var reports = 0
@@ -114,6 +121,9 @@ struct ContainerTransferTests {
         #expect(feed.records.count == 1_200 && !feed.moreComing)
         #expect(try await target.collectAssets(registeredBefore: 1_000_000) == [], "the record still holds its asset")
         #expect(try await target.subscriptions(in: mei, subscriber: nil).map(\.subscriptionID) == ["notes"])
+        let meiShared = DatabaseLocator(container: "c", environment: .production, scope: .shared, owner: "_mei")
+        #expect(try await target.subscriptions(in: meiShared, subscriber: nil).map(\.subscriptionID) == ["shared"],
+                "a shared database's subscriptions move too")
         // References still act: deleting n1 deletes the photo that points at it with DELETE_SELF.
         let outcome = try await target.modifyRecords(
             [RecordWrite(operationType: .forceDelete, recordName: "n1")], zone: "Notes", in: mei, atomic: true,

@@ -53,7 +53,8 @@ public enum ContainerTransfer {
                 writer.field("createdAt", token.createdAt)
             }
         }
-        for user in try await storage.users(container: identifier) {
+        let users = try await storage.users(container: identifier)
+        for user in users {
             try line { writer in
                 writer.field("type", "user")
                 writer.field("recordName", user.recordName)
@@ -77,7 +78,20 @@ public enum ContainerTransfer {
             }
         }
         var assets = Set<String>()
-        for database in try await storage.databases(container: identifier) {
+        let databases = try await storage.databases(container: identifier)
+        func writeSubscriptions(of database: DatabaseLocator) async throws {
+            for subscription in try await storage.subscriptions(in: database, subscriber: nil) {
+                try line { writer in
+                    writer.field("type", "subscription")
+                    writer.field("database", database)
+                    writer.field("subscriber", subscription.subscriber)
+                    writer.field("createdAt", subscription.createdAt)
+                    writer.key("definition")
+                    writer.raw(subscription.definition.jsonBytes)
+                }
+            }
+        }
+        for database in databases {
             for zone in try await storage.zones(in: database) {
                 try line { writer in
                     writer.field("type", "zone")
@@ -109,15 +123,15 @@ public enum ContainerTransfer {
                     if !page.moreComing { break }
                 }
             }
-            for subscription in try await storage.subscriptions(in: database, subscriber: nil) {
-                try line { writer in
-                    writer.field("type", "subscription")
-                    writer.field("database", database)
-                    writer.field("subscriber", subscription.subscriber)
-                    writer.field("createdAt", subscription.createdAt)
-                    writer.key("definition")
-                    writer.raw(subscription.definition.jsonBytes)
-                }
+            try await writeSubscriptions(of: database)
+        }
+        // A shared database holds no records of its own (its zones are other users'), so it is
+        // never among the databases written; its subscriptions are its users'.
+        for environment in ContainerEnvironment.allCases {
+            for user in users {
+                let shared = DatabaseLocator(
+                    container: identifier, environment: environment, scope: .shared, owner: user.recordName)
+                if !databases.contains(shared) { try await writeSubscriptions(of: shared) }
             }
         }
         let records = counts.records
