@@ -22,6 +22,11 @@ struct ContainerTransferTests {
         try await source.createUser(
             UserInfo(container: "c", recordName: "_ned", username: "ned", passwordHash: "bcrypt", createdAt: 7))
         _ = try await source.setUserDisabled(true, container: "c", recordName: "_ned", at: 8)
+        let key = ServerKeyInfo(
+            keyID: String(repeating: "a", count: 64), container: "c", environment: .production,
+            publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nMFk=\n-----END PUBLIC KEY-----\n", userRecordName: "_ned",
+            createdAt: 9, revokedAt: nil)
+        try await source.createServerKey(key)
         let mei = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_mei")
         _ = try await source.createZone(named: "Notes", in: mei, timestamp: 8)
         _ = try await source.createZone(named: "Empty", in: mei, timestamp: 8)
@@ -104,6 +109,7 @@ struct ContainerTransferTests {
         #expect(try await target.user(container: "c", username: "mei")?.passwordHash == "bcrypt")
         #expect(try await target.user(container: "c", username: "mei")?.disabledAt == nil)
         #expect(try await target.user(container: "c", username: "ned")?.disabledAt == 8, "a disabled account stays disabled")
+        #expect(try await target.serverKeys(container: "c") == source.serverKeys(container: "c"), "server-to-server keys move")
         #expect(try await target.schema(container: "c", environment: .development)
                 == source.schema(container: "c", environment: .development))
         #expect(try await target.zones(in: mei).map(\.name) == ["_defaultZone", "Empty", "Notes"])

@@ -8,7 +8,7 @@ public import StratusStorage
 /// import knows an export cut short (a full disk, a killed process) from a whole one.
 ///
 /// What survives: the container and its settings, API tokens and users (by their hashes, so the
-/// same secrets keep working), both schemas, every zone, every live record with its creation and
+/// same secrets keep working; disabled users stay disabled), server-to-server keys, both schemas, every zone, every live record with its creation and
 /// modification stamps, asset references (the bytes stay in the asset directory or bucket, which
 /// the new server must reach), and subscriptions. What does not: tombstones, change tags and sync
 /// tokens, which name the old storage's zones — clients get `CHANGE_TOKEN_EXPIRED` once and fetch
@@ -66,6 +66,17 @@ public enum ContainerTransfer {
                 writer.field("givenName", user.givenName)
                 writer.field("familyName", user.familyName)
                 writer.field("disabledAt", user.disabledAt)
+            }
+        }
+        for key in try await storage.serverKeys(container: identifier) {
+            try line { writer in
+                writer.field("type", "serverKey")
+                writer.field("keyID", key.keyID)
+                writer.field("environment", key.environment.rawValue)
+                writer.field("publicKeyPEM", key.publicKeyPEM)
+                writer.field("user", key.userRecordName)
+                writer.field("createdAt", key.createdAt)
+                writer.field("revokedAt", key.revokedAt)
             }
         }
         for environment in ContainerEnvironment.allCases {
@@ -212,6 +223,16 @@ public enum ContainerTransfer {
                                  givenName: try object.decodeIfPresent("givenName"),
                                  familyName: try object.decodeIfPresent("familyName"),
                                  disabledAt: try object.decodeIfPresent("disabledAt")))
+                case "serverKey":
+                    let environment: String = try object.decode("environment")
+                    guard let environment = ContainerEnvironment(rawValue: environment) else {
+                        throw StratusError.badRequest("environment must be development or production")
+                    }
+                    try await storage.createServerKey(
+                        ServerKeyInfo(
+                            keyID: try object.decode("keyID"), container: container!, environment: environment,
+                            publicKeyPEM: try object.decode("publicKeyPEM"), userRecordName: try object.decode("user"),
+                            createdAt: try object.decode("createdAt"), revokedAt: try object.decodeIfPresent("revokedAt")))
                 case "schema":
                     let environment: String = try object.decode("environment")
                     guard let environment = ContainerEnvironment(rawValue: environment) else {
