@@ -63,10 +63,28 @@ struct DataOptions: ParsableArguments {
 }
 
 extension DataOptions {
-    /// Opens the storage, runs it while `body` uses it, and stops it afterwards.
-    func withStorage<T>(_ body: (any StratusStorage) async throws -> T) async throws -> T {
+    /// Opens the storage, runs it while `body` uses it, and stops it afterwards. With `audited`, the
+    /// command (`action`, without secrets) goes into the audit log beside the admin API's requests,
+    /// by the command line's user, with the status an HTTP request would have ended with.
+    func withStorage<T>(audited action: String? = nil, _ body: (any StratusStorage) async throws -> T) async throws -> T {
         let storage = try openStorage()
-        return try await storage.whileRunning { try await body(storage) }
+        return try await storage.whileRunning {
+            guard let action else { return try await body(storage) }
+            func audit(_ status: Int) async throws {
+                try await storage.appendAuditEntry(
+                    AuditEntry(
+                        time: Timestamp.now.milliseconds, actor: "command line (uid \(getuid()))",
+                        action: "stratus \(action)", status: status))
+            }
+            do {
+                let result = try await body(storage)
+                try await audit(200)
+                return result
+            } catch {
+                try? await audit((error as? StratusError)?.code.httpStatus ?? 500)
+                throw error
+            }
+        }
     }
 }
 
@@ -383,7 +401,7 @@ struct Admin: AsyncParsableCommand {
             }
             do {
                 var buffer: [UInt8] = []
-                let counts = try await storageOptions.withStorage { storage in
+                let counts = try await storageOptions.withStorage(audited: "admin export \(container)") { storage in
                     try await ContainerTransfer.export(
                     container: container, from: storage,
                     write: { line in
@@ -427,7 +445,7 @@ struct Admin: AsyncParsableCommand {
             guard let input = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file) else {
                 throw ValidationError("cannot read \(file)")
             }
-            let counts = try await storageOptions.withStorage { storage in
+            let counts = try await storageOptions.withStorage(audited: "admin import") { storage in
                 try await ContainerTransfer.importLines(
                     NDJSONLines(input), into: storage, now: Timestamp.now.milliseconds,
                     progress: { Export.report("imported", $0) })
@@ -445,7 +463,7 @@ struct Admin: AsyncParsableCommand {
         var noSignUp = false
 
         func run() async throws {
-            try await storageOptions.withStorage { storage in
+            try await storageOptions.withStorage(audited: "admin create-container \(identifier)") { storage in
                 let accounts = AccountService(storage: storage, configuration: .init())
                 try await accounts.createContainer(identifier, allowsSignUp: !noSignUp)
                 print("container: \(identifier)\nAPI token: \(try await accounts.createAPIToken(container: identifier))")
@@ -462,7 +480,7 @@ struct Admin: AsyncParsableCommand {
         var name: String = "default"
 
         func run() async throws {
-            try await storageOptions.withStorage { storage in
+            try await storageOptions.withStorage(audited: "admin create-token \(container)") { storage in
                 let accounts = AccountService(storage: storage, configuration: .init())
                 print(try await accounts.createAPIToken(container: container, name: name))
             }
@@ -484,7 +502,7 @@ struct Admin: AsyncParsableCommand {
             guard let password = password ?? readLine(strippingNewline: true) else {
                 throw ValidationError("give a password with --password or on standard input")
             }
-            try await storageOptions.withStorage { storage in
+            try await storageOptions.withStorage(audited: "admin create-user \(container) \(username)") { storage in
                 let accounts = AccountService(storage: storage, configuration: .init())
                 let user = try await accounts.createUser(container: container, username: username, password: password)
                 print("user: \(user.username)\nuserRecordName: \(user.recordName)")
@@ -511,7 +529,7 @@ struct Admin: AsyncParsableCommand {
             let pem = publicKey == "-"
                 ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
                 : try String(contentsOfFile: publicKey, encoding: .utf8)
-            try await storageOptions.withStorage { storage in
+            try await storageOptions.withStorage(audited: "admin create-key \(container) \(environment.rawValue)") { storage in
                 let accounts = AccountService(storage: storage, configuration: .init())
                 let key = try await accounts.registerServerKey(
                     container: container, environment: environment, publicKeyPEM: pem)
@@ -529,10 +547,11 @@ struct Admin: AsyncParsableCommand {
         var keyID: String
 
         func run() async throws {
-            let revoked = try await storageOptions.withStorage { storage in
-                try await storage.revokeServerKey(id: keyID, container: container, at: Timestamp.now.milliseconds)
+            try await storageOptions.withStorage(audited: "admin revoke-key \(container) \(keyID)") { storage in
+                guard try await storage.revokeServerKey(id: keyID, container: container, at: Timestamp.now.milliseconds) else {
+                    throw StratusError(.notFound, "container '\(container)' has no key '\(keyID)'")
+                }
             }
-            guard revoked else { throw ValidationError("container '\(container)' has no key '\(keyID)'") }
             print("revoked \(keyID)")
         }
     }
@@ -601,7 +620,7 @@ struct SchemaCommand: AsyncParsableCommand {
             let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
                 : try Data(contentsOf: URL(fileURLWithPath: file))
             let schema = try SchemaAdministration.parse(String(decoding: data, as: UTF8.self))
-            let imported = try await storageOptions.withStorage { storage in
+            let imported = try await storageOptions.withStorage(audited: "schema import \(container)") { storage in
                 try await SchemaAdministration(storage: storage).importSchema(schema, container: container)
             }
             print("imported \(imported.recordTypes.count) record types into development")
@@ -616,7 +635,7 @@ struct SchemaCommand: AsyncParsableCommand {
         var container: String
 
         func run() async throws {
-            let deployed = try await storageOptions.withStorage { storage in
+            let deployed = try await storageOptions.withStorage(audited: "schema deploy \(container)") { storage in
                 try await SchemaAdministration(storage: storage).deploy(container: container)
             }
             print("production now has \(deployed.recordTypes.count) record types")
@@ -631,7 +650,7 @@ struct SchemaCommand: AsyncParsableCommand {
         var container: String
 
         func run() async throws {
-            try await storageOptions.withStorage { storage in
+            try await storageOptions.withStorage(audited: "schema reset \(container)") { storage in
                 try await SchemaAdministration(storage: storage).resetDevelopment(container: container)
             }
             print("development of \(container) is reset to production's schema")

@@ -1,11 +1,13 @@
 import Foundation
 import StratusProcess
+import StratusSQLite
+import StratusStorage
 import StratusTestSupport
 import Testing
 
 @Suite("stratus admin export")
 struct ExportCommandTests {
-    @Test("the export file is its owner's alone and appears only when whole: a failed export leaves an earlier file as it was")
+    @Test("the export file is its owner's alone and appears only when whole: a failed export leaves an earlier file as it was; the commands are audited")
     func ownerOnlyAndWhole() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-export-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
@@ -32,5 +34,15 @@ struct ExportCommandTests {
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: output.deletingLastPathComponent().path)
             .filter { $0.hasPrefix(output.lastPathComponent + ".partial-") }
         #expect(leftovers.isEmpty)
+
+        // The commands are in the audit log beside the admin API's requests.
+        let storage = try SQLiteStorage(path: data.appendingPathComponent("stratus.sqlite").path)
+        let entries = try await storage.whileRunning { try await storage.auditEntries(limit: 10) }
+        #expect(entries.map(\.action) == [
+            "stratus admin export iCloud.com.example.missing", "stratus admin export iCloud.com.example.app",
+            "stratus admin create-container iCloud.com.example.app",
+        ])
+        #expect(entries.map(\.status) == [404, 200, 200])
+        #expect(entries.allSatisfy { $0.actor.hasPrefix("command line (uid ") })
     }
 }
