@@ -184,7 +184,7 @@ public enum Endpoints {
         zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
         recordsLookup.erased, recordsResolve.erased, recordsAccept.erased, recordsQuery.erased, recordsChanges.erased, recordsDigest.erased, changesZone.erased, changesDatabase.erased,
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
-        usersLookupID.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
+        usersLookupID.erased, usersLookupContacts.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
         tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, databaseTokensCreate.erased, databaseTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
         signInPage.erased,

@@ -146,7 +146,6 @@ final class ChangeCapture: Sendable {
         "stratusstore_\(table)_\(operation)"
     }
 
-    /// The three triggers of a synced table.
     /// The transaction being written, once its row is in the log.
     private static let latestTransaction = "(SELECT max(id) FROM stratusstore_transactions)"
     /// Whether the transaction being written has no row in the log yet.
@@ -172,6 +171,8 @@ final class ChangeCapture: Sendable {
         for key in keys { try insert.execute(arguments: [table, key]) }
     }
 
+    /// The triggers of a synced table: for each of insert, update and delete, one that adds the
+    /// transaction's row to the log when it has none yet, and one that logs the change.
     private static func triggers(for table: StoreTable, in db: Database) throws -> [String] {
         let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(table.name.quotedDatabaseIdentifier))")
         guard let key = columns.first(where: { ($0["pk"] as Int) > 0 }).map({ $0["name"] as String }) else { return [] }

@@ -360,15 +360,28 @@ enum StoreMetadata {
         }
     }
 
-    /// Logs as inserted, so that they go out as saves, the rows of `table` that the server never
-    /// had and that wait in no outbox entry: rows written before the table was mirrored (an app
-    /// adopting the store, a table switched to synced, rows a migration seeded before
-    /// ``StratusStore/open(_:model:mirroring:)``), which no trigger captured. Once per table (the
-    /// mirror remembers which it adopted); returns how many rows it logged.
-    @discardableResult
-    static func adoptUncapturedRows(of table: StoreTable, in db: GRDB.Database) throws -> Int {
-        let adoptedKey = "adopted." + table.name
-        guard table.isSynced, try value(adoptedKey, in: db) == nil else { return 0 }
+    /// Logs as inserted, so that they go out as saves, the rows of the model's synced tables that
+    /// the server never had and that wait in no outbox entry: rows written before their table was
+    /// mirrored (an app adopting the store, a table switched to synced, rows a migration seeded
+    /// before ``StratusStore/open(_:model:mirroring:)``), which no trigger captured. Once per table
+    /// while it stays synced (the mirror remembers which it adopted, and forgets a table made local
+    /// only); without `sending`, tables are only marked adopted.
+    static func adoptUncapturedRows(of model: StoreModel, in db: GRDB.Database, sending: Bool) throws {
+        for table in model.tables {
+            let adoptedKey = "adopted." + table.name
+            guard table.isSynced else {
+                try db.execute(sql: "DELETE FROM stratusstore_mirror WHERE key = ?", arguments: [adoptedKey])
+                continue
+            }
+            guard try value(adoptedKey, in: db) == nil else { continue }
+            if sending { try logUncapturedRows(of: table, in: db) }
+            try setValue(true, for: adoptedKey, in: db)
+        }
+    }
+
+    /// Logs as inserted the rows of `table` that the server never had and that no change or outbox
+    /// entry names.
+    private static func logUncapturedRows(of table: StoreTable, in db: GRDB.Database) throws {
         let columns = try StoreColumns(table, in: db)
         // Rows the server had, and rows whose changes were ever captured or queued, in one read
         // each (a look-up per row would read the change log once per row).
@@ -389,8 +402,6 @@ enum StoreMetadata {
             uncaptured.append(key)
         }
         try ChangeCapture.logInsertions(into: table.name, keys: uncaptured, in: db)
-        try setValue(true, for: adoptedKey, in: db)
-        return uncaptured.count
     }
 
     /// Drops the row's entry whatever its version: the server holds what the row holds.

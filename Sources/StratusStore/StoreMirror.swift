@@ -74,8 +74,10 @@ actor StoreMirror: SyncEngineDelegate {
         }
         tablesByRecordType = byType
         let (state, zoneSaved) = try await pool.write { db in
-            // Rows written before their table was mirrored were never captured: they go out now.
-            for table in model.syncedTables { try StoreMetadata.adoptUncapturedRows(of: table, in: db) }
+            // Rows written before their table was mirrored were never captured: they go out now, in
+            // the private database (in the public one they would become this user's records for
+            // everyone; in the shared one, rows of no share).
+            try StoreMetadata.adoptUncapturedRows(of: model, in: db, sending: scope == .private)
             let state = try StoreMetadata.value(Self.engineStateKey, in: db).flatMap(Data.fromDatabaseValue).map {
                 try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: $0)
             }
@@ -187,8 +189,6 @@ actor StoreMirror: SyncEngineDelegate {
                 "verify() compares zone digests, which come from change feeds; the public database has none")
         }
         for _ in 0..<3 {
-            // Only a failure of this round's sync tells that a change waits for good.
-            lastError = nil
             try await sync()
             var server: [RecordZone.ID: ZoneDigest] = [:]
             var tokens: [RecordZone.ID: ServerChangeToken] = [:]

@@ -76,14 +76,20 @@ extension DataOptions {
                         time: Timestamp.now.milliseconds, actor: "command line (uid \(getuid()))",
                         action: "stratus \(action)", status: status))
             }
+            let result: T
             do {
-                let result = try await body(storage)
-                try await audit(200)
-                return result
+                result = try await body(storage)
             } catch {
                 try? await audit((error as? StratusError)?.code.httpStatus ?? 500)
                 throw error
             }
+            // The command did its work: a failure to log it is said, not taken for the command's.
+            do {
+                try await audit(200)
+            } catch {
+                FileHandle.standardError.write(Data("warning: the audit log was not written: \(error)\n".utf8))
+            }
+            return result
         }
     }
 }

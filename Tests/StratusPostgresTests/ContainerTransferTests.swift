@@ -80,6 +80,11 @@ struct ContainerTransferTests {
             try await ContainerTransfer.importLines(lines.dropLast(), into: cut, now: 20_000)
         }
         #expect(shortened?.reason.contains("cut short") == true, "\(String(describing: shortened))")
+        // A file of the first format (no `format`, no `end` line) still imports.
+        var firstFormat = Array(lines.dropLast())
+        firstFormat[0] = Array(String(decoding: firstFormat[0], as: UTF8.self).replacingOccurrences(of: #""format":2,"#, with: "").utf8)
+        let older = try SQLiteStorage(path: directory.appendingPathComponent("older.sqlite").path)
+        #expect(try await ContainerTransfer.importLines(firstFormat, into: older, now: 20_000).records == exported.records)
         let recordLine = try #require(lines.firstIndex { String(decoding: $0, as: UTF8.self).contains(#""type":"record""#) })
         var damaged = lines
         damaged[recordLine] = Array(

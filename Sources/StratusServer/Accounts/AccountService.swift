@@ -23,7 +23,7 @@ public struct AccountService: Sendable {
     private let configuration: ServerConfiguration
     private let credentials: CredentialCaches
     /// Tells the server of what a revocation ended (``PushHub/revoke(_:)``).
-    private let announce: @Sendable (CredentialRevocation) -> Void
+    private let announce: @Sendable (CredentialRevocation) async -> Void
     private var apiTokens: CredentialCache<String> { credentials.apiTokens }
     private var sessions: CredentialCache<SessionInfo> { credentials.sessions }
 
@@ -36,7 +36,7 @@ public struct AccountService: Sendable {
     /// hub, and `announce` hears of each revocation after the caches forgot it.
     init(
         storage: any AccountStorage, configuration: ServerConfiguration, credentials: CredentialCaches,
-        announce: @escaping @Sendable (CredentialRevocation) -> Void
+        announce: @escaping @Sendable (CredentialRevocation) async -> Void
     ) {
         self.storage = storage
         self.configuration = configuration
@@ -45,9 +45,9 @@ public struct AccountService: Sendable {
     }
 
     /// Forgets what `revocation` ended, here and, through `announce`, on the other instances.
-    private func revoke(_ revocation: CredentialRevocation) {
+    private func revoke(_ revocation: CredentialRevocation) async {
         credentials.forget(revocation)
-        announce(revocation)
+        await announce(revocation)
     }
 
     /// Real hashes to check passwords of unknown usernames against, one per bcrypt cost (made on
@@ -95,7 +95,7 @@ public struct AccountService: Sendable {
         guard try await storage.deleteAPIToken(hash: id, container: container) else {
             throw StratusError(.notFound, "container '\(container)' has no API token '\(id)'")
         }
-        revoke(CredentialRevocation(container: container, apiTokenHashes: [id]))
+        await revoke(CredentialRevocation(container: container, apiTokenHashes: [id]))
     }
 
     /// Registers a server-to-server key for a container and environment: `publicKeyPEM` must be an
@@ -165,7 +165,7 @@ public struct AccountService: Sendable {
         let ended = try await storage.setUserDisabled(
             disabled, container: container, recordName: recordName, at: configuration.clock.milliseconds)
         if disabled {
-            revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
+            await revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
         }
     }
 
@@ -176,7 +176,7 @@ public struct AccountService: Sendable {
         let cost = configuration.passwordHashCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let ended = try await storage.setPasswordHash(hash, container: container, recordName: recordName)
-        revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
+        await revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
     }
 
     private static func validate(username: String, password: String) throws {
@@ -237,7 +237,7 @@ public struct AccountService: Sendable {
     public func signOut(webAuthToken: String, container: String) async throws {
         let hash = Secrets.hash(webAuthToken)
         try await storage.deleteSession(hash: hash)
-        revoke(CredentialRevocation(container: container, sessionHashes: [hash]))
+        await revoke(CredentialRevocation(container: container, sessionHashes: [hash]))
     }
 
     // MARK: Authentication of requests

@@ -14,6 +14,10 @@ public import StratusStorage
 /// tokens, which name the old storage's zones — clients get `CHANGE_TOKEN_EXPIRED` once and fetch
 /// again from the start, and a save with an old change tag gets `CONFLICT` with the server record.
 public enum ContainerTransfer {
+    /// The export's layout: 2 ends with an `end` line (and may hold `serverKey` lines); files of
+    /// layout 1, which have no `format`, end with their last record or subscription.
+    static let format = 2
+
     /// How much a transfer moved.
     public struct Counts: Sendable, Equatable {
         /// Lines written or read.
@@ -41,6 +45,7 @@ public enum ContainerTransfer {
         }
         try line { writer in
             writer.field("type", "container")
+            writer.field("format", Int64(Self.format))
             writer.field("identifier", container.identifier)
             writer.field("allowsSignUp", container.allowsSignUp)
             writer.field("createdAt", container.createdAt)
@@ -178,6 +183,7 @@ public enum ContainerTransfer {
         var counts = Counts()
         var container: String?
         var ended = false
+        var format = 1
         func requireContainer(of database: DatabaseLocator) throws {
             guard database.container == container else {
                 throw StratusError.badRequest(
@@ -204,6 +210,11 @@ public enum ContainerTransfer {
                 switch type {
                 case "container":
                     guard container == nil else { throw StratusError.badRequest("a second container line") }
+                    format = try object.decodeIfPresent("format") ?? 1
+                    guard format <= Self.format else {
+                        throw StratusError.badRequest(
+                            "the export has format \(format); this server reads formats up to \(Self.format): upgrade it first")
+                    }
                     let identifier: String = try object.decode("identifier")
                     try await storage.createContainer(
                         ContainerInfo(identifier: identifier, allowsSignUp: try object.decode("allowsSignUp"),
@@ -293,7 +304,7 @@ public enum ContainerTransfer {
                 throw StratusError.badRequest("line \(counts.lines): \(error)")
             }
         }
-        guard ended else {
+        guard ended || format < 2 else {
             throw StratusError.badRequest(
                 "the export ends at line \(counts.lines) without its 'end' line: it was cut short; export it again")
         }

@@ -188,7 +188,14 @@ final class PushHub: Service {
                     if let sentAt = Event.sentAt(json) {
                         configuration.metrics.instanceBusLag.recordMilliseconds(max(0, configuration.clock.milliseconds - sentAt))
                     }
-                    continuation.yield(try Event(json: json))
+                    let event = try Event(json: json)
+                    if case .credentialsRevoked(let revocation) = event {
+                        // Not behind the record events waiting in the loop: the credentials stop now.
+                        credentials.forget(revocation)
+                        closeConnections(of: revocation)
+                    } else {
+                        continuation.yield(event)
+                    }
                 } catch {
                     logger.error("push: a message from another instance is not an event", metadata: ["error": "\(error)"])
                 }
@@ -201,9 +208,9 @@ final class PushHub: Service {
 
     private func handle(_ event: Event, caches: inout Caches) async throws {
         switch event {
-        case .credentialsRevoked(let revocation):
-            credentials.forget(revocation)
-            closeConnections(of: revocation)
+        case .credentialsRevoked:
+            // Handled as it arrives (``receive(from:)``); local ones by ``revoke(_:)``.
+            break
         case .subscriptionsChanged(let database):
             caches.subscriptions[database] = nil
         case .delivery(let database, let subscriber, let notification, let origin):
@@ -447,10 +454,19 @@ final class PushHub: Service {
     }
 
     /// Ends here the push connections that credentials just revoked opened, and tells the other
-    /// instances, which forget the credentials and end theirs.
-    func revoke(_ revocation: CredentialRevocation) {
+    /// instances, which forget the credentials and end theirs, before the caller answers: unlike
+    /// other events, the message goes out at once rather than with the next batch. One that cannot
+    /// be sent is logged; the other instances' caches then let go within their lifetime.
+    func revoke(_ revocation: CredentialRevocation) async {
         closeConnections(of: revocation)
-        forward(.credentialsRevoked(revocation))
+        guard let bus else { return }
+        do {
+            try await bus.broadcast(
+                [Event.credentialsRevoked(revocation).message(sentAt: configuration.clock.milliseconds)])
+        } catch {
+            logger.error(
+                "push: a revocation could not be sent to the other instances", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Ends the connections signed in with the sessions that ended; when all of a user's ended,

@@ -124,7 +124,7 @@ public enum StratusApplication {
         let routes = RouteTable()
         router.add(middleware: ErrorMiddleware(routes: routes))
         let accounts = AccountService(
-            storage: storage, configuration: configuration, credentials: credentials, announce: { hub.revoke($0) })
+            storage: storage, configuration: configuration, credentials: credentials, announce: { await hub.revoke($0) })
         let console = ConsoleSessions(clock: configuration.clock)
         let credential = AdminCredential(
             storage: storage, console: console, limits: configuration.signInLimits, clock: configuration.clock)
