@@ -300,8 +300,20 @@ actor StoreMirror: SyncEngineDelegate {
 
     /// Places each new row that references a row of a share in that share's zone (as a to-do added
     /// to a shared list joins its share): a row the server never held, saved, with no zone yet.
-    /// Returns `entries` with the zones found.
+    /// Returns `entries` with the zones found. In the shared database, where every record is in a
+    /// share's zone, a row deleted before it joined one was never on the server: its deletion is
+    /// settled here, and left out.
     private func placeNewRows(_ entries: [PendingChange]) async throws -> [PendingChange] {
+        var entries = entries
+        let neverSent = { (entry: PendingChange) in entry.zoneID == nil && entry.operation == .delete }
+        if defaultZoneID == nil, entries.contains(where: neverSent) {
+            let settled = entries.filter(neverSent)
+            try await pool.write { db in
+                try StoreMetadata.fold(in: db)
+                for entry in settled { try StoreMetadata.confirm(entry, in: db) }
+            }
+            entries.removeAll(where: neverSent)
+        }
         let unplaced = entries.filter { $0.zoneID == nil && $0.operation == .save }
         // Rows are placed in shares only where some row is in one (asked without taking the writer).
         guard !unplaced.isEmpty, try await pool.read(StoreMetadata.hasRowsInOtherZones) else { return entries }
@@ -733,6 +745,9 @@ actor StoreMirror: SyncEngineDelegate {
             {
                 return
             }
+            // Nor is that record itself, fetched before its deletion went out (a fetch that read the
+            // row's first save after this device moved it): the row lives in its share now.
+            if record != nil, try StoreMetadata.isMoved(recordID, in: db) { return }
             // A record this device already holds at this version (its own save, coming back in the
             // feed) changes nothing.
             if let tag = record?.recordChangeTag, try changeTag(table: table.name, rowID: rowID) == tag {
@@ -1008,8 +1023,9 @@ actor StoreMirror: SyncEngineDelegate {
         configure(&share)
         share = try await database.save(share)
         // The rows are gathered in the transaction that moves them: a row added below them
-        // meanwhile moves too.
-        let (leftBehind, entries) = try await pool.write { db in
+        // meanwhile moves too. The move waits for a send in flight, whose answer would otherwise
+        // settle a moved row's entry as sent (to the zone it left) or remember its record there.
+        let (leftBehind, entries) = try await engine.performExclusively { [pool] in try await pool.write { db in
             try StoreMetadata.fold(in: db)
             var leftBehind: [Stratus.Record.ID] = []
             var entries: [PendingChange] = []
@@ -1026,7 +1042,7 @@ actor StoreMirror: SyncEngineDelegate {
             }
             try StoreMetadata.setSharePermission(.readWrite, zone: shareZoneID, in: db)
             return (leftBehind, entries)
-        }
+        } }
         queue(entries)
         engine.state.add(pendingRecordZoneChanges: leftBehind.map { .deleteRecord($0) })
         do {

@@ -47,6 +47,45 @@ struct StoreSharingTests {
         }
     }
 
+    @Test("a list shared while its first send may be in flight ends up in the share's zone alone, nothing pending")
+    func shareWhileSending() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phone = try await Device.open(
+                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("ada"))
+                let (groceries, milk) = (UUID(), UUID())
+                try await Self.insertList(phone, groceries, "Groceries", items: [(milk, "Milk")])
+                async let sending: Void = phone.store.sync()
+                let share = try await phone.store.share(groceries) { $0.title = "Groceries" }
+                try await sending
+                try await phone.store.sync()
+                #expect(try await phone.store.syncStatus().pendingChanges == 0)
+                let verification = try await phone.store.verify()
+                #expect(verification.matches, "\(verification)")
+                #expect(verification.server[share.recordID.zoneID]?.recordCount == 2, "\(verification)")
+                #expect((verification.server[RecordZone.ID(zoneName: RecordMapping.zoneName)]?.recordCount ?? 0) == 0)
+            }
+        }
+    }
+
+    @Test("in a store of the shared database, a row deleted before it joined a share is settled, not left pending")
+    func deletedBeforePlacement() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let bob = try await Device.open(
+                    directory.appendingPathComponent("bob"), container: try await server.signedInContainer("bob"), scope: .shared)
+                let list = UUID()
+                try await bob.pool.write { db in
+                    try db.execute(sql: "INSERT INTO lists (id, title) VALUES (?, 'Scratch')", arguments: [list.uuidString])
+                }
+                try await bob.pool.write { db in try db.execute(sql: "DELETE FROM lists WHERE id = ?", arguments: [list.uuidString]) }
+                try await bob.store.sync()
+                let status = try await bob.store.syncStatus()
+                #expect(status.pendingChanges == 0, "\(status)")
+            }
+        }
+    }
+
     @Test("an owner shares a list and its items; a read-write participant's store gets them and writes back, a new item joins the share, a read-only participant's write is rolled back; the owner's other device follows; leaving and stopping purge participants' copies; digests match in every zone")
     func shareAList() async throws {
         try await withServer { server in
