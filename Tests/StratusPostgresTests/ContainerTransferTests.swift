@@ -80,11 +80,21 @@ struct ContainerTransferTests {
             try await ContainerTransfer.importLines(lines.dropLast(), into: cut, now: 20_000)
         }
         #expect(shortened?.reason.contains("cut short") == true, "\(String(describing: shortened))")
-        // A file of the first format (no `format`, no `end` line) still imports.
-        var firstFormat = Array(lines.dropLast())
+        // A file of the first format (no `format`, no `end` line) still imports, whole: here it ends
+        // with records, as such files did when no subscription followed them.
+        var firstFormat = lines.dropLast().filter { !String(decoding: $0, as: UTF8.self).contains(#""type":"subscription""#) }
         firstFormat[0] = Array(String(decoding: firstFormat[0], as: UTF8.self).replacingOccurrences(of: #""format":2,"#, with: "").utf8)
+        #expect(String(decoding: firstFormat.last!, as: UTF8.self).contains(#""type":"record""#))
         let older = try SQLiteStorage(path: directory.appendingPathComponent("older.sqlite").path)
         #expect(try await ContainerTransfer.importLines(firstFormat, into: older, now: 20_000).records == exported.records)
+        let olderFeed = try await older.whileRunning {
+            try await older.recordChanges(zone: "Notes", in: mei, after: nil, limit: 2_000, recordTypes: nil)
+        }
+        #expect(olderFeed.records.count == exported.records, "every record of the file is stored")
+        let empty = try SQLiteStorage(path: directory.appendingPathComponent("empty.sqlite").path)
+        await #expect(throws: StratusError.self, "an empty file imports nothing") {
+            try await ContainerTransfer.importLines([[UInt8]](), into: empty, now: 20_000)
+        }
         let recordLine = try #require(lines.firstIndex { String(decoding: $0, as: UTF8.self).contains(#""type":"record""#) })
         var damaged = lines
         damaged[recordLine] = Array(

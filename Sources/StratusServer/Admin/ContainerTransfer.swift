@@ -304,6 +304,9 @@ public enum ContainerTransfer {
                 throw StratusError.badRequest("line \(counts.lines): \(error)")
             }
         }
+        // A file of the first format ends with its last batch of records, not with an `end` line.
+        try await flush()
+        guard container != nil else { throw StratusError.badRequest("the file holds no container: it is empty") }
         guard ended || format < 2 else {
             throw StratusError.badRequest(
                 "the export ends at line \(counts.lines) without its 'end' line: it was cut short; export it again")

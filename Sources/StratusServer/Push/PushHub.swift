@@ -460,9 +460,10 @@ final class PushHub: Service {
     func revoke(_ revocation: CredentialRevocation) async {
         closeConnections(of: revocation)
         guard let bus else { return }
+        let message = Event.credentialsRevoked(revocation).message(sentAt: configuration.clock.milliseconds)
         do {
-            try await bus.broadcast(
-                [Event.credentialsRevoked(revocation).message(sentAt: configuration.clock.milliseconds)])
+            // Its own task: a request cancelled meanwhile (its client went away) still sends it.
+            try await Task { try await bus.broadcast([message]) }.value
         } catch {
             logger.error(
                 "push: a revocation could not be sent to the other instances", metadata: ["error": "\(error)"])
