@@ -40,6 +40,10 @@ actor StoreMirror: SyncEngineDelegate {
     private var zoneSaved = false
     private var lastCompleteFetch: Date?
     private var lastError: CloudError?
+    /// Why a row's change waits for good: the server refused it, or it cannot be sent (in no share,
+    /// unreadable for sending). By row, so that ``verify()`` reports what holds a pending row rather
+    /// than an older failure of a row since sent.
+    private var refusals: [UUID: CloudError] = [:]
     private var runningEvents: [StoreEvent.Kind: StoreEvent] = [:]
     private var fetchError: CloudError?
     /// Why fetched changes could not be applied (the disk is full, the file is read-only…): from then
@@ -196,7 +200,7 @@ actor StoreMirror: SyncEngineDelegate {
                 (server[zone.zoneID], tokens[zone.zoneID]) = try await database.zoneDigest(inZoneWith: zone.zoneID)
             }
             try await engine.fetchChanges()
-            let (local, pending) = try await pool.read { [model, mapping, defaultZoneID] db in
+            let (local, pendingRows) = try await pool.read { [model, mapping, defaultZoneID] db in
                 let zones = try StoreMetadata.rowZones(in: db)
                 var records: [RecordZone.ID: [Stratus.Record]] = [:]
                 for table in model.syncedTables {
@@ -207,17 +211,17 @@ actor StoreMirror: SyncEngineDelegate {
                         records[zoneID, default: []].append(record)
                     }
                 }
-                return (try records.mapValues { try ZoneDigest(records: $0) }, try StoreMetadata.outboxCount(in: db))
+                return (try records.mapValues { try ZoneDigest(records: $0) }, try StoreMetadata.outbox(after: -1, in: db).map(\.rowID))
             }
             var moved = false
             for (zoneID, token) in tokens where try await database.zoneDigest(inZoneWith: zoneID).changeToken != token {
                 moved = true
             }
-            if pending > 0, let lastError {
+            if let refusal = pendingRows.lazy.compactMap({ self.refusals[$0] }).first {
                 // A change the server refuses stays in the outbox: the copies cannot be equal.
-                throw lastError
+                throw refusal
             }
-            guard !moved, pending == 0 else { continue }
+            guard !moved, pendingRows.isEmpty else { continue }
             // A zone of the server with no rows here counts as empty here.
             let empty = try ZoneDigest(records: [])
             return StoreVerification(
@@ -284,10 +288,12 @@ actor StoreMirror: SyncEngineDelegate {
             if let change = change(for: entry) {
                 changes.append(change)
             } else {
-                lastError = CloudError(
+                let refusal = CloudError(
                     .invalidArguments,
                     "row \(entry.rowID) of '\(entry.table)' is in no share: a row written to a store of the shared database "
                         + "must reference a shared row, whose share it joins")
+                lastError = refusal
+                refusals[entry.rowID] = refusal
             }
         }
         engine.state.add(pendingRecordZoneChanges: changes)
@@ -381,6 +387,9 @@ actor StoreMirror: SyncEngineDelegate {
                 // settled. A row that cannot be read for sending stays queued, and the rest go.
                 settled += chunk.filter { chunkSent[$0.recordID] == nil && unsendable[$0.recordID] == nil }
                 if let failure = unsendable.values.first { lastError = failure }
+                for (recordID, failure) in unsendable {
+                    if let rowID = UUID(text: recordID.recordName) { refusals[rowID] = failure }
+                }
                 sent.merge(chunkSent) { $1 }
                 records.merge(chunkRecords) { $1 }
             }
@@ -843,10 +852,11 @@ actor StoreMirror: SyncEngineDelegate {
         let answered = sent.savedRecords.map(\.recordID) + sent.deletedRecordIDs + sent.failedRecordSaves.map(\.record.recordID)
             + Array(sent.failedRecordDeletes.keys)
         let sentNow = answered.reduce(into: [Stratus.Record.ID: Sent]()) { $0[$1] = inFlight.removeValue(forKey: $1) }
-        let (outcome, zonesGone, refused, transaction) = try await writeAsImport { [self] db in
+        let (outcome, zonesGone, refused, refusedRows, transaction) = try await writeAsImport { [self] db in
             var merger = try Merger(mirror: self, db: db)
             var zonesGone: Set<RecordZone.ID> = []
             var refused: CloudError?
+            var refusedRows: [UUID: CloudError] = [:]
             for record in sent.savedRecords {
                 guard let item = sentNow[record.recordID], let entry = item.entry, let values = item.values else { continue }
                 try StoreMetadata.confirm(entry, in: db)
@@ -882,7 +892,10 @@ actor StoreMirror: SyncEngineDelegate {
                     try merger.rollBack(recordID, table: table, rowID: entry.rowID)
                     refused = failure.error
                 default:
-                    if !failure.error.keepsChangesPending { refused = failure.error }
+                    if !failure.error.keepsChangesPending {
+                        refused = failure.error
+                        refusedRows[entry.rowID] = failure.error
+                    }
                 }
             }
             for (recordID, error) in sent.failedRecordDeletes {
@@ -895,12 +908,14 @@ actor StoreMirror: SyncEngineDelegate {
                     refused = error
                 } else if !error.keepsChangesPending {
                     refused = error
+                    if let entry = item.entry { refusedRows[entry.rowID] = error }
                     // A left-behind record the server will not delete stays; the row lives on in its share.
                     if item.entry == nil { try StoreMetadata.removeMoved(recordID, in: db) }
                 }
             }
-            return (merger.outcome, zonesGone, refused, capture.capturedTransaction())
+            return (merger.outcome, zonesGone, refused, refusedRows, capture.capturedTransaction())
         }
+        refusals.merge(refusedRows) { $1 }
         for zoneID in zonesGone {
             if zoneID == defaultZoneID {
                 zoneSaved = false

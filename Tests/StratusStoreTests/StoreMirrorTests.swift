@@ -261,6 +261,23 @@ struct StoreMirrorTests {
                 #expect(try await phone.store.syncStatus().pendingChanges == 0)
                 try await laptop.store.sync()
                 #expect(try await laptop.contents() == phone.contents())
+
+                // The failure is still the last one, but it no longer holds anything: a verify
+                // during which the app writes syncs again rather than report it.
+                #expect(try await phone.store.syncStatus().lastError != nil)
+                let events = phone.store.events()
+                let written = Task {
+                    for await event in events where event.kind == .import && event.endDate != nil {
+                        try await phone.pool.write { db in
+                            try db.execute(sql: "UPDATE lists SET title = 'Groceries, again' WHERE id = ?", arguments: [list.uuidString])
+                        }
+                        return
+                    }
+                }
+                let verification = try await phone.store.verify()
+                written.cancel()
+                try await written.value
+                #expect(verification.matches, "\(verification)")
             }
         }
     }
