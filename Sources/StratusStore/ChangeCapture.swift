@@ -158,17 +158,20 @@ final class ChangeCapture: Sendable {
                 (SELECT coalesce(max(seq), 0) + 1 FROM stratusstore_changes))
         """
 
-    /// Logs, as the current author, the insertion of the rows of `table` whose keys are `keys`, as
-    /// its triggers would have had they been there when the rows were written.
-    static func logInsertions(into table: String, keys: [DatabaseValue], in db: Database) throws {
-        guard !keys.isEmpty else { return }
+    /// Logs, as the current author, changes of rows of `table` (each row's key and `insert`,
+    /// `update` or `delete`), as its triggers would have had they been there when the rows were
+    /// written.
+    static func logChanges(
+        into table: String, _ changes: [(key: DatabaseValue, operation: String)], in db: Database
+    ) throws {
+        guard !changes.isEmpty else { return }
         if try Bool.fetchOne(db, sql: "SELECT \(opensTransaction)") == true { try db.execute(sql: transactionInsert) }
         let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO stratusstore_changes (transaction_id, table_name, row_id, operation)
-                VALUES (\(latestTransaction), ?, ?, 'insert')
+                VALUES (\(latestTransaction), ?, ?, ?)
                 """)
-        for key in keys { try insert.execute(arguments: [table, key]) }
+        for change in changes { try insert.execute(arguments: [table, change.key, change.operation]) }
     }
 
     /// The triggers of a synced table: for each of insert, update and delete, one that adds the

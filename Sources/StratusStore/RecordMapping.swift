@@ -118,7 +118,7 @@ public struct RecordMapping: Sendable {
     }
 
     /// The values of a row's mirrored columns, `NULL` left out.
-    private static func columnValues(of row: Row, columns: StoreColumns) -> [String: DatabaseValue] {
+    static func columnValues(of row: Row, columns: StoreColumns) -> [String: DatabaseValue] {
         var values: [String: DatabaseValue] = [:]
         for column in columns.fields {
             let value: DatabaseValue = row[column]

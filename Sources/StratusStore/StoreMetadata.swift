@@ -360,23 +360,69 @@ enum StoreMetadata {
         }
     }
 
-    /// Logs as inserted, so that they go out as saves, the rows of the model's synced tables that
-    /// the server never had and that wait in no outbox entry: rows written before their table was
-    /// mirrored (an app adopting the store, a table switched to synced, rows a migration seeded
-    /// before ``StratusStore/open(_:model:mirroring:)``), which no trigger captured. Once per table
-    /// while it stays synced (the mirror remembers which it adopted, and forgets a table made local
-    /// only); without `sending`, tables are only marked adopted.
+    /// The mark of a table that was mirrored, then made local only.
+    private static let localOnlyMark = "local only"
+
+    /// Logs what no trigger captured of the model's synced tables, so that it goes out: the first
+    /// time a table is mirrored, its rows the server never had (rows written before: an app adopting
+    /// the store, a table switched to synced, rows a migration seeded before
+    /// ``StratusStore/open(_:model:mirroring:)``), as inserted; when a table mirrored before and
+    /// then made local only is synced again, what changed meanwhile (rows added, rows that differ
+    /// from the server's record as last known, rows deleted). Once per table while it stays
+    /// synced; without `sending`, tables are only marked.
     static func adoptUncapturedRows(of model: StoreModel, in db: GRDB.Database, sending: Bool) throws {
         for table in model.tables {
             let adoptedKey = "adopted." + table.name
+            let adopted = try value(adoptedKey, in: db)
             guard table.isSynced else {
-                try db.execute(sql: "DELETE FROM stratusstore_mirror WHERE key = ?", arguments: [adoptedKey])
+                if adopted != nil { try setValue(localOnlyMark, for: adoptedKey, in: db) }
                 continue
             }
-            guard try value(adoptedKey, in: db) == nil else { continue }
-            if sending { try logUncapturedRows(of: table, in: db) }
+            if adopted == nil {
+                if sending { try logUncapturedRows(of: table, in: db) }
+            } else if adopted.flatMap(String.fromDatabaseValue) == localOnlyMark {
+                if sending { try logChangesWhileLocalOnly(of: table, in: db) }
+            } else {
+                continue
+            }
             try setValue(true, for: adoptedKey, in: db)
         }
+    }
+
+    /// Logs the changes a table made local only went through, against the server's records as last
+    /// known: rows with no record (added), rows whose mirrored values differ from their record's
+    /// (edited), records whose row is gone (deleted). Rows with an outbox entry are left to it.
+    private static func logChangesWhileLocalOnly(of table: StoreTable, in db: GRDB.Database) throws {
+        let columns = try StoreColumns(table, in: db)
+        var queued = Set<UUID>()
+        let outboxKeys = try DatabaseValue.fetchCursor(
+            db, sql: "SELECT row_id FROM stratusstore_outbox WHERE table_name = ?", arguments: [table.name])
+        while let key = try outboxKeys.next() { if let rowID = UUID(databaseKey: key) { queued.insert(rowID) } }
+        var records: [UUID: ServerRecord] = [:]
+        for row in try Row.fetchAll(
+            db, sql: "SELECT row_id, system_fields, ancestor FROM stratusstore_records WHERE table_name = ?",
+            arguments: [table.name])
+        {
+            if let rowID = UUID(databaseKey: row["row_id"]) { records[rowID] = try ServerRecord(row: row) }
+        }
+        var changes: [(key: DatabaseValue, operation: String)] = []
+        var present = Set<UUID>()
+        let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier)")
+        while let row = try rows.next() {
+            let key: DatabaseValue = row[columns.key]
+            guard let rowID = UUID(databaseKey: key) else { continue }
+            present.insert(rowID)
+            guard !queued.contains(rowID) else { continue }
+            if let record = records[rowID] {
+                if RecordMapping.columnValues(of: row, columns: columns) != record.values { changes.append((key, "update")) }
+            } else {
+                changes.append((key, "insert"))
+            }
+        }
+        for rowID in records.keys where !present.contains(rowID) && !queued.contains(rowID) {
+            changes.append((rowID.upperText.databaseValue, "delete"))
+        }
+        try ChangeCapture.logChanges(into: table.name, changes, in: db)
     }
 
     /// Logs as inserted the rows of `table` that the server never had and that no change or outbox
@@ -401,7 +447,7 @@ enum StoreMetadata {
             guard let rowID = UUID(databaseKey: key), !known.contains(rowID) else { continue }
             uncaptured.append(key)
         }
-        try ChangeCapture.logInsertions(into: table.name, keys: uncaptured, in: db)
+        try ChangeCapture.logChanges(into: table.name, uncaptured.map { ($0, "insert") }, in: db)
     }
 
     /// Drops the row's entry whatever its version: the server holds what the row holds.

@@ -22,7 +22,8 @@ struct StoreMirrorTests {
 
         static func open(
             _ directory: URL, container: Container, mergePolicy: StoreMergePolicy = .mergeByPropertyObjectTrump,
-            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = false, scope: Stratus.Database.Scope = .private
+            customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = false, scope: Stratus.Database.Scope = .private,
+            model: StoreModel = StoreFoundationTests.model
         ) async throws -> Device {
             let database = switch scope {
             case .private: container.privateCloudDatabase
@@ -32,7 +33,7 @@ struct StoreMirrorTests {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let pool = try StoreFoundationTests.makePool(directory)
             let store = try await StratusStore.open(
-                pool, model: StoreFoundationTests.model,
+                pool, model: model,
                 mirroring: StratusStore.Mirroring(
                     database: database, assetDirectory: directory.appendingPathComponent("outgoing"),
                     mergePolicy: mergePolicy, customMerges: customMerges, automaticallySync: automaticallySync,
@@ -330,6 +331,43 @@ struct StoreMirrorTests {
 
                 phone = try await Device.open(phoneDirectory, container: container)
                 #expect(try await phone.store.syncStatus().pendingChanges == 0, "adopted once")
+                #expect(try await phone.store.verify().matches)
+            }
+        }
+    }
+
+    @Test("a table made local only and synced again sends what changed meanwhile: an edit, an insertion, a deletion")
+    func resyncedTable() async throws {
+        try await withServer { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phoneDirectory = directory.appendingPathComponent("phone")
+                let container = try await server.signedInContainer("mei")
+                var phone = try await Device.open(phoneDirectory, container: container)
+                let (list, kept, edited, deleted, added) = (UUID(), UUID(), UUID(), UUID(), UUID())
+                try await StoreSharingTests.insertList(phone, list, "Groceries", items: [(kept, "Kept"), (edited, "Edited"), (deleted, "Deleted")])
+                try await phone.store.sync()
+
+                // For a while the app keeps its items to itself.
+                let localItems = StoreModel(StoreFoundationTests.model.tables.map { table in
+                    table.name == "items" ? .localOnly("items", relationships: table.relationships) : table
+                })
+                phone = try await Device.open(phoneDirectory, container: container, model: localItems)
+                try await phone.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'Edited while local' WHERE id = ?", arguments: [edited])
+                    try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [deleted])
+                    try db.execute(
+                        sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, 'Added while local')",
+                        arguments: [added, list.uuidString])
+                }
+                try await phone.store.sync()
+
+                phone = try await Device.open(phoneDirectory, container: container)
+                #expect(try await phone.store.syncStatus().pendingChanges == 3)
+                try await phone.store.sync()
+                let laptop = try await Device.open(directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"))
+                try await laptop.store.sync()
+                let laptopRows = try await laptop.contents()
+                #expect(try await laptopRows == phone.contents(), "\(laptopRows)")
                 #expect(try await phone.store.verify().matches)
             }
         }
