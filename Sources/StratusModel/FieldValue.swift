@@ -53,12 +53,6 @@ public enum FieldValue: Hashable, Sendable {
         }
     }
 
-    /// Whether a string this value holds contains U+0000, which Stratus refuses: PostgreSQL's text
-    /// cannot hold it, and both backends must answer alike.
-    public var holdsNullCharacter: Bool {
-        strings.contains { $0.utf8.contains(0) }
-    }
-
     /// The references this value holds: itself for a `REFERENCE`, the elements of a
     /// `REFERENCE_LIST`, none otherwise.
     public var references: [Reference] {

@@ -54,6 +54,12 @@ public struct JSONDecodingError: Error, Hashable, Sendable, CustomStringConverti
 
     /// The path as text: `operations[2].record.fields`.
     public var pathDescription: String {
+        let text = Self.text(of: path)
+        return text.isEmpty ? "the request body" : text
+    }
+
+    /// `path` as text, `operations[2].record.fields`; empty for the root.
+    static func text(of path: [PathComponent]) -> String {
         var text = ""
         for component in path {
             switch component {
@@ -61,7 +67,7 @@ public struct JSONDecodingError: Error, Hashable, Sendable, CustomStringConverti
             case .key(let key): text += text.isEmpty ? key : ".\(key)"
             }
         }
-        return text.isEmpty ? "the request body" : text
+        return text
     }
 
     public var description: String {

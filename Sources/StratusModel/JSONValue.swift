@@ -103,14 +103,59 @@ public struct JSONMembers: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 }
 
-/// Why JSON text could not be parsed.
+/// Why JSON text could not be parsed: text that is not JSON, or JSON holding a character Stratus
+/// refuses (U+0000, in any string).
 public struct JSONSyntaxError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of fault.
+    public enum Kind: Hashable, Sendable {
+        /// The text is not valid JSON.
+        case malformed
+        /// The text is valid JSON, but a string holds a character Stratus refuses in all text
+        /// (U+0000, which PostgreSQL's text cannot hold, refused on every backend alike).
+        case refusedCharacter
+    }
+
     /// What is wrong.
     public var reason: String
     /// The byte offset where parsing stopped.
     public var offset: Int
+    /// Whether the text is not JSON or holds a refused character.
+    public var kind: Kind
+    /// Where the fault is, from the root of the value read (the document's root for
+    /// ``JSONValue/parse(_:)``): the members and elements holding it, such as
+    /// `operations[3].record.fields.title.value`. Empty at the root, and for faults found by the
+    /// streaming reads (``JSONReader/nextKey()``, ``JSONReader/skipValue()``, …), which keep no path.
+    /// Built only when parsing fails, so parsing valid text costs nothing extra.
+    public var path: [JSONDecodingError.PathComponent]
 
-    public var description: String { "\(reason) at byte \(offset)" }
+    /// Creates an error.
+    public init(reason: String, offset: Int, kind: Kind = .malformed, path: [JSONDecodingError.PathComponent] = []) {
+        self.reason = reason
+        self.offset = offset
+        self.kind = kind
+        self.path = path
+    }
+
+    /// The same error further from the root: `components` come before its path.
+    func prefixed(_ components: [JSONDecodingError.PathComponent]) -> JSONSyntaxError {
+        var error = self
+        error.path.insert(contentsOf: components, at: 0)
+        return error
+    }
+
+    /// The same error one level further from the root.
+    func prefixed(_ component: JSONDecodingError.PathComponent) -> JSONSyntaxError {
+        var error = self
+        error.path.insert(component, at: 0)
+        return error
+    }
+
+    /// `operations[3].record.fields.title.value: <reason> (at byte N)`, or `<reason> at byte N` at the root.
+    public var description: String {
+        path.isEmpty
+            ? "\(reason) at byte \(offset)"
+            : "\(JSONDecodingError.text(of: path)): \(reason) (at byte \(offset))"
+    }
 }
 
 /// A cursor over UTF-8 JSON text that reads it one value or one token at a time, checking its syntax
@@ -153,12 +198,22 @@ public struct JSONReader {
             guard bounded.index <= maxBytes else { return nil }
             index = start + bounded.index
             return value
-        } catch let error as JSONSyntaxError {
-            guard end < bytes.count else { throw JSONSyntaxError(reason: error.reason, offset: start + error.offset) }
+        } catch let caught as JSONSyntaxError {
+            // The offset in the whole text; the path, from the value's root, stays.
+            var error = caught
+            error.offset += start
+            guard end < bytes.count else { throw error }
             // Cut at the bound, or wrong before it: reading past the whole value without a tree tells.
             var whole = self
-            guard try whole.skipValue().count <= maxBytes else { return nil }
-            throw JSONSyntaxError(reason: error.reason, offset: start + error.offset)
+            let length: Int
+            do {
+                length = try whole.skipValue().count
+            } catch let fault as JSONSyntaxError where fault.offset == error.offset && fault.reason == error.reason {
+                // The same fault, found before the bound: the tree's error names where it is.
+                throw error
+            }
+            guard length <= maxBytes else { return nil }
+            throw error
         }
     }
 
@@ -316,6 +371,9 @@ public struct JSONReader {
 
     func error(_ reason: String) -> JSONSyntaxError { JSONSyntaxError(reason: reason, offset: index) }
 
+    /// The reason of the error for a `\u0000` escape.
+    static let refusedNullReason = "a string holds U+0000, which Stratus refuses in all text"
+
     mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
@@ -368,7 +426,13 @@ public struct JSONReader {
         var positions: [String: Int]?
         while let key = try nextKey() {
             skipWhitespace()
-            let value = try parseValue()
+            let value: JSONValue
+            do {
+                value = try parseValue()
+            } catch let error as JSONSyntaxError {
+                // The path is built only on the way out of a failure: valid text costs nothing.
+                throw error.prefixed(.key(key))
+            }
             let duplicate: Int?
             if let known = positions {
                 duplicate = known[key]
@@ -395,7 +459,13 @@ public struct JSONReader {
         let base = elementStack.count
         defer { elementStack.removeSubrange(base...) }
         while try nextElement() {
-            elementStack.append(try parseValue())
+            let element: JSONValue
+            do {
+                element = try parseValue()
+            } catch let error as JSONSyntaxError {
+                throw error.prefixed(.index(elementStack.count - base))
+            }
+            elementStack.append(element)
         }
         return .array(Array(elementStack[base...]))
     }
@@ -452,6 +522,12 @@ public struct JSONReader {
                 case UInt8(ascii: "t"): scalars.append(0x09)
                 case UInt8(ascii: "u"):
                     var code = try parseHex4()
+                    if code == 0 {
+                        // PostgreSQL's text cannot hold U+0000, so no backend takes it, in any text
+                        // of any request. (Unescaped, it is a control character, refused above.)
+                        throw JSONSyntaxError(
+                            reason: Self.refusedNullReason, offset: index - 6, kind: .refusedCharacter)
+                    }
                     if (0xD800..<0xDC00).contains(code) {
                         guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
                             bytes[index + 1] == UInt8(ascii: "u")

@@ -94,9 +94,6 @@ public struct QueryFilter: Hashable, Sendable, JSONDecodable {
         comparator = try object.decode("comparator")
         fieldName = try SystemFieldName.queriedField(in: object)
         fieldValue = try object.decode("fieldValue")
-        if fieldValue.holdsNullCharacter {
-            throw JSONDecodingError(.invalid, "a string holds U+0000, which Stratus does not store", at: [.key("fieldValue")])
-        }
         let searched: String? = if comparator.isTokenSearch, case .string(let text) = fieldValue { text } else { nil }
         let values = searched.map { TextTokenizer.tokens($0).count } ?? fieldValue.queryScalars.count
         if values > Limits.maxValuesPerList {

@@ -119,11 +119,19 @@ public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable, JSONWrita
         if let operations { self.operations = operations }
     }
 
-    /// The next value of `reader` as a tree, or an error at `path` when its text takes more than `maxBytes`.
+    /// The next value of `reader` as a tree, or an error at `path` when its text takes more than
+    /// `maxBytes`. A fault in the value's text is named from the document's root: `path`, then
+    /// where in the value it is.
     private static func readValue(
         _ reader: inout JSONReader, maxBytes: Int, at path: [JSONDecodingError.PathComponent]
     ) throws -> JSONValue {
-        guard let value = try reader.readValue(maxBytes: maxBytes) else {
+        let read: JSONValue?
+        do {
+            read = try reader.readValue(maxBytes: maxBytes)
+        } catch let error as JSONSyntaxError {
+            throw error.prefixed(path)
+        }
+        guard let value = read else {
             throw JSONDecodingError(.invalid, "takes more than \(maxBytes) bytes of JSON text", at: path)
         }
         return value

@@ -248,6 +248,44 @@ enum PostgresMigrations {
                 "ALTER TABLE record_index DROP CONSTRAINT record_index_pkey",
                 "ALTER TABLE record_index ADD PRIMARY KEY (zone_id, record_type, field, kind, number, string, created_ms, name)",
             ]),
+        Migration(
+            version: 10, name: "what accounts hold, uploads not yet held",
+            statements: [
+                // What each account holds per zone, kept by record writes (``RecordWriteExecutor``): a
+                // record counts for its database's owner, or in the public database for its creator.
+                // Rows of records written before are counted here once.
+                """
+                CREATE TABLE account_usage (
+                    zone_id bigint NOT NULL, account text COLLATE "C" NOT NULL, records bigint NOT NULL,
+                    record_bytes bigint NOT NULL, asset_bytes bigint NOT NULL, PRIMARY KEY (zone_id, account))
+                """,
+                "CREATE INDEX account_usage_account ON account_usage (account)",
+                """
+                INSERT INTO account_usage (zone_id, account, records, record_bytes, asset_bytes)
+                SELECT r.zone_id, CASE d.scope WHEN 'public' THEN r.created_by ELSE d.owner END,
+                    count(*), sum(octet_length(r.fields)), 0
+                FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                WHERE NOT r.deleted GROUP BY 1, 2
+                """,
+                """
+                UPDATE account_usage u SET asset_bytes = held.bytes FROM (
+                    SELECT ra.zone_id, CASE d.scope WHEN 'public' THEN r.created_by ELSE d.owner END AS account,
+                        sum(a.size) AS bytes
+                    FROM record_assets ra JOIN assets a ON a.checksum = ra.checksum
+                        JOIN records r ON r.zone_id = ra.zone_id AND r.name = ra.name
+                        JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                    WHERE NOT r.deleted GROUP BY 1, 2) held
+                WHERE u.zone_id = held.zone_id AND u.account = held.account
+                """,
+                """
+                CREATE TABLE uploads (
+                    container_id text COLLATE "C" NOT NULL, user_record_name text COLLATE "C" NOT NULL,
+                    ticket text NOT NULL, checksum text NOT NULL, size bigint NOT NULL, uploaded_ms bigint NOT NULL)
+                """,
+                "CREATE INDEX uploads_user ON uploads (container_id, user_record_name, uploaded_ms)",
+                "CREATE INDEX uploads_ticket ON uploads (ticket)",
+                "CREATE INDEX uploads_age ON uploads (uploaded_ms)",
+            ]),
     ]
 
     /// The latest version this build knows.

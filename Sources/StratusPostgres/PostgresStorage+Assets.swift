@@ -24,6 +24,7 @@ extension PostgresStorage {
     /// before it waited for nothing, and miss a save that committed meanwhile.
     public func collectAssets(registeredBefore timestamp: Int64) async throws -> [String] {
         try await transaction { connection in
+            try await connection.run("DELETE FROM uploads WHERE uploaded_ms < \(timestamp)", logger: logger)
             let locked = try await connection.run(
                 """
                 SELECT checksum FROM assets WHERE registered_ms < \(timestamp)

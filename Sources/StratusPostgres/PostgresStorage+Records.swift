@@ -143,7 +143,10 @@ extension PostgresStorage {
         return try await transaction { connection in
             let databaseID = try await ensureDatabase(connection, database)
             guard let zone = try await liveZone(connection, databaseID, name, lock: true) else { return false }
-            for table in ["records", "record_references", "record_index", "record_assets", "shares", "share_participants"] {
+            for table in [
+                "records", "record_references", "record_index", "record_assets", "shares", "share_participants",
+                "account_usage",
+            ] {
                 try await connection.run(
                     PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: Self.binds(zone.id)),
                     logger: logger)
@@ -328,11 +331,13 @@ extension PostgresStorage {
         var known = locked.records
         // Rows of the writes applied, not yet sent.
         var pending = RecordBatch(zoneID: zoneID)
+        // What the group's committed writes changed of each account's holdings, sent at the end.
+        var usageChanges: [String: StorageUsage] = [:]
         var outcomes: [ModifyRecordsOutcome] = []
         for write in group {
             var executor = RecordWriteExecutor(
-                writes: write.writes, zone: zone, schema: schema, environment: database.environment,
-                atomic: write.atomic, context: write.context)
+                writes: write.writes, zone: zone, database: database, schema: schema, atomic: write.atomic,
+                context: write.context)
             var batch = RecordBatch(zoneID: zoneID)
             var written: [StoredRecord] = []
             var sentPending = false
@@ -374,6 +379,10 @@ extension PostgresStorage {
                         """, logger: logger
                     ).decode(Int64.self).collect()[0]
                     step = executor.resume(.count(Int(count)))
+                case .readUsage(let account):
+                    // The group's writes before this one changed holdings that are not sent yet.
+                    let stored = try await usage(connection, container: database.container, account: account)
+                    step = executor.resume(.usage(stored + (usageChanges[account] ?? .zero)))
                 case .write(let rows):
                     if batch.holds(anyOf: rows) { try await sendRows() }
                     batch.add(rows)
@@ -396,6 +405,7 @@ extension PostgresStorage {
                         zone.sequence = sequence
                         changedAt = max(changedAt, write.context.timestamp)
                     }
+                    for (account, change) in completion.usageChanges { usageChanges[account, default: .zero] += change }
                     for record in written { known?[record.name] = record }
                     break steps
                 }
@@ -418,6 +428,7 @@ extension PostgresStorage {
                     advancesDatabase: key.zone != ZoneID.defaultZoneName, timestamp: changedAt)
                 : nil,
             logger: logger)
+        try await addUsage(connection, usageChanges, zoneID: zoneID)
         return outcomes
     }
 

@@ -48,8 +48,8 @@ extension PostgresStorage {
             let databaseID = try await ensureDatabase(connection, database)
             let zoneState = try await requireZone(connection, databaseID, zone, lock: true)
             let schema = try await loadSchema(connection, container: database.container, environment: database.environment)
-            let (rows, sequence) = RecordWriteExecutor.importRows(
-                records, zone: zoneState,
+            let (rows, sequence, usageChanges) = RecordWriteExecutor.importRows(
+                records, zone: zoneState, database: database,
                 current: try await fetchRecords(connection, zoneID: zoneState.id, names: records.map(\.name)),
                 schema: schema.schema)
             var batch = RecordBatch(zoneID: zoneState.id)
@@ -58,6 +58,7 @@ extension PostgresStorage {
                 batch.add(operation)
             }
             try await batch.flush(connection, logger: logger)
+            try await addUsage(connection, usageChanges, zoneID: zoneState.id)
             try await connection.run("UPDATE zones SET seq = \(sequence) WHERE id = \(zoneState.id)", logger: logger)
         }
     }

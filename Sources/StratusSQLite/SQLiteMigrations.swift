@@ -167,6 +167,36 @@ enum SQLiteMigrations {
                     ALTER TABLE record_index_by_creation RENAME TO record_index;
                     """)
         }
+        migrator.registerMigration("v11: what accounts hold, uploads not yet held") { db in
+            // What each account holds per zone, kept by record writes (``RecordWriteExecutor``): a
+            // record counts for its database's owner, or in the public database for its creator.
+            // Rows of records written before are counted here once.
+            try db.execute(
+                sql: """
+                    CREATE TABLE account_usage (
+                        zone_id INTEGER NOT NULL, account TEXT NOT NULL, records INTEGER NOT NULL,
+                        record_bytes INTEGER NOT NULL, asset_bytes INTEGER NOT NULL,
+                        PRIMARY KEY (zone_id, account)) WITHOUT ROWID;
+                    CREATE INDEX account_usage_account ON account_usage (account);
+                    INSERT INTO account_usage (zone_id, account, records, record_bytes, asset_bytes)
+                        SELECT r.zone_id, CASE d.scope WHEN 'public' THEN r.created_by ELSE d.owner END,
+                            count(*), sum(length(r.fields)), 0
+                        FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                        WHERE r.deleted = 0 GROUP BY 1, 2;
+                    UPDATE account_usage SET asset_bytes = coalesce((
+                        SELECT sum(a.size) FROM record_assets ra JOIN assets a ON a.checksum = ra.checksum
+                            JOIN records r ON r.zone_id = ra.zone_id AND r.name = ra.name
+                            JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                        WHERE ra.zone_id = account_usage.zone_id AND r.deleted = 0
+                            AND CASE d.scope WHEN 'public' THEN r.created_by ELSE d.owner END = account_usage.account), 0);
+                    CREATE TABLE uploads (
+                        container_id TEXT NOT NULL, user_record_name TEXT NOT NULL, ticket TEXT NOT NULL,
+                        checksum TEXT NOT NULL, size INTEGER NOT NULL, uploaded_ms INTEGER NOT NULL);
+                    CREATE INDEX uploads_user ON uploads (container_id, user_record_name, uploaded_ms);
+                    CREATE INDEX uploads_ticket ON uploads (ticket);
+                    CREATE INDEX uploads_age ON uploads (uploaded_ms);
+                    """)
+        }
         return migrator
     }
 }

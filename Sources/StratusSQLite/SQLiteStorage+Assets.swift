@@ -22,7 +22,8 @@ extension SQLiteStorage {
 
     public func collectAssets(registeredBefore timestamp: Int64) async throws -> [String] {
         try await pool.write { db in
-            try String.fetchAll(
+            try db.execute(sql: "DELETE FROM uploads WHERE uploaded_ms < ?", arguments: [timestamp])
+            return try String.fetchAll(
                 db,
                 sql: """
                     DELETE FROM assets WHERE registered_ms < ?

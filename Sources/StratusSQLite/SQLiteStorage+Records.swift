@@ -112,6 +112,7 @@ extension SQLiteStorage {
             try db.execute(sql: "DELETE FROM record_assets WHERE zone_id = ?", arguments: [zone.id])
             try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
             try db.execute(sql: "DELETE FROM share_participants WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(sql: "DELETE FROM account_usage WHERE zone_id = ?", arguments: [zone.id])
             let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
             try db.execute(
                 sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
@@ -209,9 +210,9 @@ extension SQLiteStorage {
                 let zoneState = try Self.requireZone(db, databaseID, zone)
                 let zoneID = zoneState.id
                 var executor = RecordWriteExecutor(
-                    writes: writes, zone: zoneState,
+                    writes: writes, zone: zoneState, database: database,
                     schema: try self.loadSchema(db, container: database.container, environment: database.environment),
-                    environment: database.environment, atomic: atomic, context: context)
+                    atomic: atomic, context: context)
                 var step = executor.start()
                 while true {
                     switch step {
@@ -231,6 +232,8 @@ extension SQLiteStorage {
                                 """),
                             arguments: [zoneID, target, action.rawValue, source]) ?? 0
                         step = executor.resume(.count(count))
+                    case .readUsage(let account):
+                        step = executor.resume(.usage(try Self.usage(db, container: database.container, account: account)))
                     case .write(let rows):
                         try Self.write(rows, zoneID: zoneID, db)
                         step = executor.resume(.written)
@@ -239,6 +242,7 @@ extension SQLiteStorage {
                         if let schema = completion.grownSchema {
                             try Self.storeSchema(db, schema, container: database.container, environment: database.environment)
                         }
+                        try Self.addUsage(db, completion.usageChanges, zoneID: zoneID)
                         if let sequence = completion.zoneSequence {
                             // The default zone has no place in the database feed, so it does not advance it.
                             let changeSequence = zone == ZoneID.defaultZoneName

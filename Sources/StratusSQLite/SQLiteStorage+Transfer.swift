@@ -49,10 +49,12 @@ extension SQLiteStorage {
                     arguments: [databaseID, zone, try Self.nextDatabaseSequence(db, databaseID), timestamp, timestamp])
             }
             let zoneState = try Self.requireZone(db, databaseID, zone)
-            let (rows, sequence) = RecordWriteExecutor.importRows(
-                records, zone: zoneState, current: try Self.fetchRecords(db, zoneID: zoneState.id, names: records.map(\.name)),
+            let (rows, sequence, usageChanges) = RecordWriteExecutor.importRows(
+                records, zone: zoneState, database: database,
+                current: try Self.fetchRecords(db, zoneID: zoneState.id, names: records.map(\.name)),
                 schema: try self.loadSchema(db, container: database.container, environment: database.environment))
             for operation in rows { try Self.write(operation, zoneID: zoneState.id, db) }
+            try Self.addUsage(db, usageChanges, zoneID: zoneState.id)
             try db.execute(sql: "UPDATE zones SET seq = ? WHERE id = ?", arguments: [sequence, zoneState.id])
         }
     }

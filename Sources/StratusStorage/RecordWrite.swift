@@ -50,6 +50,8 @@ public struct WriteContext: Hashable, Sendable {
     /// part in and their permission in each: they reach only those shares' records. `nil` for the
     /// owner (and for participants of a zone-wide share, who reach the whole zone).
     public var participantShares: [String: SharePermission]?
+    /// The quotas the write is held to; `nil` holds it to none (what it changes is counted all the same).
+    public var quota: WriteQuota?
     /// The most records one request may move in or out of shares (``HierarchyShaper``): each is a row
     /// written and a feed entry for every device, so one request cannot rewrite a zone without end.
     public var maxReshapedRecordsPerRequest = 100_000
@@ -57,8 +59,9 @@ public struct WriteContext: Hashable, Sendable {
     /// Creates a write context.
     public init(
         userRecordName: String, deviceID: String? = nil, timestamp: Int64, enforcesGrants: Bool = false,
-        limits: Limits = Limits(), participantShares: [String: SharePermission]? = nil
+        limits: Limits = Limits(), participantShares: [String: SharePermission]? = nil, quota: WriteQuota? = nil
     ) {
+        self.quota = quota
         self.participantShares = participantShares
         self.userRecordName = userRecordName
         self.deviceID = deviceID

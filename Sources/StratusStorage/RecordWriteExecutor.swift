@@ -40,6 +40,11 @@ public struct RecordWriteExecutor: Sendable {
         /// How many records other than `excludingSource` point at `target` with `action`; answer
         /// ``Answer/count(_:)``.
         case countReferrers(target: String, action: ReferenceAction, excludingSource: String)
+        /// What `account` holds in the container now (in every zone of the container's databases, this
+        /// transaction's earlier writes included, this executor's own not): asked once per account
+        /// whose holdings a write grows while a quota applies (``WriteContext/quota``). Answer
+        /// ``Answer/usage(_:)``.
+        case readUsage(account: String)
         /// Write these rows, in order; answer ``Answer/written``.
         case write(RecordRows)
         /// The transaction's work is done: commit or roll back as the completion says.
@@ -56,6 +61,8 @@ public struct RecordWriteExecutor: Sendable {
         case names([String])
         /// A number of referring records.
         case count(Int)
+        /// What an account holds.
+        case usage(StorageUsage)
         /// The rows were written.
         case written
     }
@@ -101,6 +108,9 @@ public struct RecordWriteExecutor: Sendable {
         public var grownSchema: Schema?
         /// The zone's new last sequence number, when anything was written.
         public var zoneSequence: Int64?
+        /// How much what each account holds in the zone changed (accounts whose holdings did not
+        /// change are left out); empty when nothing commits.
+        public var usageChanges: [String: StorageUsage]
     }
 
     private struct Cascade {
@@ -120,11 +130,13 @@ public struct RecordWriteExecutor: Sendable {
         case bindingLinks(StoredRecord, links: [ReferenceLink])
         case checkingLinks(StoredRecord, remaining: [ReferenceLink])
         case shaping(HierarchyShaper)
+        case readingUsage(records: [StoredRecord], reshaped: [StoredRecord], account: String)
         case writing(StoredRecord)
         case finished
     }
 
     private let writes: [RecordWrite]
+    private let database: DatabaseLocator
     private let atomic: Bool
     private let context: WriteContext
     private let zoneID: Int64
@@ -142,19 +154,24 @@ public struct RecordWriteExecutor: Sendable {
     private var searchTokens = SearchTokens()
     /// Records the request's operations re-placed in hierarchies so far.
     private var reshapedCount = 0
+    /// What the batch's operations written so far changed of each account's holdings.
+    private var usageChanges: [String: StorageUsage] = [:]
+    /// What accounts held before the batch, as read for a quota check.
+    private var accountUsage: [String: StorageUsage] = [:]
 
-    /// An executor for `writes` into `zone` (locked by the caller) under `schema`.
+    /// An executor for `writes` into `zone` of `database` (locked by the caller) under `schema`.
     public init(
-        writes: [RecordWrite], zone: ZoneState, schema: Schema, environment: ContainerEnvironment, atomic: Bool,
+        writes: [RecordWrite], zone: ZoneState, database: DatabaseLocator, schema: Schema, atomic: Bool,
         context: WriteContext
     ) {
         self.writes = writes
+        self.database = database
         self.atomic = atomic
         self.context = context
         zoneID = zone.id
         startSequence = zone.sequence
         sequence = zone.sequence
-        self.schema = SchemaInForce(schema, environment: environment)
+        self.schema = SchemaInForce(schema, environment: database.environment)
         results.reserveCapacity(writes.count)
     }
 
@@ -220,6 +237,9 @@ public struct RecordWriteExecutor: Sendable {
             return checkLinks(planned, remaining: remaining)
         case (.shaping(var shaper), _):
             return shaped(shaper.resume(answer), by: shaper)
+        case (.readingUsage(let records, let reshaped, let account), .usage(let usage)):
+            accountUsage[account] = usage
+            return number(records, reshaped: reshaped)
         case (.writing(let record), .written):
             results.append(.success(record))
             return nextWrite()
@@ -378,18 +398,40 @@ public struct RecordWriteExecutor: Sendable {
 
     /// Numbers the records of one operation and hands over their rows: `records` with their
     /// index, reference and asset changes (the operation's own first), then the `reshaped` records
-    /// whose place in a hierarchy alone changed.
+    /// whose place in a hierarchy alone changed. The operation fails with `QUOTA_EXCEEDED` instead
+    /// when what it adds would take an account or the container past its quota.
     private mutating func number(_ records: [StoredRecord], reshaped: [StoredRecord]) -> Step {
         var rows: [RowChange] = []
         rows.reserveCapacity(records.count + reshaped.count)
+        var sequence = self.sequence
+        // The operation's own rows, which a later one of its rows (never, in practice) would follow.
+        var numbered: [String: StoredRecord] = [:]
+        var change: [String: StorageUsage] = [:]
         for (record, isReshaped) in records.map({ ($0, false) }) + reshaped.map({ ($0, true) }) {
+            let previous = numbered[record.name] ?? current[record.name]
             let row = Self.row(
-                record, after: &sequence, zoneID: zoneID, previous: current[record.name], schema: schema.schema,
+                record, after: &sequence, zoneID: zoneID, previous: previous, schema: schema.schema,
                 tokens: &searchTokens, reshaped: isReshaped)
-            current[record.name] = row.record
-            changes.append(RecordChange(previous: row.previous, record: row.record))
+            numbered[record.name] = row.record
+            Self.charge(row, in: database, to: &change)
             rows.append(row)
         }
+        if let quota = context.quota {
+            switch check(change, against: quota) {
+            case .passes: break
+            case .needsUsage(let account):
+                phase = .readingUsage(records: records, reshaped: reshaped, account: account)
+                return .readUsage(account: account)
+            case .fails(let reason):
+                return fail(RecordWriteFailure(.quotaExceeded, "record '\(records[0].name)': \(reason)"))
+            }
+        }
+        self.sequence = sequence
+        for row in rows {
+            current[row.record.name] = row.record
+            changes.append(RecordChange(previous: row.previous, record: row.record))
+        }
+        for (account, usage) in change { usageChanges[account, default: .zero] += usage }
         phase = .writing(rows[0].record)
         return .write(
             RecordRows(
@@ -397,17 +439,62 @@ public struct RecordWriteExecutor: Sendable {
                 references: boundLinks ?? RecordWritePlanner.links(of: records[0])))
     }
 
+    /// Adds what `row` changes of its account's holdings to `change`: a record is charged to its
+    /// database's owner, or in the public database to its creator (``StorageUsage``).
+    private static func charge(_ row: RowChange, in database: DatabaseLocator, to change: inout [String: StorageUsage]) {
+        if let previous = row.previous, !previous.deleted {
+            change[StorageUsage.account(of: previous, in: database), default: .zero] += .zero - StorageUsage.of(previous)
+        }
+        if !row.record.deleted {
+            change[StorageUsage.account(of: row.record, in: database), default: .zero] += StorageUsage.of(row.record)
+        }
+    }
+
+    private enum QuotaCheck {
+        case passes
+        case needsUsage(account: String)
+        case fails(String)
+    }
+
+    /// Whether an operation that changes holdings by `change` stays within `quota`: each account
+    /// it grows, with what it held before the batch and what the batch added, and the container,
+    /// with what the batch added.
+    private func check(_ change: [String: StorageUsage], against quota: WriteQuota) -> QuotaCheck {
+        if !quota.perAccount.isUnlimited {
+            for (account, growth) in change.sorted(by: { $0.key < $1.key }) where growth.grows {
+                guard let held = accountUsage[account] else { return .needsUsage(account: account) }
+                let whose = account == context.userRecordName
+                    ? "your" : database.scope == .public ? "the record creator's" : "the zone owner's"
+                let after = held + usageChanges[account, default: .zero] + growth
+                if let violation = quota.perAccount.violation(of: after, growingBy: growth, whose: whose) {
+                    return .fails(violation)
+                }
+            }
+        }
+        let growth = change.values.reduce(StorageUsage.zero, +)
+        if growth.grows, !quota.containerRemaining.isUnlimited {
+            let added = usageChanges.values.reduce(StorageUsage.zero, +) + growth
+            if let violation = quota.containerRemaining.violation(of: added, growingBy: growth, whose: "the container's remaining") {
+                return .fails(violation)
+            }
+        }
+        return .passes
+    }
+
     /// The rows that store `records` as they are, as an import does (their stamps and fields kept):
-    /// each takes the zone's next sequence number and a change tag. `current` holds the zone's rows
+    /// each takes the zone's next sequence number and a change tag, and what they change of each
+    /// account's holdings comes back with them. `current` holds the zone's rows
     /// of those names; the zone's last sequence number comes back with the rows. The share a record
     /// last left is not kept: it names a position in the old storage's change order, which an
     /// import renumbers.
     public static func importRows(
-        _ records: [StoredRecord], zone: ZoneState, current: [String: StoredRecord], schema: Schema
-    ) -> (rows: [RecordRows], sequence: Int64) {
+        _ records: [StoredRecord], zone: ZoneState, database: DatabaseLocator, current: [String: StoredRecord],
+        schema: Schema
+    ) -> (rows: [RecordRows], sequence: Int64, usageChanges: [String: StorageUsage]) {
         var current = current
         var sequence = zone.sequence
         var tokens = SearchTokens()
+        var usageChanges: [String: StorageUsage] = [:]
         let rows = records.map { record in
             let record = record.formerShare == nil
                 ? record
@@ -415,11 +502,12 @@ public struct RecordWriteExecutor: Sendable {
             let row = Self.row(
                 record, after: &sequence, zoneID: zone.id, previous: current[record.name], schema: schema, tokens: &tokens)
             current[record.name] = row.record
+            charge(row, in: database, to: &usageChanges)
             return RecordRows(
                 records: [row], assets: RecordWritePlanner.assetChecksums(of: record),
                 references: RecordWritePlanner.links(of: record))
         }
-        return (rows, sequence)
+        return (rows, sequence, usageChanges.filter { !$0.value.isZero })
     }
 
     /// A record with the zone's next sequence number and its change tag, and the index, reference
@@ -485,12 +573,13 @@ public struct RecordWriteExecutor: Sendable {
                     outcome: ModifyRecordsOutcome(
                         results: RecordWritePlanner.failAtomically(results, names: writes.map(\.recordName)),
                         changes: []),
-                    commits: false, grownSchema: nil, zoneSequence: nil))
+                    commits: false, grownSchema: nil, zoneSequence: nil, usageChanges: [:]))
         }
         return .finish(
             Completion(
                 outcome: ModifyRecordsOutcome(results: results, changes: changes), commits: true,
                 grownSchema: schema.changed ? schema.schema : nil,
-                zoneSequence: sequence > startSequence ? sequence : nil))
+                zoneSequence: sequence > startSequence ? sequence : nil,
+                usageChanges: usageChanges.filter { !$0.value.isZero }))
     }
 }

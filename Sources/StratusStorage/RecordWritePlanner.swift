@@ -190,6 +190,19 @@ public enum RecordWritePlanner {
         return checksums
     }
 
+    /// The bytes of the distinct assets `record` holds, each by the size its field stores: what the
+    /// record counts for against a quota of assets held (``StorageUsage``).
+    public static func assetBytes(of record: StoredRecord) -> Int64 {
+        guard let fields = fields(of: record, holding: #""type":"ASSETID"#) else { return 0 }
+        var sizes: [String: Int64] = [:]
+        for value in fields.values {
+            for case .asset(let asset) in value.elements {
+                if let checksum = asset.fileChecksum { sizes[checksum] = max(sizes[checksum] ?? 0, asset.size ?? 0) }
+            }
+        }
+        return sizes.values.reduce(0, +)
+    }
+
     // MARK: Participants of hierarchical shares
 
     /// Why a participant of hierarchical shares (``WriteContext/participantShares``) may not write

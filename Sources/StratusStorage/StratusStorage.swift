@@ -7,7 +7,7 @@ public import StratusModel
 /// `StratusStorageConformance`. It is the sum of narrower roles, one per concern, so that each part
 /// of the server depends on the role it uses: ``SettingsStorage``, ``AccountStorage``,
 /// ``RecordStorage``, ``ShareStorage``, ``SchemaStorage``, ``SubscriptionStorage``, ``AssetStorage``,
-/// ``TransferStorage`` and ``MaintenanceStorage``. The rules backends must keep:
+/// ``UsageStorage``, ``TransferStorage`` and ``MaintenanceStorage``. The rules backends must keep:
 /// - every change in a zone takes the zone's next sequence number inside the transaction that
 ///   writes it, so a feed read at position *n* never misses a change committed later with a number
 ///   at or below *n*;
@@ -24,7 +24,7 @@ public import StratusModel
 /// alone runs it with ``whileRunning(_:)``.
 public protocol StratusStorage: SettingsStorage, AccountStorage, AuditStorage, RecordStorage, ShareStorage,
     SchemaStorage, SubscriptionStorage,
-    AssetStorage, TransferStorage, MaintenanceStorage, Service
+    AssetStorage, UsageStorage, TransferStorage, MaintenanceStorage, Service
 {
     /// How server instances sharing this storage tell each other about changes, when several can.
     var messageBus: (any InstanceMessageBus)? { get }
@@ -248,8 +248,53 @@ public protocol AssetStorage: Sendable {
     /// to it by checksum (``RecordWrite/uploadedAssets``). Registering again renews the timestamp.
     func registerAsset(checksum: String, size: Int64, timestamp: Int64) async throws
     /// Forgets the assets that no record refers to and that were registered before `timestamp`,
-    /// and returns their checksums so that their bytes can be deleted.
+    /// and returns their checksums so that their bytes can be deleted; uploads recorded before
+    /// `timestamp` (``UsageStorage/recordUpload(_:since:maxPendingBytes:ticketAllowance:)``) are
+    /// forgotten with them.
     func collectAssets(registeredBefore timestamp: Int64) async throws -> [String]
+}
+
+/// What accounts hold and what they uploaded, which quotas are checked against. Record writes keep
+/// each account's holdings up to date in their own transactions (``RecordWriteExecutor``).
+public protocol UsageStorage: Sendable {
+    /// What each account holds in `container`, over both environments; accounts that never held
+    /// anything are left out.
+    func usageByAccount(container: String) async throws -> [String: StorageUsage]
+    /// The bytes `user` uploaded to `container` since `since` (milliseconds since 1970) that no
+    /// record holds yet, and the bytes uploaded with `ticket`.
+    func uploadedBytes(container: String, user: String, ticket: String, since: Int64) async throws
+        -> (pending: Int64, ticket: Int64)
+    /// Records `upload` unless it takes its user's bytes uploaded since `since` and held by no
+    /// record past `maxPendingBytes` (unlimited when `nil`), or its ticket's past `ticketAllowance`;
+    /// answers whether it was recorded. Concurrent uploads of one user are checked one after the other.
+    func recordUpload(_ upload: PendingUpload, since: Int64, maxPendingBytes: Int64?, ticketAllowance: Int64) async throws
+        -> Bool
+}
+
+/// An upload as ``UsageStorage`` counts it until a record holds it or its grace period ends.
+public struct PendingUpload: Sendable, Hashable {
+    /// The container uploaded to.
+    public var container: String
+    /// Who uploaded (the user the upload ticket names).
+    public var user: String
+    /// The upload ticket's identifier.
+    public var ticket: String
+    /// The asset uploaded.
+    public var checksum: String
+    /// Its size in bytes.
+    public var size: Int64
+    /// When, in milliseconds since 1970.
+    public var timestamp: Int64
+
+    /// Creates an upload.
+    public init(container: String, user: String, ticket: String, checksum: String, size: Int64, timestamp: Int64) {
+        self.container = container
+        self.user = user
+        self.ticket = ticket
+        self.checksum = checksum
+        self.size = size
+        self.timestamp = timestamp
+    }
 }
 
 /// What moving a container between storages reads and writes beyond the other roles.

@@ -50,6 +50,9 @@ public enum StorageConformance {
         Check(name: "a record imported over one created at another time leaves no index entry behind", run: IndexOrderCheck.importOver),
         Check(name: "assets: uploaded or held ones only, collected when no record holds them", run: assets),
         Check(name: "deleting an environment's data leaves the other environment alone", run: environmentData),
+        Check(name: "usage: what each account holds follows its writes, zones, imports and environments", run: UsageCheck.accounting),
+        Check(name: "quotas: a write past an account's or the container's quota fails alone, shrinking never does", run: UsageCheck.quotas),
+        Check(name: "uploads: a ticket's bytes and a user's bytes not yet held by a record are bounded", run: UsageCheck.uploads),
         Check(name: "subscriptions: saved, replaced, listed per subscriber, deleted, gone with their environment", run: subscriptions),
         Check(name: "push tokens: created unregistered, registered to a user, marked used, purged when unused", run: pushTokens),
     ]

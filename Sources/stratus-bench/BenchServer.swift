@@ -47,7 +47,7 @@ struct BenchServer {
         let http = StratusBench.rawHTTPClient()
         let session = try JSONValue.parse(Array(try await StratusBench.post(
             http, "\(server.baseURL)/auth/1/\(credentials.container)/signup?ckAPIToken=\(credentials.apiToken)",
-            Array(#"{"username":"bench","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
+            Array(#"{"username":"bench","password":"load test passphrase"}"#.utf8)).readableBytesView)).object()
         let token: String = try session.decode("ckWebAuthToken")
         return BenchServer(
             directory: directory, storage: storage, server: server, http: http, credentials: credentials,

@@ -23,7 +23,7 @@ struct BenchAccount {
         let apiToken: String = try credentials.decode("apiToken")
         let session = try JSONValue.parse(Array(try await StratusBench.post(
             StratusBench.uncompressedHTTP, "\(server.url)/auth/1/\(container)/signup?ckAPIToken=\(apiToken)",
-            Array(#"{"username":"\#(username)","password":"benchmark password"}"#.utf8)).readableBytesView)).object()
+            Array(#"{"username":"\#(username)","password":"load test passphrase"}"#.utf8)).readableBytesView)).object()
         return BenchAccount(
             container: container, apiToken: apiToken, webAuthToken: try session.decode("ckWebAuthToken"),
             userRecordName: try session.decode("userRecordName"))

@@ -42,6 +42,12 @@ struct DataOptions: ParsableArguments {
         database ?? ProcessInfo.processInfo.environment["STRATUS_DATABASE"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
+    /// The most files the storage holds open: PostgreSQL's pool of connections and its listener, or
+    /// the SQLite file, its log and shared memory, per connection of GRDB's pool.
+    var openFilesNeeded: Int {
+        databaseURL == nil ? 32 : PostgresStorage.defaultMaximumConnections + 8
+    }
+
     /// Opens the storage: PostgreSQL when a database URL is given, else the SQLite file in the data
     /// directory. Either way its schema is brought up to date.
     ///
@@ -212,11 +218,57 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a connection may stay open between requests (a request in progress is never cut).")
     var idleTimeoutSeconds = 60
 
-    @Option(help: "The most connections held at once; more are answered 503 and closed.")
-    var maxConnections = 10_000
+    @Option(
+        help: ArgumentHelp(
+            "The most connections held at once; more are answered 503 and closed (by default 10,000, or as many as the "
+                + "open-file limit holds at 2 files each beside the storage's and a reserve of 128). A value the limit "
+                + "cannot hold stops the start, naming the numbers."))
+    var maxConnections: Int?
 
     @Option(help: "The most connections one client address holds at once (trusted proxies are not limited).")
     var maxConnectionsPerClient = 500
+
+    @Option(help: "Records one user may hold (their private database, and what they created in the public one); 'none' for no limit.")
+    var userQuotaRecords = QuotaLimit(10_000_000)
+
+    @Option(help: "Bytes of records one user may hold, e.g. 10GiB; 'none' for no limit.")
+    var userQuotaRecordBytes = QuotaLimit(10 << 30)
+
+    @Option(help: "Bytes of assets one user's records may hold, e.g. 20GiB; 'none' for no limit.")
+    var userQuotaAssetBytes = QuotaLimit(20 << 30)
+
+    @Option(
+        help: ArgumentHelp(
+            "Bytes one user may have uploaded, within --asset-grace-hours, that no record holds yet, e.g. 1GiB; 'none' "
+                + "for no limit."))
+    var userQuotaUploadBytes = QuotaLimit(1 << 30)
+
+    @Option(help: "Records one container may hold in all; 'none' (the default) for no limit.")
+    var containerQuotaRecords = QuotaLimit(nil)
+
+    @Option(help: "Bytes of records one container may hold in all; 'none' (the default) for no limit.")
+    var containerQuotaRecordBytes = QuotaLimit(nil)
+
+    @Option(help: "Bytes of assets one container's records may hold in all; 'none' (the default) for no limit.")
+    var containerQuotaAssetBytes = QuotaLimit(nil)
+
+    @Option(help: "Seconds a request body may take to arrive, counted while the server waits for the client.")
+    var bodyTimeoutSeconds = 900
+
+    @Option(help: "Seconds a request body may take before its pace is checked.")
+    var bodyGraceSeconds = 10
+
+    @Option(
+        help: ArgumentHelp(
+            "The slowest average pace of a request body after its grace period, in bytes per second; a slower "
+                + "body's connection is closed."))
+    var bodyMinBytesPerSecond = 1024
+
+    @Option(
+        help: ArgumentHelp(
+            "Requests one client address (an IPv6 /64) may have sending their bodies at once; more are answered 503 "
+                + "(trusted proxies are not limited)."))
+    var maxBodiesPerClient = 64
 
     @Option(
         help: ArgumentHelp(
@@ -257,11 +309,13 @@ struct Serve: AsyncParsableCommand {
             ("--push-heartbeat-seconds", pushHeartbeatSeconds), ("--push-queue-limit", pushQueueLimit),
             ("--push-retention-minutes", pushRetentionMinutes),
             ("--request-head-timeout-seconds", requestHeadTimeoutSeconds), ("--idle-timeout-seconds", idleTimeoutSeconds),
-            ("--max-connections", maxConnections), ("--max-connections-per-client", maxConnectionsPerClient),
-            ("--max-buffered-request-bytes", maxBufferedRequestBytes),
+            ("--max-connections", maxConnections ?? 1), ("--max-connections-per-client", maxConnectionsPerClient),
+            ("--max-buffered-request-bytes", maxBufferedRequestBytes), ("--body-timeout-seconds", bodyTimeoutSeconds),
+            ("--body-min-bytes-per-second", bodyMinBytesPerSecond), ("--max-bodies-per-client", maxBodiesPerClient),
         ] where value < 1 {
             throw ValidationError("\(name) must be at least 1, not \(value)")
         }
+        guard bodyGraceSeconds >= 0 else { throw ValidationError("--body-grace-seconds must be at least 0, not \(bodyGraceSeconds)") }
         if let rateLimit, !(rateLimit > 0) {
             throw ValidationError("--rate-limit must be more than 0 requests per second, not \(rateLimit)")
         }
@@ -287,7 +341,9 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "stratus")
         AllocatorSettings.keepFreedMemoryForReuse()
-        OpenFileLimit.raise(logger: logger)
+        let connectionCap = try OpenFileLimit.connectionCap(
+            requested: maxConnections, limit: OpenFileLimit.raise(), storageFiles: storageOptions.openFilesNeeded,
+            logger: logger)
         let limits = Limits(
             maxOperationsPerRequest: maxOperationsPerRequest, maxRecordsPerResponse: maxRecordsPerResponse,
             maxRecordSizeBytes: maxRecordSizeBytes, maxNameLength: maxNameLength, maxFieldsPerRecord: maxFieldsPerRecord,
@@ -299,12 +355,23 @@ struct Serve: AsyncParsableCommand {
                 ?? storageOptions.directory.appendingPathComponent("assets").path,
             assetsBucket: try assetsBucket(),
             assetGraceSeconds: Int64(assetGraceHours) * 3600,
+            quotas: Quotas(
+                perUser: StorageQuota(
+                    records: userQuotaRecords.value, recordBytes: userQuotaRecordBytes.value,
+                    assetBytes: userQuotaAssetBytes.value),
+                perUserPendingUploadBytes: userQuotaUploadBytes.value,
+                perContainer: StorageQuota(
+                    records: containerQuotaRecords.value, recordBytes: containerQuotaRecordBytes.value,
+                    assetBytes: containerQuotaAssetBytes.value)),
             rateLimit: rateLimit.map { RateLimit(requestsPerSecond: $0, burst: rateLimitBurst) },
             trustedProxies: Set(trustedProxies),
             pushHeartbeatSeconds: Int64(pushHeartbeatSeconds), pushQueueLimit: pushQueueLimit,
             pushRetentionSeconds: Int64(pushRetentionMinutes) * 60,
             requestHeadTimeout: .seconds(requestHeadTimeoutSeconds), idleTimeout: .seconds(idleTimeoutSeconds),
-            maxConnections: maxConnections, maxConnectionsPerClient: maxConnectionsPerClient,
+            maxConnections: connectionCap, maxConnectionsPerClient: maxConnectionsPerClient,
+            bodyPace: RequestBodyPace(
+                timeout: .seconds(bodyTimeoutSeconds), gracePeriod: .seconds(bodyGraceSeconds),
+                minimumBytesPerSecond: bodyMinBytesPerSecond, maxBodiesPerClient: maxBodiesPerClient),
             maxBufferedRequestBytes: maxBufferedRequestBytes,
             tls: tlsCert.flatMap { cert in tlsKey.map { TLSIdentity(certificateChainPath: cert, privateKeyPath: $0) } },
             metricsToken: metricsToken ?? ProcessInfo.processInfo.environment["STRATUS_METRICS_TOKEN"])

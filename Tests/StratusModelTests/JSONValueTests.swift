@@ -35,6 +35,89 @@ struct JSONValueTests {
         #expect(throws: Never.self) { try parse(String(repeating: "[", count: 100) + String(repeating: "]", count: 100)) }
     }
 
+    /// The error `body` throws when it is a ``JSONSyntaxError``; `nil` when it throws another or none.
+    func syntaxError(_ body: () throws -> Any) -> JSONSyntaxError? {
+        do {
+            _ = try body()
+            return nil
+        } catch let error as JSONSyntaxError {
+            return error
+        } catch {
+            return nil
+        }
+    }
+
+    static let nulReason = "a string holds U+0000, which Stratus refuses in all text"
+
+    @Test("U+0000 is refused in every string, keys and values, naming where it is")
+    func nullCharacter() throws {
+        let reason = Self.nulReason
+        let inValue = try #require(syntaxError { try parse(#"{"a": {"b": "x\u0000y"}}"#) })
+        #expect(inValue.kind == .refusedCharacter)
+        #expect(inValue.reason == reason)
+        #expect(inValue.path == [.key("a"), .key("b")])
+        #expect(inValue.offset == 14, "the offset of the escape")
+        #expect(inValue.description == "a.b: \(reason) (at byte 14)")
+
+        let inKey = try #require(syntaxError { try parse(#"{"a": {"k\u0000": 1}}"#) })
+        #expect(inKey.kind == .refusedCharacter && inKey.reason == reason)
+        #expect(inKey.path == [.key("a")], "a key's fault is in the object holding it")
+        #expect(inKey.description == "a: \(reason) (at byte 9)")
+        let atRoot = try #require(syntaxError { try parse(#"{"k\u0000": 1}"#) })
+        #expect(atRoot.path.isEmpty && atRoot.description == "\(reason) at byte 3")
+
+        let inElement = try #require(syntaxError { try parse(#"{"list": [1, ["a", "\u0000"]]}"#) })
+        #expect(inElement.kind == .refusedCharacter)
+        #expect(inElement.path == [.key("list"), .index(1), .index(1)])
+        #expect(inElement.description == "list[1][1]: \(reason) (at byte 20)")
+
+        // An escaped backslash before `u0000` is text, not an escape; other control characters escaped are kept.
+        #expect(try parse(#"{"a\\u0000": ["\\u0000", "\u0001"]}"#)
+            == .object([#"a\u0000"#: .array([.string(#"\u0000"#), .string("\u{1}")])]))
+        // A raw NUL byte is a control character: not JSON at all.
+        let raw = try #require(syntaxError { try JSONValue.parse(Array(#"{"a": ["x"#.utf8) + [0] + Array(#""]}"#.utf8)) })
+        #expect(raw.kind == .malformed && raw.reason == "control character in a string")
+        #expect(raw.path == [.key("a"), .index(0)])
+    }
+
+    @Test("U+0000 in a records/modify body names its path from the document's root")
+    func nullCharacterInRequest() throws {
+        func refusals(_ body: String, limits: Limits = Limits()) -> [String] {
+            let bytes = Array(body.utf8)
+            // Read as one tree, and one operation at a time.
+            return [
+                syntaxError { try ModifyRecordsRequest(jsonBytes: bytes) },
+                syntaxError { try ModifyRecordsRequest(jsonBytes: bytes, limits: limits) },
+            ].map { error in
+                guard let error else { return "no JSONSyntaxError" }
+                return error.kind == .refusedCharacter ? error.description : "not a refusal: \(error)"
+            }
+        }
+        func offset(of text: String, in body: String) -> Int {
+            body.utf8.distance(from: body.startIndex, to: body.range(of: text)!.lowerBound)
+        }
+        let reason = Self.nulReason
+        let body = #"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "#
+            + #""fields": {"title": {"value": "a\u0000b"}}}}]}"#
+        let expected = "operations[0].record.fields.title.value: \(reason) (at byte \(offset(of: #"\u0000"#, in: body)))"
+        #expect(refusals(body) == [expected, expected])
+
+        // An operation whose bound ends before the text does is read past it to tell a fault from a cut:
+        // the fault keeps its path.
+        let limits = Limits(maxOperationsPerRequest: 3, maxRecordSizeBytes: 1_000)
+        let padding = Array(repeating: "0", count: limits.maxOperationTextBytes / 2 + 1_000).joined(separator: ",")
+        let long = #"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "#
+            + #""fields": {"l": {"value": ["ok", "\u0000"]}}}}, {"operationType": "create", "record": "#
+            + #"{"recordName": "b", "recordType": "T", "fields": {"n": {"value": ["# + padding + "]}}}}]}"
+        #expect(long.utf8.count > limits.maxOperationTextBytes + 100)
+        let longExpected = "operations[0].record.fields.l.value[1]: \(reason) (at byte \(offset(of: #"\u0000"#, in: long)))"
+        #expect(refusals(long, limits: limits) == [longExpected, longExpected])
+
+        let inMember = #"{"zoneID": {"zoneName": "Z\u0000"}, "operations": []}"#
+        let memberExpected = "zoneID.zoneName: \(reason) (at byte \(offset(of: #"\u0000"#, in: inMember)))"
+        #expect(refusals(inMember) == [memberExpected, memberExpected])
+    }
+
     @Test("a bounded read parses a value only while its text fits")
     func boundedRead() throws {
         func read(_ text: String, maxBytes: Int) throws -> (JSONValue?, offset: Int) {

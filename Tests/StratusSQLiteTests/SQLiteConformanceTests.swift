@@ -67,6 +67,23 @@ struct SQLiteConformanceTests {
         #expect(keys.1 == ["zone_id", "record_type", "field", "kind", "value", "created_ms", "name"])
     }
 
+    @Test("a file from before migration v11 opens with what each account holds counted from its records")
+    func usageMigration() async throws {
+        let file = try TemporaryDatabaseFile()
+        defer { file.remove() }
+        try await UsageCheck.writeHoldings(SQLiteStorage(path: file.path))
+        let pool = try DatabasePool(path: file.path)
+        try await pool.write { db in
+            try db.execute(sql: """
+                DROP TABLE account_usage;
+                DROP TABLE uploads;
+                DELETE FROM grdb_migrations WHERE identifier LIKE 'v11:%';
+                """)
+        }
+        try pool.close()
+        try await UsageCheck.checkHoldings(SQLiteStorage(path: file.path))
+    }
+
     @Test("concurrent writes share commits, each keeping its outcome: a failing atomic batch rolls back alone, the others commit in sequence order")
     func groupCommit() async throws {
         let file = try TemporaryDatabaseFile()

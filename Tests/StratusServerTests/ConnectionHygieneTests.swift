@@ -25,21 +25,14 @@ struct ConnectionHygieneTests {
 
     /// Connects to the server, sends `bytes`, and reads until the server closes the connection or
     /// `limit` passes; on a thread of its own, since the reads block.
-    static func exchange(port: Int, sending bytes: [UInt8], limit: Duration = .seconds(5)) async -> Exchange {
+    static func exchange(
+        port: Int, sending bytes: [UInt8], limit: Duration = .seconds(5), from source: String = "127.0.0.1"
+    ) async -> Exchange {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                let socket = connected(port: port, from: source)
                 defer { close(socket) }
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                address.sin_port = in_port_t(UInt16(port).bigEndian)
-                address.sin_addr.s_addr = inet_addr("127.0.0.1")
-                let connected = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
-                guard connected == 0 else {
+                guard socket >= 0 else {
                     continuation.resume(returning: Exchange(received: [], closedByServer: false))
                     return
                 }
@@ -63,11 +56,12 @@ struct ConnectionHygieneTests {
     static func withTimeouts(
         head: Duration = .milliseconds(300), idle: Duration = .milliseconds(500), maxConnections: Int = 10_000,
         perClient: Int = 500, limits: Limits = Limits(), bufferedBytes: Int = 256 << 20,
-        _ body: (TestServer, Int) async throws -> Void
+        pace: RequestBodyPace = RequestBodyPace(), _ body: (TestServer, Int) async throws -> Void
     ) async throws {
         let configuration = ServerConfiguration(
             port: 0, limits: limits, passwordHashCost: 4, requestHeadTimeout: head, idleTimeout: idle,
-            maxConnections: maxConnections, maxConnectionsPerClient: perClient, maxBufferedRequestBytes: bufferedBytes)
+            maxConnections: maxConnections, maxConnectionsPerClient: perClient, bodyPace: pace,
+            maxBufferedRequestBytes: bufferedBytes)
         let server = try await TestServer.start(configuration: configuration)
         do {
             try await body(server, try #require(URL(string: server.baseURL)?.port))
@@ -199,14 +193,31 @@ struct ConnectionHygieneTests {
     }
 
     /// Opens a connection that sends nothing; the caller closes it.
-    static func openIdle(port: Int) -> Int32 {
+    static func openIdle(port: Int, from source: String = "127.0.0.1") -> Int32 {
+        connected(port: port, from: source)
+    }
+
+    /// A socket connected to the server on loopback from the address `source` (any of 127.0.0.0/8,
+    /// which Linux answers for, so that one machine plays several client addresses); -1 when the
+    /// connection fails.
+    static func connected(port: Int, from source: String) -> Int32 {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) {
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, result == 0 else {
+            close(socket)
+            return -1
         }
         return socket
     }
@@ -245,6 +256,148 @@ struct ConnectionHygieneTests {
                 let served = try await Self.healthAfterRelease(port: port)
                 #expect(served.text.hasPrefix("HTTP/1.1 200"), "\(served.text)")
             }
+        }
+    }
+
+    /// What a client saw that sent `head` and then one byte of its body every `interval`: the
+    /// server's answer, and how long after the head the server closed the connection (`nil` when it
+    /// did not within `limit`). On a thread of its own, since the calls block.
+    static func trickle(
+        port: Int, head: String, interval: Duration = .milliseconds(100), limit: Duration = .seconds(30),
+        from source: String = "127.0.0.1"
+    ) async -> (exchange: Exchange, closedAfter: Duration?) {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let socket = connected(port: port, from: source)
+                defer { close(socket) }
+                let start = ContinuousClock.now
+                _ = Array(head.utf8).withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while ContinuousClock.now - start < limit {
+                    var byte = UInt8(ascii: " ")
+                    let sent = send(socket, &byte, 1, Int32(MSG_NOSIGNAL))
+                    while true {
+                        let count = recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                        if count > 0 { received += buffer[0..<count]; continue }
+                        if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                            continuation.resume(
+                                returning: (Exchange(received: received, closedByServer: true), ContinuousClock.now - start))
+                            return
+                        }
+                        break
+                    }
+                    if sent < 0 {
+                        continuation.resume(
+                            returning: (Exchange(received: received, closedByServer: true), ContinuousClock.now - start))
+                        return
+                    }
+                    Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18)
+                }
+                continuation.resume(returning: (Exchange(received: received, closedByServer: false), nil))
+            }
+        }
+    }
+
+    /// The head of a sign-in whose body of `length` bytes the client then sends (the endpoint reads
+    /// its body before anything else).
+    static func signInHead(_ server: TestServer, length: Int) -> String {
+        "POST /auth/1/\(server.container)/signin?ckAPIToken=\(server.apiToken) HTTP/1.1\r\nHost: x\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(length)\r\nConnection: close\r\n\r\n"
+    }
+
+    @Test("a body that trickles in more slowly than the minimum pace is closed after the grace period")
+    func tricklingBodyIsClosed() async throws {
+        let pace = RequestBodyPace(gracePeriod: .milliseconds(500), minimumBytesPerSecond: 1024)
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), pace: pace) { server, port in
+            // One byte every 100 ms: the idle timeout alone would never fire.
+            let slow = await Self.trickle(port: port, head: Self.signInHead(server, length: 60_000))
+            let closedAfter = try #require(slow.closedAfter, "the trickling body was never closed")
+            #expect(closedAfter < .seconds(15), "closed only after \(closedAfter)")
+            // A body that comes at once is served as before.
+            let body = #"{"username":"nobody","password":"not the password"}"#
+            let whole = await Self.exchange(
+                port: port, sending: Array((Self.signInHead(server, length: body.utf8.count) + body).utf8))
+            #expect(whole.text.hasPrefix("HTTP/1.1 401"), "\(whole.text)")
+            let metrics = try await server.request(
+                .GET, "/metrics", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            #expect(metrics.text.contains(#"stratus_connections_shed_total{reason="slow_body"} 1"#), "\(metrics.text)")
+        }
+    }
+
+    @Test("a request answered before its body arrived is closed after the answer, not drained")
+    func answeredEarlyIsClosed() async throws {
+        // A pace that never closes the body within the test: only the early answer can.
+        let pace = RequestBodyPace(timeout: .seconds(600), gracePeriod: .seconds(600))
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), pace: pace) { _, port in
+            // POST /health is answered 405 at once; the client goes on sending its megabyte slowly.
+            let early = await Self.trickle(
+                port: port, head: "POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+            #expect(early.exchange.text.hasPrefix("HTTP/1.1 405"), "\(early.exchange.text)")
+            #expect(early.exchange.text.lowercased().contains("connection: close"), "\(early.exchange.text)")
+            let closedAfter = try #require(early.closedAfter, "the connection was drained instead of closed")
+            #expect(closedAfter < .seconds(20), "closed only after \(closedAfter)")
+        }
+    }
+
+    @Test("one client address may have only so many bodies arriving at once; others are not held to its share")
+    func bodiesPerClientAddress() async throws {
+        let pace = RequestBodyPace(timeout: .seconds(600), gracePeriod: .seconds(600), maxBodiesPerClient: 2)
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), pace: pace) { server, port in
+            let head = Array(Self.signInHead(server, length: 60_000).utf8)
+            var held: [Int32] = []
+            for _ in 0..<2 {
+                let socket = Self.openIdle(port: port, from: "127.0.0.2")
+                _ = head.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) }
+                held.append(socket)
+            }
+            defer { for socket in held { close(socket) } }
+            // Once both heads are read, a third is refused, without a byte of its body read.
+            var arriving = 0.0
+            for _ in 0..<600 where arriving < 2 {
+                let reply = try await server.request(
+                    .GET, "/metrics", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+                arriving = try await MetricsScrape(parsing: reply.text).value("stratus_request_bodies_arriving")
+                if arriving < 2 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            try #require(arriving == 2, "the held bodies never began: \(arriving)")
+            let refused = await Self.exchange(port: port, sending: head, from: "127.0.0.2")
+            #expect(refused.text.hasPrefix("HTTP/1.1 503") && refused.text.contains("TRY_AGAIN_LATER"), "\(refused.text)")
+            #expect(refused.text.contains("Retry-After: 1") && refused.closedByServer)
+            // Another address sends its body as usual.
+            let body = #"{"username":"nobody","password":"not the password"}"#
+            let other = await Self.exchange(
+                port: port, sending: Array((Self.signInHead(server, length: body.utf8.count) + body).utf8),
+                from: "127.0.0.3")
+            #expect(other.text.hasPrefix("HTTP/1.1 401"), "\(other.text)")
+        }
+    }
+
+    @Test("when every connection is taken, the address holding the most gives one up to a newcomer")
+    func fullServerMakesRoom() async throws {
+        try await Self.withTimeouts(head: .seconds(120), idle: .seconds(120), maxConnections: 6, perClient: 6) { server, port in
+            // One address holds every connection the server may hold.
+            var held: [Int32] = []
+            for _ in 0..<6 {
+                let socket = Self.openIdle(port: port, from: "127.0.0.2")
+                let request = Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+                _ = request.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) }
+                var buffer = [UInt8](repeating: 0, count: 1024)
+                _ = recv(socket, &buffer, buffer.count, 0)
+                held.append(socket)
+            }
+            defer { for socket in held { close(socket) } }
+            // That address cannot open a seventh…
+            let same = await Self.exchange(port: port, sending: [], limit: .seconds(5), from: "127.0.0.2")
+            #expect(same.text.hasPrefix("HTTP/1.1 503"), "\(same.text)")
+            // …but another address is served: the holder's oldest connection made room.
+            let other = await Self.exchange(
+                port: port, sending: Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8),
+                from: "127.0.0.3")
+            #expect(other.text.hasPrefix("HTTP/1.1 200"), "\(other.text)")
+            var buffer = [UInt8](repeating: 0, count: 16)
+            #expect(recv(held[0], &buffer, buffer.count, 0) == 0, "the oldest held connection was closed")
+            _ = server
         }
     }
 }

@@ -272,29 +272,6 @@ import Testing
     }
 }
 
-/// Each password rule refuses with its own reason; good passwords pass.
-@Suite struct PasswordPolicyTests {
-    @Test(arguments: [
-        ("short1!", "password must be at least 8 characters"), ("日本語のパスワ", "password must be at least 8 characters"),
-        (String(repeating: "ab", count: 37), "password must be at most 72 bytes (the bcrypt limit)"),
-        (String(repeating: "\u{E9}x", count: 25), "password must be at most 72 bytes (the bcrypt limit)"),
-        ("correct\thorse battery", "password must not contain control characters"),
-        ("nul\u{0}byte-pass", "password must not contain control characters"),
-        ("zzzzzzzzzz", "password must not be one character repeated"),
-        ("11111111", "password must not be one character repeated"),
-        ("Password123", "password is one of the most common passwords; choose another"),
-        ("P@ssW0rd", "password is one of the most common passwords; choose another"),
-    ])
-    func refusesWithTheRulesReason(password: String, reason: String) {
-        #expect(PasswordPolicy.violation(of: password) == reason)
-    }
-
-    @Test(arguments: ["correct horse battery staple", "kq7!mzpw", "aaaaaaab", String(repeating: "ab", count: 36)])
-    func acceptsGoodPasswords(password: String) {
-        #expect(PasswordPolicy.violation(of: password) == nil)
-    }
-}
-
 /// Which subscriptions a committed record change fires, and what their notifications say.
 @Suite struct SubscriptionMatcherTests {
     let database = DatabaseLocator(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")

@@ -155,12 +155,45 @@ struct SecurityTests {
         }
     }
 
+    @Test("a name with U+0000 or another character no username holds never reaches an account's lock: 400, never a sign-in")
+    func usernamesOutsideTheRule() async throws {
+        let clock = ManualClock()
+        try await withServer(Self.configuration(clock: clock)) { server async throws in
+            _ = try await server.signUp("victim")
+            func signIn(_ username: String, _ password: String) async throws -> TestServer.Reply {
+                try await server.request(
+                    .POST, "/auth/1/\(server.container)/signin", body: ["username": username, "password": password],
+                    query: ["ckAPIToken": server.apiToken])
+            }
+            for _ in 0..<12 { _ = try await signIn("victim", "wrong password") }
+            #expect(try await signIn("victim", "correct horse").status == 429, "locked")
+            // The right password under a name SQLite would compare only up to its NUL: refused, not signed in.
+            let suffixed = try await signIn("victim\u{0}zzz", "correct horse")
+            #expect(suffixed.status == 400 && suffixed.text.contains("U+0000"), "\(suffixed.text)")
+            // Guesses under names no account can have are refused without touching the lock or an account.
+            for index in 0..<30 {
+                #expect(try await signIn("victim\u{0}\(index)", "guess \(index)").status == 400)
+                let outside = try await signIn("victim \(index)", "guess \(index)")
+                #expect(outside.status == 400 && outside.text.contains("username must be"), "\(outside.text)")
+            }
+            // The same text in a URL's query is refused before any handler reads it.
+            let query = try await server.request(
+                .GET, "/database/1/\(server.container)/development/public/zones/list",
+                query: ["ckAPIToken": server.apiToken + "\u{0}"])
+            #expect(query.status == 400 && query.text.contains("ckAPIToken"), "\(query.text)")
+            clock.advance(bySeconds: 3600)
+            #expect(try await signIn("victim", "correct horse").status == 200, "the account's one lock ran out")
+        }
+    }
+
     @Test("weak passwords are refused with the rule they break")
     func passwordPolicy() async throws {
         try await withServer { server in
             let cases = [
                 ("12345678", "common"), ("Password1", "common"), ("qwertyuiop", "common"),
-                ("\0\0\0\0\0\0\0\0", "control"), ("aaaaaaaaaaaa", "repeated"), ("short", "at least 8"),
+                // U+0000 is refused in all text, before any password rule.
+                ("\0\0\0\0\0\0\0\0", "U+0000"), ("\u{1}\u{2}\u{3}\u{4}\u{5}\u{6}\u{7}\u{8}", "control"),
+                ("aaaaaaaaaaaa", "repeated"), ("short", "at least 8"),
                 (String(repeating: "é", count: 40), "72 bytes"),
             ]
             for (index, (password, rule)) in cases.enumerated() {

@@ -48,7 +48,7 @@ struct ValidationTests {
                 (#"{"zoneID": {"zoneName": "Other"}, "operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "zoneID": {"zoneName": "Else"}}}]}"#,
                  400, "differs from the request's zone"),
                 (#"{"operations": [{"operationType": "create", "record": {"recordName": "a", "recordType": "T", "fields": {"s": {"value": ["ok", "a\u0000b"]}}}}]}"#,
-                 400, "operations[0].record.fields.s: a string holds U+0000"),
+                 400, "operations[0].record.fields.s.value[1]: a string holds U+0000, which Stratus refuses in all text"),
             ]
             for (body, status, reason) in cases {
                 let reply = try await server.request(.POST, path, rawBody: body, query: query)
@@ -57,13 +57,16 @@ struct ValidationTests {
                 #expect(reply.reason.contains(reason), "\(body) → \(reply.reason)")
                 #expect(reply.body["uuid"] is String)
             }
-            // U+0000 fits no text PostgreSQL stores or compares: names and lookups holding it are refused alike.
+            // U+0000 fits no text PostgreSQL stores or compares: the JSON reader refuses it in any string of
+            // any body, naming where it is.
             let nulName = try await server.database(
                 "public", "users/discoverability", ["discoverable": true, "nameComponents": ["givenName": "A\u{0}"]], user: alice)
-            #expect(nulName.status == 400 && nulName.reason.contains("without control characters"), "\(nulName.text)")
+            #expect(nulName.status == 400 && nulName.code == "BAD_REQUEST", "\(nulName.text)")
+            #expect(nulName.reason.contains("nameComponents.givenName: a string holds U+0000"), "\(nulName.text)")
             let nulLookup = try await server.database(
                 "public", "users/lookup/email", ["users": [["emailAddress": "a\u{0}@example.com"]]], user: alice)
-            #expect(nulLookup.status == 400 && nulLookup.reason.contains("users[0] holds the character U+0000"), "\(nulLookup.text)")
+            #expect(nulLookup.status == 400 && nulLookup.code == "BAD_REQUEST", "\(nulLookup.text)")
+            #expect(nulLookup.reason.contains("users[0].emailAddress: a string holds U+0000"), "\(nulLookup.text)")
             let longName = String(repeating: "n", count: 256)
             let tooLong = try await server.modify([operation("create", longName)], user: alice)
             #expect(tooLong.status == 400 && tooLong.reason.contains("256 characters; the limit is 255"))

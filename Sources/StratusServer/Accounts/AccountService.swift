@@ -169,23 +169,33 @@ public struct AccountService: Sendable {
         }
     }
 
-    /// Replaces a user's password (the same policy as at sign-up) and ends their sessions, push
-    /// tokens and push connections.
+    /// Replaces a user's password (the same policy as at sign-up, the user's username included) and
+    /// ends their sessions, push tokens and push connections.
     public func resetPassword(_ password: String, container: String, recordName: String) async throws {
-        if let violation = PasswordPolicy.violation(of: password) { throw StratusError.badRequest(violation) }
+        let username = try await storage.user(container: container, recordName: recordName)?.username
+        if let violation = PasswordPolicy.violation(of: password, username: username) {
+            throw StratusError.badRequest(violation)
+        }
         let cost = configuration.passwordHashCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         let ended = try await storage.setPasswordHash(hash, container: container, recordName: recordName)
         await revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
     }
 
-    private static func validate(username: String, password: String) throws {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@+-")
-        guard (1...64).contains(username.count), username.allSatisfy(allowed.contains) else {
-            throw StratusError.badRequest(
-                "username must be 1 to 64 characters of letters, digits and . _ @ + -")
+    /// Why `username` cannot name an account, or `nil` when it can: 1 to 64 characters of ASCII
+    /// letters, digits and `. _ @ + -`. Sign-in checks it too, before the name keys a lock.
+    static func usernameViolation(_ username: String) -> String? {
+        guard (1...64).contains(username.utf8.count), username.utf8.allSatisfy(allowedUsernameBytes.contains) else {
+            return "username must be 1 to 64 characters of letters, digits and . _ @ + -"
         }
-        if let violation = PasswordPolicy.violation(of: password) {
+        return nil
+    }
+
+    private static let allowedUsernameBytes = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@+-".utf8)
+
+    private static func validate(username: String, password: String) throws {
+        if let violation = usernameViolation(username) { throw StratusError.badRequest(violation) }
+        if let violation = PasswordPolicy.violation(of: password, username: username) {
             throw StratusError.badRequest(violation)
         }
     }

@@ -40,6 +40,9 @@ struct AuthEndpoints: Sendable {
         router.on(Endpoints.signIn) { request, context in
             let container = try authenticator.authenticateApp(context)
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
+            // A username no account can have is refused before it names a lock, so that each account
+            // has one lock key, however its name is spelled.
+            if let violation = AccountService.usernameViolation(body.username) { throw StratusError.badRequest(violation) }
             let account = FailureBackoff.Key(
                 name: "account:\(container)\n\(body.username.lowercased())",
                 freeFailures: configuration.signInLimits.freeFailuresPerAccount)

@@ -105,9 +105,6 @@ struct UserDiscoveryEndpoints: Sendable {
         }
         var found: [(UserLookupInfo, UserInfo)] = []
         for (index, info) in infos.enumerated() {
-            if [info.userRecordName, info.emailAddress, info.phoneNumber].contains(where: { $0?.contains("\u{0}") == true }) {
-                throw StratusError.badRequest("\(field)[\(index)] holds the character U+0000, which no lookup information may hold")
-            }
             let user: UserInfo?
             if let recordName = info.userRecordName {
                 user = try await storage.user(container: container, recordName: recordName)

@@ -31,6 +31,7 @@ struct AdminEndpoints: Sendable {
     let storage: any SettingsStorage & AccountStorage & SchemaStorage & TransferStorage & AuditStorage
     let accounts: AccountService
     let credential: AdminCredential
+    let quotas: QuotaKeeper
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         let admin = router.group("admin/1")
@@ -144,9 +145,11 @@ struct AdminEndpoints: Sendable {
             let emailAddress: String? = try body.decodeIfPresent("emailAddress")
             // Everything is checked before anything changes.
             if let emailAddress { try Self.checkEmailAddress(emailAddress) }
-            if let password, let violation = PasswordPolicy.violation(of: password) { throw StratusError.badRequest(violation) }
-            guard try await storage.user(container: container, recordName: recordName) != nil else {
+            guard let existing = try await storage.user(container: container, recordName: recordName) else {
                 throw StratusError(.notFound, "container '\(container)' has no user '\(recordName)'")
+            }
+            if let password, let violation = PasswordPolicy.violation(of: password, username: existing.username) {
+                throw StratusError.badRequest(violation)
             }
             // A body naming nothing else clears the address, as before disabling and passwords were here.
             if body["emailAddress"] != nil || (disabled == nil && password == nil) {
@@ -174,6 +177,7 @@ struct AdminEndpoints: Sendable {
                 writer.endObject()
             }
         }
+        addQuotaRoutes(to: admin)
         admin.get("audit") { request, context in
             try await credential.authenticate(request, context: context)
             let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
@@ -185,6 +189,72 @@ struct AdminEndpoints: Sendable {
                 writer.field("status", Int64(entry.status))
                 writer.endObject()
             }
+        }
+    }
+
+    /// `GET`, `PUT` and `DELETE …/containers/{container}/quotas`: the quotas a container is held to
+    /// (its own, or the server's defaults) and what it holds; `PUT` sets members of its own (a member
+    /// left out keeps its value, `null` lifts the limit), `DELETE` returns it to the defaults.
+    /// `GET …/usage` lists what each account holds.
+    private func addQuotaRoutes(to admin: RouterGroup<StratusRequestContext>) {
+        @Sendable func answer(_ container: String) async throws -> Response {
+            let quotas = try await quotas.quotas(container: container)
+            let usage = try await self.quotas.usage(container: container).total
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("quotas")
+            quotas.write(to: &writer)
+            writer.field("serverDefaults", quotas == self.quotas.defaults)
+            writer.key("usage")
+            usage.write(to: &writer)
+            writer.endObject()
+            return Response.json(writer)
+        }
+        admin.get("containers/:container/quotas") { request, context in
+            try await credential.authenticate(request, context: context)
+            let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
+            return try await answer(container)
+        }
+        admin.put("containers/:container/quotas") { request, context in
+            try await credential.authenticate(request, context: context)
+            let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
+            let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10)
+            let updated = try Quotas(json: body, over: try await quotas.quotas(container: container))
+            try await quotas.setQuotas(updated, container: container)
+            return try await answer(container)
+        }
+        admin.delete("containers/:container/quotas") { request, context in
+            try await credential.authenticate(request, context: context)
+            let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
+            try await quotas.setQuotas(nil, container: container)
+            return try await answer(container)
+        }
+        admin.get("containers/:container/usage") { request, context in
+            try await credential.authenticate(request, context: context)
+            let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
+            let usage = try await quotas.usage(container: container)
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("total")
+            usage.total.write(to: &writer)
+            writer.key("accounts")
+            writer.beginArray()
+            // The largest first, then by name.
+            let accounts = usage.byAccount.sorted { a, b in
+                let (x, y) = (a.value.recordBytes + a.value.assetBytes, b.value.recordBytes + b.value.assetBytes)
+                return x != y ? x > y : a.key < b.key
+            }
+            for (account, held) in accounts {
+                writer.beginObject()
+                writer.field("userRecordName", account)
+                writer.field("records", held.records)
+                writer.field("recordBytes", held.recordBytes)
+                writer.field("assetBytes", held.assetBytes)
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+            return Response.json(writer)
         }
     }
 

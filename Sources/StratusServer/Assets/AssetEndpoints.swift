@@ -106,7 +106,9 @@ extension DatabaseEndpoints {
                 throw StratusError.badRequest("tokens[\(index)].fieldName '\(token.fieldName)' \(violation)")
             }
         }
-        let ticket = assets.uploadTicket(container: target.container, user: user)
+        // One asset per token, each up to the size limit: what the URL may bring in all.
+        let ticket = assets.uploadTicket(
+            container: target.container, user: user, allowance: Int64(body.tokens.count) * Int64(limits.maxAssetSizeBytes))
         let url = target.baseURL + "/assets/1/upload?ticket=" + ticket.queryValueEncoded
         return await listResponse("tokens") { writer in
             for token in body.tokens {
@@ -118,30 +120,39 @@ extension DatabaseEndpoints {
     }
 
     /// `POST /assets/1/upload?ticket=…`: the bytes of one asset, raw or as the one file part of a
-    /// `multipart/form-data` body, answered with its receipt.
+    /// `multipart/form-data` body, answered with its receipt. The upload must fit the ticket's bytes
+    /// and its user's quota of uploads not yet held by a record (``QuotaKeeper``): `QUOTA_EXCEEDED`
+    /// otherwise, from `Content-Length` before a byte is read when it says so, and nothing is kept.
     func receiveUpload(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let assets = try requireAssets()
-        guard let ticket = request.query("ticket") else {
+        guard let text = request.query("ticket") else {
             throw StratusError.badRequest("ticket is required: use the url that assets/upload returned")
         }
-        let container = try assets.container(ofTicket: ticket)
         let limit = limits.maxAssetSizeBytes
+        let ticket = try assets.ticket(text, defaultAllowance: Int64(limit))
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw StratusError(.limitExceeded, "the asset is \(length) bytes; the limit is \(limit) bytes per asset")
         }
+        let room = try await quotas.uploadRoom(ticket)
+        let allowed = Int(min(Int64(limit), room.bytes))
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > allowed { throw room.refusal }
+        let overLimit = allowed < limit ? room.refusal : nil
+        let admit = { (checksum: String, size: Int64) in try await quotas.recordUpload(ticket, checksum: checksum, size: size) }
         // The bytes raw, or the one file of a multipart/form-data form, as Apple's web library sends.
         let (checksum, size) =
             if let boundary = try MultipartFileBody<RequestBody>.boundary(ofContentType: request.headers[.contentType]) {
-                try await assets.receive(MultipartFileBody(base: request.body, boundary: boundary), limit: limit)
+                try await assets.receive(
+                    MultipartFileBody(base: request.body, boundary: boundary), limit: allowed, overLimit: overLimit,
+                    admit: admit)
             } else {
-                try await assets.receive(request.body, limit: limit)
+                try await assets.receive(request.body, limit: allowed, overLimit: overLimit, admit: admit)
             }
         metrics.assetBytesIn.increment(by: size)
         return .json(
             AssetUploadResponse(
                 singleFile: AssetValue(
                     fileChecksum: checksum, size: size,
-                    receipt: assets.receipt(checksum: checksum, size: size, container: container))))
+                    receipt: assets.receipt(checksum: checksum, size: size, container: ticket.container))))
     }
 
     /// `assets/rereference`: fresh receipts for assets that records the caller can read already hold,

@@ -50,26 +50,31 @@ final class AssetStore: Sendable {
     // MARK: Upload tickets and receipts
 
     /// The sealed upload ticket that an upload URL carries: which container and user may upload,
-    /// until when.
-    func uploadTicket(container: String, user: String, validFor seconds: Int64 = 3600) -> String {
+    /// how many bytes in all (``QuotaKeeper``), until when; it has an identifier of its own.
+    func uploadTicket(container: String, user: String, allowance: Int64, validFor seconds: Int64 = 3600) -> String {
         var writer = JSONWriter()
         writer.beginObject()
         writer.field("kind", "upload")
+        writer.field("id", UUID().uuidString)
         writer.field("container", container)
         writer.field("user", user)
+        writer.field("allowance", allowance)
         writer.field("expires", clock.milliseconds + seconds * 1000)
         writer.endObject()
         return tokens.seal(writer.bytes)
     }
 
-    /// The container an upload ticket is for; `BAD_REQUEST` or `AUTHENTICATION_FAILED` when it is
-    /// not a valid, current ticket.
-    func container(ofTicket ticket: String) throws -> String {
+    /// What an upload ticket grants; `BAD_REQUEST` or `AUTHENTICATION_FAILED` when it is not a valid,
+    /// current ticket. A ticket sealed before tickets had an identifier and an allowance is its own
+    /// identifier and allows `defaultAllowance` bytes.
+    func ticket(_ ticket: String, defaultAllowance: Int64) throws -> QuotaKeeper.Ticket {
         let object = try openTicket(ticket, kind: "upload", expired: "the upload URL has expired; ask assets/upload for a new one")
-        guard let container: String = try? object.decode("container") else {
+        guard let container: String = try? object.decode("container"), let user: String = try? object.decode("user") else {
             throw StratusError.badRequest("ticket is not an upload ticket issued by this server")
         }
-        return container
+        return QuotaKeeper.Ticket(
+            container: container, user: user, id: (try? object.decode("id")) ?? ticket,
+            allowance: (try? object.decode("allowance")) ?? defaultAllowance)
     }
 
     /// How long a signed download URL works: one hour.
@@ -164,9 +169,14 @@ final class AssetStore: Sendable {
 
     // MARK: Bytes
 
-    /// Streams an upload into the store and returns its checksum and size; `LIMIT_EXCEEDED` when it
-    /// is larger than `limit` bytes, in which case nothing is kept.
-    func receive<Body: AsyncSequence>(_ body: Body, limit: Int) async throws -> (checksum: String, size: Int64)
+    /// Streams an upload into the store and returns its checksum and size. It fails with
+    /// `LIMIT_EXCEEDED` when it is larger than `limit` bytes, or with `overLimit` when that is given
+    /// (a quota's refusal), and with whatever `admit` throws once its checksum and size are known,
+    /// before its bytes are stored; either way nothing is kept.
+    func receive<Body: AsyncSequence>(
+        _ body: Body, limit: Int, overLimit: StratusError? = nil,
+        admit: (_ checksum: String, _ size: Int64) async throws -> Void = { _, _ in }
+    ) async throws -> (checksum: String, size: Int64)
     where Body.Element == ByteBuffer {
         let temporary = "\(blobs.stagingDirectory)/\(UUID().uuidString)"
         try FileManager.default.createDirectory(
@@ -181,8 +191,8 @@ final class AssetStore: Sendable {
                     for try await buffer in body {
                         size += buffer.readableBytes
                         guard size <= limit else {
-                            throw StratusError(
-                                .limitExceeded, "the asset is larger than the limit of \(limit) bytes per asset")
+                            throw overLimit
+                                ?? StratusError(.limitExceeded, "the asset is larger than the limit of \(limit) bytes per asset")
                         }
                         buffer.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
                         try await writer.write(contentsOf: buffer)
@@ -194,6 +204,12 @@ final class AssetStore: Sendable {
             throw error
         }
         let checksum = hasher.finalize().hexDigits
+        do {
+            try await admit(checksum, Int64(size))
+        } catch {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw error
+        }
         // Marked before its bytes are stored, so collection leaves them; after a deletion of the same
         // content already under way, so that deletion cannot remove them.
         while let deletion = state.withLock({ state -> Task<Void, any Error>? in

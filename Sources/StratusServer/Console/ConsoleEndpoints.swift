@@ -477,6 +477,9 @@ struct ConsoleEndpoints: Sendable {
                 guard let value = text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
                     throw StratusError.badRequest("the form field '\(parts[0])' is not valid percent-encoding")
                 }
+                guard !value.utf8.contains(0) else {
+                    throw StratusError.badRequest("the form field '\(parts[0])' holds U+0000, which Stratus refuses in all text")
+                }
                 return value
             }
             fields[try decoded(parts[0])] = parts.count == 2 ? try decoded(parts[1]) : ""

@@ -40,6 +40,8 @@ public final class ServerMetrics: Sendable {
     let instanceBusLag: CoreMetrics.Timer
     /// Request body bytes held in memory now (``RequestBodyBudget``).
     let bufferedRequestBytes: CoreMetrics.Meter
+    /// Requests whose bodies are arriving now (``ConnectionAdmission``).
+    let requestBodiesArriving: CoreMetrics.Meter
     /// Devices with a live push connection, and devices the server keeps a queue for.
     let pushDevicesConnected: CoreMetrics.Meter
     let pushDevicesQueued: CoreMetrics.Meter
@@ -84,6 +86,7 @@ public final class ServerMetrics: Sendable {
         instanceBusLag = CoreMetrics.Timer(label: "stratus_instance_bus_lag_seconds", factory: factory)
         notificationWait = CoreMetrics.Timer(label: "stratus_notification_wait_seconds", factory: factory)
         bufferedRequestBytes = CoreMetrics.Meter(label: "stratus_request_body_buffered_bytes", factory: factory)
+        requestBodiesArriving = CoreMetrics.Meter(label: "stratus_request_bodies_arriving", factory: factory)
         pushDevicesConnected = CoreMetrics.Meter(label: "stratus_push_devices_connected", factory: factory)
         pushDevicesQueued = CoreMetrics.Meter(label: "stratus_push_devices", factory: factory)
         storageConnectionsInUse = CoreMetrics.Meter(label: "stratus_storage_connections_in_use", factory: factory)
@@ -109,6 +112,13 @@ public final class ServerMetrics: Sendable {
             if status >= 500 { bucket.failures += 1 }
             bucket.latencyMilliseconds += duration.milliseconds
         }
+    }
+
+    /// Counts a connection or request the server refused or closed to protect itself, by why
+    /// (``ConnectionAdmission/Shedding``): past a cap, to make room, or for a body too slow.
+    func connectionShed(_ reason: String) {
+        CoreMetrics.Counter(label: "stratus_connections_shed_total", dimensions: [("reason", reason)], factory: factory)
+            .increment()
     }
 
     /// Counts records a `records/modify` saved or deleted.

@@ -17,9 +17,9 @@ import Synchronization
 /// that is refused gets `400` (its reason is the answer of the same URL without an upgrade).
 ///
 /// A connection is never left to hold a file descriptor for free: it must send its first request's
-/// head within `requestHeadTimeout` (``FirstRequestDeadline``), it is closed after
-/// `http.idleTimeout` between requests, and a request that is not HTTP gets `400` and the connection
-/// is closed at once (NIO's protocol error handler).
+/// head within `requestHeadTimeout` (``FirstRequestDeadline``), its request bodies must keep their
+/// pace (``BodyPaceHandler``), it is closed after `http.idleTimeout` between requests, and a request
+/// that is not HTTP gets `400` and the connection is closed at once (NIO's protocol error handler).
 struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
     /// What a connection became.
     enum Connection: Sendable {
@@ -39,25 +39,31 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
     let push: PushEndpoints
     let heartbeat: TimeAmount
     let requestHeadTimeout: TimeAmount
-    /// The connection caps; `nil` when a channel in front (TLS) admitted the connection already.
-    let admission: ConnectionAdmission?
+    /// The caps on connections and bodies under way per client network.
+    let admission: ConnectionAdmission
+    /// Whether this channel admits connections; `false` when a channel in front (TLS) admitted them.
+    let admitsConnections: Bool
+    /// The pace request bodies must keep.
+    let pace: RequestBodyPace
     let http: HTTP1Channel.Configuration
 
     init(
         responder: @escaping Responder, push: PushEndpoints, heartbeat: TimeAmount, requestHeadTimeout: TimeAmount,
-        admission: ConnectionAdmission?, http: HTTP1Channel.Configuration
+        admission: ConnectionAdmission, admitsConnections: Bool, pace: RequestBodyPace, http: HTTP1Channel.Configuration
     ) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.push = push
         self.heartbeat = heartbeat
         self.requestHeadTimeout = requestHeadTimeout
         self.admission = admission
+        self.admitsConnections = admitsConnections
+        self.pace = pace
         self.http = http
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            guard self.admission?.admit(channel) ?? true else {
+            guard !self.admitsConnections || self.admission.admit(channel) else {
                 try channel.pipeline.syncOperations.addHandler(RefusingHandler())
                 return Value(connection: channel.eventLoop.makeSucceededFuture(.refused), channel: channel)
             }
@@ -94,7 +100,7 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                         return .push
                     }
                 })
-            let http = self.http
+            let (http, pace, admission) = (self.http, self.pace, self.admission)
             var configuration = NIOUpgradableHTTPServerPipelineConfiguration<Connection>(
                 upgradeConfiguration: NIOTypedHTTPServerUpgradeConfiguration(
                     upgraders: [upgrader],
@@ -103,6 +109,8 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                             try channel.pipeline.syncOperations.handler(type: FirstRequestDeadline.self).cancel()
                             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                             try channel.pipeline.syncOperations.addHandlers(http.additionalChannelHandlers())
+                            try channel.pipeline.syncOperations.addHandler(
+                                BodyPaceHandler(pace: pace, admission: admission, lingers: true))
                             try channel.pipeline.syncOperations.addHandler(
                                 HTTPConnectionStateHandler(idleTimeout: http.idleTimeout.map { .init($0) }, logger: logger))
                             let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
@@ -227,43 +235,4 @@ final class RefusingHandler: ChannelInboundHandler, Sendable {
         let channel = context.channel
         context.writeAndFlush(NIOAny(ByteBuffer(string: Self.refusal))).whenComplete { _ in channel.close(promise: nil) }
     }
-}
-
-/// How many connections the server holds, in all and per client address: a connection past either
-/// cap is answered `503` with `Retry-After` and closed at once, so that one client cannot take every
-/// file descriptor and the others are still served.
-final class ConnectionAdmission: Sendable {
-    private let maxConnections: Int
-    private let maxPerClient: Int
-    private let unlimitedAddresses: Set<String>
-    private let counts = Mutex<(total: Int, perClient: [String: Int])>((0, [:]))
-
-    init(maxConnections: Int, maxPerClient: Int, unlimitedAddresses: Set<String>) {
-        self.maxConnections = maxConnections
-        self.maxPerClient = maxPerClient
-        self.unlimitedAddresses = unlimitedAddresses
-    }
-
-    /// Counts `channel` in until it closes; `false` when it is past a cap (the caller refuses it).
-    func admit(_ channel: any Channel) -> Bool {
-        let address = channel.remoteAddress?.ipAddress ?? ""
-        let limited = !unlimitedAddresses.contains(address)
-        let admitted = counts.withLock { counts in
-            let mine = counts.perClient[address, default: 0]
-            guard counts.total < maxConnections, !limited || mine < maxPerClient else { return false }
-            counts.total += 1
-            counts.perClient[address] = mine + 1
-            return true
-        }
-        guard admitted else { return false }
-        channel.closeFuture.whenComplete { [self] _ in
-            counts.withLock { counts in
-                counts.total -= 1
-                let remaining = counts.perClient[address, default: 1] - 1
-                counts.perClient[address] = remaining > 0 ? remaining : nil
-            }
-        }
-        return true
-    }
-
 }

@@ -12,6 +12,8 @@ struct DatabaseEndpoints: Sendable {
     let tokens: SyncTokenCodec
     let assets: AssetStore?
     let hub: PushHub
+    /// The quotas writes and uploads are held to.
+    let quotas: QuotaKeeper
     /// Pages of change feeds read before they are asked for.
     let prefetch: FeedPagePrefetch
 
@@ -198,7 +200,8 @@ struct DatabaseEndpoints: Sendable {
         try await ShareRules(storage: storage).prepare(&writes, operations: body.operations, zone: zone, user: user)
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
-            enforcesGrants: access.enforcesGrants, limits: limits, participantShares: zone.participantShares)
+            enforcesGrants: access.enforcesGrants, limits: limits, participantShares: zone.participantShares,
+            quota: try await quotas.writeQuota(container: target.container))
         let outcome = try await metrics.timingStorageWrite {
             try await storage.modifyRecords(
                 writes, zone: zoneName, in: zone.locator,
@@ -206,6 +209,7 @@ struct DatabaseEndpoints: Sendable {
         }
         let results = outcome.results
         metrics.recordsWritten(results.count { if case .success = $0 { true } else { false } })
+        quotas.noteWritten(container: target.container, changes: outcome.changes)
         if !outcome.changes.isEmpty {
             hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, origin: PushHub.Origin(target)))
         }

@@ -70,9 +70,6 @@ struct RecordValidator {
                 }
             }
             for (name, value) in record.fields {
-                if value.holdsNullCharacter {
-                    throw StratusError.badRequest("\(field).fields.\(name): a string holds U+0000, which Stratus does not store")
-                }
                 for reference in value.references {
                     if let violation = limits.violation(ofName: reference.recordName) {
                         throw StratusError.badRequest("\(field).fields.\(name): the referenced recordName \(violation)")

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import StratusModel
+import _NIOFileSystem
 
 /// Turns every error a handler throws into a CloudKit-shaped error response: the HTTP status of its
 /// `serverErrorCode`, and a body with `reason`, `serverErrorCode` and `uuid`. Nothing escapes as a
@@ -66,7 +67,11 @@ struct ErrorMiddleware: RouterMiddleware {
         case let error as JSONDecodingError:
             return .badRequest(error.description)
         case let error as JSONSyntaxError:
-            return .badRequest("the request body is not valid JSON: \(error)")
+            switch error.kind {
+            case .malformed: return .badRequest("the request body is not valid JSON: \(error)")
+            // Valid JSON holding a refused character: the description names where, as a field's error does.
+            case .refusedCharacter: return .badRequest("the request body is refused: \(error)")
+            }
         case let error as HTTPParserError:
             // The client sent broken HTTP, or went away in the middle of its body.
             return .badRequest("the request is not valid HTTP: \(error)")
@@ -86,8 +91,27 @@ struct ErrorMiddleware: RouterMiddleware {
                     ? .badRequest(error.body ?? error.status.reasonPhrase)
                     : StratusError(.internalError, "internal error")
             }
+        case let error where Self.isOutOfFileDescriptors(error):
+            // The process or the system holds as many files as it may: shed this request, keep running.
+            return StratusError(
+                .tryAgainLater, "the server has too many files open to answer now; retry after the retryAfter seconds",
+                retryAfter: 1)
         default:
             return StratusError(.internalError, "internal error")
+        }
+    }
+
+    /// Whether `error` says the process (`EMFILE`) or the system (`ENFILE`) ran out of file
+    /// descriptors, as NIO, its file system and Foundation report it.
+    static func isOutOfFileDescriptors(_ error: any Error) -> Bool {
+        let codes: Set<Int32> = [EMFILE, ENFILE]
+        switch error {
+        case let error as IOError: return codes.contains(error.errnoCode)
+        case let error as FileSystemError.SystemCallError: return codes.contains(error.errno.rawValue)
+        case let error as FileSystemError: return error.cause.map(isOutOfFileDescriptors) ?? false
+        default:
+            let error = error as NSError
+            return error.domain == NSPOSIXErrorDomain && codes.contains(Int32(error.code))
         }
     }
 }

@@ -26,7 +26,11 @@ struct VerifiedCaller: Sendable, Hashable {
 
     /// The network of the client's address, which the per-address limits count against: an IPv4
     /// address itself, an IPv6 address's /64 (one host usually has a whole /64 to choose from).
-    var network: String {
+    var network: String { Self.network(of: address) }
+
+    /// The network of `address` (an IPv4 address, or an IPv6 address without an IPv4 one mapped
+    /// into it): the IPv4 address itself, an IPv6 address's /64.
+    static func network(of address: String) -> String {
         var bytes = [UInt8](repeating: 0, count: 16)
         guard address.contains(":"), inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
         return bytes.prefix(8).hexDigits + "::/64"

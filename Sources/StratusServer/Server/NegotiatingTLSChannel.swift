@@ -30,20 +30,24 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
 
     var responder: Responder { http1.responder }
 
-    /// `http1` must not admit connections itself (its `admission` is `nil`): this channel does, with
-    /// `admission`, before the handshake.
-    init(http1: PushServerChannel, admission: ConnectionAdmission, idleTimeout: Duration, tls: TLSConfiguration) throws {
+    /// `http1` must not admit connections itself (its `admitsConnections` is `false`): this channel
+    /// does, with its `admission`, before the handshake. Each HTTP/2 stream keeps `http1`'s body pace.
+    init(http1: PushServerChannel, idleTimeout: Duration, tls: TLSConfiguration) throws {
         var tls = tls
         tls.applicationProtocols = NIOHTTP2SupportedALPNProtocols
         context = try NIOSSLContext(configuration: tls)
         self.http1 = http1
-        self.admission = admission
+        admission = http1.admission
+        let (pace, admission) = (http1.pace, http1.admission)
         http2 = HTTP2Channel(
             responder: http1.responder,
             configuration: HTTP2ChannelConfiguration(
                 idleTimeout: idleTimeout,
                 streamConfiguration: HTTP1Channel.Configuration(
-                    additionalChannelHandlers: [DroppingConnectionHeader()], idleTimeout: TimeAmount(idleTimeout))))
+                    additionalChannelHandlers: [
+                        DroppingConnectionHeader(), BodyPaceHandler(pace: pace, admission: admission, lingers: false),
+                    ],
+                    idleTimeout: TimeAmount(idleTimeout))))
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {

@@ -30,6 +30,10 @@ public struct ServerConfiguration: Sendable {
     /// How long an uploaded asset is kept while no record refers to it, in seconds (one day by
     /// default): the time a client has between uploading and saving the record.
     public var assetGraceSeconds: Int64
+    /// How much each user of a container, and each container, may hold (``Quotas``' defaults: 10
+    /// million records, 10 GiB of records, 20 GiB of assets and 1 GiB of uploads not yet saved per
+    /// user; containers unlimited); the admin API sets a container's own.
+    public var quotas: Quotas
     /// How many requests each caller may make; unlimited when `nil` (the default). Callers over the
     /// limit get `429 THROTTLED` with `retryAfter`.
     public var rateLimit: RateLimit?
@@ -65,6 +69,10 @@ public struct ServerConfiguration: Sendable {
     /// The most connections one client address holds at once (500 by default; ``trustedProxies`` are
     /// not limited); more are answered `503` and closed at once.
     public var maxConnectionsPerClient: Int
+    /// How fast request bodies must arrive, and how many one client network may send at once
+    /// (``RequestBodyPace``'s defaults: 15 minutes at most, 1,024 bytes per second on average after
+    /// 10 seconds, 64 per network).
+    public var bodyPace: RequestBodyPace
     /// The request bytes the server holds in memory at once, summed over every request being read or
     /// handled (256 MiB by default, and never less than `limits.maxRequestBodyBytes`); a request
     /// whose body does not fit is answered `503 TRY_AGAIN_LATER` with `Retry-After`.
@@ -93,18 +101,20 @@ public struct ServerConfiguration: Sendable {
         tombstoneHorizonSeconds: Int64 = 30 * 24 * 3600, purgeIntervalSeconds: Int64 = 3600,
         sessionLifetimeSeconds: Int64 = 14 * 24 * 3600, passwordHashCost: UInt8 = 12, publicURL: String? = nil,
         assetsDirectory: String? = nil, assetsBucket: S3Bucket? = nil, assetGraceSeconds: Int64 = 24 * 3600,
+        quotas: Quotas = Quotas(),
         rateLimit: RateLimit? = nil, signInLimits: SignInLimits = SignInLimits(), trustedProxies: Set<String> = [],
         clock: ServerClock = .system,
         pushHeartbeatSeconds: Int64 = 30, pushQueueLimit: Int = 100, pushRetentionSeconds: Int64 = 3600,
         pushTokenLifetimeSeconds: Int64 = 90 * 24 * 3600, requestHeadTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000, maxConnectionsPerClient: Int = 500,
-        maxBufferedRequestBytes: Int = 256 << 20, tls: TLSIdentity? = nil, metrics: ServerMetrics = ServerMetrics(),
+        bodyPace: RequestBodyPace = RequestBodyPace(), maxBufferedRequestBytes: Int = 256 << 20, tls: TLSIdentity? = nil, metrics: ServerMetrics = ServerMetrics(),
         metricsToken: String? = nil
     ) {
         self.metrics = metrics
         self.metricsToken = metricsToken
         self.tls = tls
         self.maxBufferedRequestBytes = maxBufferedRequestBytes
+        self.bodyPace = bodyPace
         self.maxConnections = maxConnections
         self.maxConnectionsPerClient = maxConnectionsPerClient
         self.requestHeadTimeout = requestHeadTimeout
@@ -120,6 +130,7 @@ public struct ServerConfiguration: Sendable {
         self.assetsDirectory = assetsDirectory
         self.assetsBucket = assetsBucket
         self.assetGraceSeconds = assetGraceSeconds
+        self.quotas = quotas
         self.host = host
         self.port = port
         self.limits = limits

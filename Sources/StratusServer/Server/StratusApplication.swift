@@ -29,7 +29,8 @@ public enum StratusApplication {
         let http = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
         let admission = ConnectionAdmission(
             maxConnections: configuration.maxConnections, maxPerClient: configuration.maxConnectionsPerClient,
-            unlimitedAddresses: configuration.trustedProxies)
+            maxBodiesPerClient: configuration.bodyPace.maxBodiesPerClient, unlimitedAddresses: configuration.trustedProxies,
+            metrics: configuration.metrics)
         let push = routers.push
         let tls = try configuration.tls?.serverConfiguration()
         return Application(
@@ -37,10 +38,9 @@ public enum StratusApplication {
             server: HTTPServerBuilder { responder in
                 let channel = PushServerChannel(
                     responder: responder, push: push, heartbeat: heartbeat, requestHeadTimeout: headTimeout,
-                    admission: tls == nil ? admission : nil, http: http)
+                    admission: admission, admitsConnections: tls == nil, pace: configuration.bodyPace, http: http)
                 return if let tls {
-                    try NegotiatingTLSChannel(
-                        http1: channel, admission: admission, idleTimeout: configuration.idleTimeout, tls: tls)
+                    try NegotiatingTLSChannel(http1: channel, idleTimeout: configuration.idleTimeout, tls: tls)
                 } else {
                     channel
                 }
@@ -123,6 +123,7 @@ public enum StratusApplication {
                     level: configuration.metrics.bufferedRequestBytes)))
         let routes = RouteTable()
         router.add(middleware: ErrorMiddleware(routes: routes))
+        router.add(middleware: NullCharacterMiddleware())
         let accounts = AccountService(
             storage: storage, configuration: configuration, credentials: credentials, announce: { await hub.revoke($0) })
         let console = ConsoleSessions(clock: configuration.clock)
@@ -134,9 +135,12 @@ public enum StratusApplication {
                 trustedProxies: Set(configuration.trustedProxies.map(AuthenticationMiddleware.unmapped)), clock: configuration.clock,
                 maxBodyBytes: configuration.limits.maxRequestBodyBytes))
         let authenticator = Authenticator(configuration: configuration)
+        let quotas = QuotaKeeper(
+            storage: storage, defaults: configuration.quotas, clock: configuration.clock,
+            graceSeconds: configuration.assetGraceSeconds)
         DatabaseEndpoints(
             storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,
-            hub: hub, prefetch: FeedPagePrefetch(clock: configuration.clock)
+            hub: hub, quotas: quotas, prefetch: FeedPagePrefetch(clock: configuration.clock)
         ).addRoutes(to: router)
         ShareEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
@@ -150,7 +154,7 @@ public enum StratusApplication {
             .addRoutes(to: router)
         UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
             .addRoutes(to: router)
-        AdminEndpoints(storage: storage, accounts: accounts, credential: credential).addRoutes(to: router)
+        AdminEndpoints(storage: storage, accounts: accounts, credential: credential, quotas: quotas).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
         MetricsEndpoint(storage: storage, configuration: configuration, hub: hub, credential: credential)
             .addRoutes(to: router)
