@@ -175,7 +175,7 @@ extension SQLiteStorage {
                 sql: "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND name IN (\(placeholders))")
             statement.bind(zoneID)
             for (offset, name) in chunk.enumerated() {
-                _ = name.bind(to: statement.sqliteStatement, at: Int32(offset + 2))
+                _ = TextBinding(name).bind(to: statement.sqliteStatement, at: Int32(offset + 2))
             }
             for record in try fetchStoredRecords(statement) {
                 records[record.name] = record
@@ -384,17 +384,17 @@ extension SQLiteStorage {
         for (row, entry) in entries.enumerated() {
             let first = Int32(row * 8)
             _ = zoneID.bind(to: handle, at: first + 1)
-            _ = record.recordType.bind(to: handle, at: first + 2)
-            _ = entry.field.bind(to: handle, at: first + 3)
+            _ = TextBinding(record.recordType).bind(to: handle, at: first + 2)
+            _ = TextBinding(entry.field).bind(to: handle, at: first + 3)
             _ = Int64(entry.kind.rawValue).bind(to: handle, at: first + 4)
             switch entry.value {
             case .integer(let value): _ = value.bind(to: handle, at: first + 5)
             case .real(let value): _ = value.bind(to: handle, at: first + 5)
-            case .text(let value): _ = value.bind(to: handle, at: first + 5)
+            case .text(let value): _ = TextBinding(value).bind(to: handle, at: first + 5)
             }
             _ = entry.longitude.bind(to: handle, at: first + 6)
             _ = record.created.timestamp.bind(to: handle, at: first + 7)
-            _ = record.name.bind(to: handle, at: first + 8)
+            _ = TextBinding(record.name).bind(to: handle, at: first + 8)
         }
         while try insert.step() {}
     }

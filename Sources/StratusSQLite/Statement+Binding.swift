@@ -15,7 +15,12 @@ extension Statement {
         for value in repeat each values {
             index += 1
             // Binding reads no file: it fails only for an index the statement does not have.
-            _ = value.bind(to: handle, at: index)
+            // Text goes with its length (``TextBinding``); an absent optional binds NULL as GRDB does.
+            if let text = value as? String {
+                _ = TextBinding(text).bind(to: handle, at: index)
+            } else {
+                _ = value.bind(to: handle, at: index)
+            }
         }
     }
 
@@ -45,6 +50,31 @@ extension Statement {
         bind(repeat each values)
         defer { sqlite3_reset(sqliteStatement) }
         return try step() ? sqlite3_column_int64(sqliteStatement, 0) : nil
+    }
+}
+
+/// Text bound with its length in bytes. GRDB binds a string up to its first U+0000 (as a C
+/// string), so `"victim\0zzz"` would be compared as `"victim"`; bound with its length, the whole
+/// text is stored and compared. (Stratus refuses U+0000 in every request before it reaches storage;
+/// this keeps the write path exact whatever reaches it.)
+struct TextBinding: StatementBinding {
+    let text: String
+
+    init(_ text: String) {
+        self.text = text
+    }
+
+    func bind(to sqliteStatement: SQLiteStatement, at index: CInt) -> CInt {
+        var text = text
+        return text.withUTF8 { bytes in
+            // SQLITE_TRANSIENT: SQLite copies the bytes before this returns. An empty string may have
+            // no storage, and a NULL pointer would bind NULL: "" is its own C string.
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return sqlite3_bind_text(sqliteStatement, index, "", 0, nil) }
+            return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(
+                    sqliteStatement, index, $0, CInt(bytes.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            }
+        }
     }
 }
 

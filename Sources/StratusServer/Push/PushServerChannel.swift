@@ -110,7 +110,7 @@ struct PushServerChannel: ServerChildChannel, HTTPChannelHandler {
                             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                             try channel.pipeline.syncOperations.addHandlers(http.additionalChannelHandlers())
                             try channel.pipeline.syncOperations.addHandler(
-                                BodyPaceHandler(pace: pace, admission: admission, lingers: true))
+                                BodyPaceHandler(pace: pace, admission: admission))
                             try channel.pipeline.syncOperations.addHandler(
                                 HTTPConnectionStateHandler(idleTimeout: http.idleTimeout.map { .init($0) }, logger: logger))
                             let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(

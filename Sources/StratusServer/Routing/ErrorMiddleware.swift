@@ -39,7 +39,8 @@ struct ErrorMiddleware: RouterMiddleware {
                 response.headers[.retryAfter] = String(retryAfter)
             }
             // A body over the limit is left unread: the connection closes rather than wait for the rest.
-            // (A body the budget refused is read and dropped after the answer, so the client sees it.)
+            // (A body the budget refused is read and dropped after the answer for a few seconds, so the
+            // client sees it; see BodyPaceHandler.)
             if failure.code == .limitExceeded {
                 response.headers[.connection] = "close"
                 response.body = context.closingConnection(after: response.body)

@@ -12,7 +12,7 @@ import Glibc
 /// body charges its bytes as they arrive (``RequestBodyReservation``); past the budget it is refused
 /// with `503 TRY_AGAIN_LATER` and `Retry-After`, so that many large bodies at once cannot take the
 /// server's memory, whatever each is under its own limit. The rest of a refused body is read and
-/// dropped as it comes (the HTTP server discards what a handler left unread), never held.
+/// dropped as it comes, never held, for at most ``BodyPaceHandler/lingerTime``; then the connection closes.
 final class RequestBodyBudget: Sendable {
     /// Bytes that may be reserved at once.
     let capacity: Int

@@ -4,26 +4,28 @@ import NIOHTTPTypes
 import StratusModel
 
 /// Holds each request body of a connection (or of an HTTP/2 stream) to its ``RequestBodyPace`` and
-/// its network to its share of bodies under way, and closes a connection whose request was answered
-/// before its body arrived instead of reading the rest.
+/// its network to its share of bodies under way, and bounds what the server reads of a body it
+/// answered before it arrived.
 ///
 /// It sits between the HTTP codec and the server's handling of requests:
 /// - A request head that announces a body takes a slot of its network (``ConnectionAdmission``);
-///   without one it is answered `503 TRY_AGAIN_LATER` here, never reaching a handler.
+///   without one it is answered `503 TRY_AGAIN_LATER` here, never reaching a handler, and the
+///   connection closes.
 /// - While the body arrives, the time the server spends waiting for it is counted (from a read asked
 ///   for to the data read), and a body that falls behind the pace closes the connection.
-/// - An answer that ends before the request's body did (an error, most often) says
-///   `Connection: close`, and the connection closes once it is written: over HTTP/1 its output is
-///   shut first and what the client still sends is dropped for at most ``lingerTime``, so that the
-///   client reads the answer instead of a reset; an HTTP/2 stream is reset (RFC 9113 §8.1).
+/// - An answer that ends before its request's body (an error, most often) leaves the rest of the
+///   body at most ``lingerTime`` to arrive, at its pace, read and dropped; then the connection
+///   closes. A client that sends its body whole before it reads the answer (most HTTP clients do,
+///   and closing under them loses the answer: measured with AsyncHTTPClient) keeps its connection;
+///   one that trickles, or sends more than it can in that time, is closed instead of drained.
 final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    /// How long an HTTP/1 connection answered before its body ended drops what still comes before closing.
-    static let lingerTime = TimeAmount.seconds(2)
+    /// How long the rest of a body answered early may take to arrive before the connection closes.
+    static let lingerTime = TimeAmount.seconds(5)
     /// How often a body under way is checked against the pace.
     static let checkInterval = TimeAmount.milliseconds(500)
 
@@ -36,25 +38,25 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// When the read the server is waiting for was asked for.
         var waitingSince: NIODeadline?
         var check: Scheduled<Void>?
+        /// When the request was answered before its body ended: the end of the time its rest has.
+        var lingerDeadline: Scheduled<Void>?
     }
 
     private let pace: RequestBodyPace
     private let admission: ConnectionAdmission
-    /// Whether the channel is an HTTP/1 connection (shut and lingered) rather than an HTTP/2 stream.
-    private let lingers: Bool
     private var network = ""
     private var unlimited = false
     /// The request whose body is arriving.
     private var body: Body?
     /// Whether the answer to the current request began before its body ended.
     private var answeredEarly = false
-    /// Whether what arrives is dropped: the request was refused or answered, and the connection closes.
-    private var dropping = false
+    /// Whether this handler refused the current request itself: what arrives of it is dropped, and
+    /// the connection closes once it has.
+    private var refused = false
 
-    init(pace: RequestBodyPace, admission: ConnectionAdmission, lingers: Bool) {
+    init(pace: RequestBodyPace, admission: ConnectionAdmission) {
         self.pace = pace
         self.admission = admission
-        self.lingers = lingers
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -70,8 +72,12 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !dropping else { return }
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if refused {
+            if case .end = part { context.close(promise: nil) }
+            return
+        }
+        switch part {
         case .head(let head):
             answeredEarly = false
             if Self.announcesBody(head) {
@@ -111,15 +117,12 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(var response) where body != nil:
-            // Answered before the body ended: the rest will not be read.
+        case .head where body != nil:
             answeredEarly = true
-            endBody()
-            response.headerFields[.connection] = "close"
-            context.write(wrapOutboundOut(.head(response)), promise: promise)
+            context.write(data, promise: promise)
         case .end where answeredEarly:
             let written = context.eventLoop.makePromise(of: Void.self)
-            written.futureResult.assumeIsolated().whenComplete { [self] _ in closeAfterAnswer(context) }
+            written.futureResult.assumeIsolated().whenComplete { [self] _ in lingerAfterAnswer(context) }
             promise?.completeWith(written.futureResult)
             context.write(data, promise: written)
         default:
@@ -146,24 +149,41 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let waited = body.waited + (body.waitingSince.map { .now() - $0 } ?? .zero)
             if pace.isBehind(received: body.received, waited: Duration(waited)) {
                 admission.shedSlowBody()
-                endBody()
-                dropping = true
-                context.close(promise: nil)
+                closeUnfinished(context)
             } else {
                 scheduleCheck(context)
             }
         }
     }
 
-    /// The body ended, or will not be read further: its slot and its check go.
+    /// The body ended, or will not be read further: its slot and its timers go.
     private func endBody() {
         guard let ended = body else { return }
         body = nil
         ended.check?.cancel()
+        ended.lingerDeadline?.cancel()
         if ended.holdsSlot { admission.endBody(from: network) }
     }
 
-    /// Answers a request past its network's share of bodies with `503`, and closes the connection.
+    /// Closes the connection (or stream) with its body unfinished.
+    private func closeUnfinished(_ context: ChannelHandlerContext) {
+        endBody()
+        refused = true
+        context.close(promise: nil)
+    }
+
+    /// The answer to a request whose body has not ended is written: the rest of the body has
+    /// ``lingerTime`` to arrive (the server's handling reads and drops it), or the connection closes.
+    private func lingerAfterAnswer(_ context: ChannelHandlerContext) {
+        answeredEarly = false
+        guard body != nil else { return }
+        body?.lingerDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: Self.lingerTime) { [self] in
+            if body != nil { closeUnfinished(context) }
+        }
+    }
+
+    /// Answers a request past its network's share of bodies with `503`; the connection closes once
+    /// the rest of the request has come, or after ``lingerTime``.
     private func refuse(_ context: ChannelHandlerContext) {
         var writer = JSONWriter()
         ErrorDictionary(
@@ -178,28 +198,11 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 .contentType: "application/json; charset=utf-8", .contentLength: String(bytes.count), .retryAfter: "1",
                 .connection: "close",
             ])
-        answeredEarly = true
-        dropping = true
+        refused = true
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(ByteBuffer(bytes: bytes))), promise: nil)
-        // Through this handler's own write, which closes the connection once the answer is out.
-        write(context: context, data: wrapOutboundOut(.end(nil)), promise: nil)
-        context.flush()
-    }
-
-    /// Closes the connection once an answer that came before the end of its request's body is
-    /// written: an HTTP/1 connection shuts its output and drops what still comes for a while, so the
-    /// client reads the answer before the connection goes; an HTTP/2 stream closes at once.
-    private func closeAfterAnswer(_ context: ChannelHandlerContext) {
-        dropping = true
-        guard lingers else {
-            context.close(promise: nil)
-            return
-        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         let channel = context.channel
-        let shut = context.eventLoop.makePromise(of: Void.self)
-        shut.futureResult.whenFailure { _ in channel.close(promise: nil) }
-        context.close(mode: .output, promise: shut)
         context.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
     }
 }

@@ -45,7 +45,7 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
                 idleTimeout: idleTimeout,
                 streamConfiguration: HTTP1Channel.Configuration(
                     additionalChannelHandlers: [
-                        DroppingConnectionHeader(), BodyPaceHandler(pace: pace, admission: admission, lingers: false),
+                        DroppingConnectionHeader(), BodyPaceHandler(pace: pace, admission: admission),
                     ],
                     idleTimeout: TimeAmount(idleTimeout))))
     }
