@@ -109,6 +109,16 @@ try:
     submit_until(form, lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-user="ada"]'))
     step("user-created")
 
+    # The container's own quotas: a record quota for the container, saved through the admin API.
+    form = driver.find_element(By.ID, "quotas")
+    field = form.find_element(By.NAME, "container.records")
+    field.clear()
+    field.send_keys("1000")
+    submit_until(form, lambda d: "set for this container" in d.page_source)
+    if driver.find_element(By.NAME, "container.records").get_attribute("value") != "1000":
+        raise SystemExit("the container's record quota was not saved")
+    step("quotas")
+
     # A record, created as ada in her private database, then edited and found by a query.
     driver.get(base + "/console/containers/" + container + "/data")
     scope = driver.find_element(By.ID, "scope")

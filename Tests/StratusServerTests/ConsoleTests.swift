@@ -242,6 +242,11 @@ struct ConsoleTests {
                 .GET, "/console/containers/\(server.container)", headers: ["Cookie": session.cookie])
             #expect(containerPage.text.contains("<td>development</td><td>private</td><td>alice</td>"), "\(containerPage.text)")
             #expect(containerPage.text.contains("data-method=\"DELETE\" data-confirm=\"Revoke the API token default?"))
+            // It shows what each user holds, and the quotas in force, ready to change.
+            #expect(containerPage.text.contains("records, "), "\(containerPage.text)")
+            #expect(containerPage.text.contains("the server&#39;s defaults"))
+            #expect(containerPage.text.contains(#"name="user.records" data-type="limit" value="10000000""#))
+            #expect(containerPage.text.contains(#"name="container.records" data-type="limit" value="""#))
         }
     }
 
@@ -260,7 +265,7 @@ struct ConsoleTests {
                 run.status == 0,
                 "the walkthrough failed (scripts/test installs chromium, chromium-driver and selenium):\n\(run.output)\n\(run.errors)")
             let shots = (try? FileManager.default.contentsOfDirectory(atPath: screenshots.path)) ?? []
-            #expect(shots.filter { $0.hasSuffix(".png") }.count >= 15, "\(shots)")
+            #expect(shots.filter { $0.hasSuffix(".png") }.count >= 16, "\(shots)")
         }
     }
 }

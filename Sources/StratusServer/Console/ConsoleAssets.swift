@@ -27,9 +27,16 @@ enum ConsoleAssets {
         function formBody(form) {
           const body = {};
           for (const input of form.querySelectorAll("input[name], select[name], textarea[name]")) {
-            if (input.type === "checkbox") { body[input.name] = input.checked; continue; }
+            // A dotted name is a member of a member: `user.records` sets body.user.records.
+            const path = input.name.split(".");
+            let target = body;
+            for (const key of path.slice(0, -1)) target = target[key] ??= {};
+            const name = path[path.length - 1];
+            if (input.type === "checkbox") { target[name] = input.checked; continue; }
+            // A limit is a whole number, or null for none.
+            if (input.dataset.type === "limit") { target[name] = input.value.trim() === "" ? null : Number(input.value); continue; }
             if (input.value === "" && !input.required) continue;
-            body[input.name] = input.dataset.type === "bool" ? input.value === "true" : input.value;
+            target[name] = input.dataset.type === "bool" ? input.value === "true" : input.value;
           }
           return body;
         }

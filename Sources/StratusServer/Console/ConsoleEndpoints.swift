@@ -16,6 +16,7 @@ struct ConsoleEndpoints: Sendable {
     let log: RequestLog
     let hub: PushHub
     let housekeeping: HousekeepingStatus
+    let quotas: QuotaKeeper
 
     var sessions: ConsoleSessions { credential.console }
 
@@ -143,12 +144,23 @@ struct ConsoleEndpoints: Sendable {
         let path = Self.pathSegment(container)
         let accounts = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
             .sorted { $0.username < $1.username }
+        let usage = try await quotas.usage(container: container)
         let users = accounts.map { user -> [String: Any] in
-            [
+            let held = usage.byAccount[user.recordName] ?? .zero
+            return [
                 "username": user.username, "recordName": user.recordName, "email": user.emailAddress ?? "",
                 "created": Self.time(user.createdAt), "disabled": user.disabledAt.map(Self.time) ?? false,
-                "api": api, "path": path,
+                "api": api, "path": path, "holds": Self.holdings(held),
             ]
+        }
+        let quotas = try await quotas.quotas(container: container)
+        func limits(_ quota: StorageQuota, pending: Int64??) -> [String: Any] {
+            var limits: [String: Any] = [
+                "records": quota.records.map(String.init) ?? "", "recordBytes": quota.recordBytes.map(String.init) ?? "",
+                "assetBytes": quota.assetBytes.map(String.init) ?? "",
+            ]
+            if let pending { limits["pendingUploadBytes"] = pending.map(String.init) ?? "" }
+            return limits
         }
         let tokens = try await storage.apiTokens(container: container).map { token -> [String: Any] in
             ["name": token.name, "created": Self.time(token.createdAt), "id": token.hash, "api": api]
@@ -173,10 +185,31 @@ struct ConsoleEndpoints: Sendable {
             "container",
             [
                 "users": users, "tokens": tokens, "keys": keys, "api": api, "databases": databases,
+                "userQuota": limits(quotas.perUser, pending: .some(quotas.perUserPendingUploadBytes)),
+                "containerQuota": limits(quotas.perContainer, pending: nil),
+                "quotaSource": quotas == self.quotas.defaults ? "the server's defaults" : "set for this container",
+                "ownQuotas": quotas != self.quotas.defaults, "holds": Self.holdings(usage.total),
                 "moreDatabases": written.count > Self.databasesShown, "shown": Self.databasesShown, "count": written.count,
             ],
             container
         )
+    }
+
+    /// What an account holds, as the console shows it: `12 records, 3.4 MB; 1.2 GB of assets`.
+    static func holdings(_ usage: StorageUsage) -> String {
+        "\(usage.records) records, \(bytes(usage.recordBytes)); \(bytes(usage.assetBytes)) of assets"
+    }
+
+    /// A number of bytes in the largest decimal unit that leaves at least 1 (`512 bytes`, `3.4 MB`).
+    static func bytes(_ count: Int64) -> String {
+        let units = ["bytes", "kB", "MB", "GB", "TB", "PB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1000, unit < units.count - 1 {
+            value /= 1000
+            unit += 1
+        }
+        return unit == 0 ? "\(count) bytes" : String(format: "%.1f %@", value, units[unit])
     }
 
     /// How many of a container's databases its page lists (each costs a read of its zones).

@@ -67,8 +67,8 @@ enum ConsoleTemplates {
             """,
         "container": """
             <h2>Users</h2>
-            <table id="users"><tr><th>Username</th><th>Record name</th><th>E-mail</th><th>Created</th><th>State</th><th></th></tr>
-            {{#users}}<tr data-user="{{username}}"><td>{{username}}</td><td><code>{{recordName}}</code></td><td>{{email}}</td><td>{{created}}</td>
+            <table id="users"><tr><th>Username</th><th>Record name</th><th>E-mail</th><th>Created</th><th>Holds</th><th>State</th><th></th></tr>
+            {{#users}}<tr data-user="{{username}}"><td>{{username}}</td><td><code>{{recordName}}</code></td><td>{{email}}</td><td>{{created}}</td><td>{{holds}}</td>
             <td>{{#disabled}}<span class="bad">disabled {{disabled}}</span>{{/disabled}}{{^disabled}}active{{/disabled}}</td>
             <td><form class="inline" data-api="{{api}}/users/{{recordName}}" data-method="PATCH">
             <input type="hidden" name="disabled" value="{{^disabled}}true{{/disabled}}{{#disabled}}false{{/disabled}}" data-type="bool">
@@ -91,6 +91,20 @@ enum ConsoleTemplates {
             <form data-api="{{api}}/keys" data-method="POST"><label>Environment <select name="environment">
             <option>development</option><option>production</option></select></label>
             <label>Public key (PEM) <textarea name="publicKey" rows="4" required></textarea></label><button>Register key</button><output></output></form>
+            <h2>Quotas</h2>
+            <p>What each user (their private database, and what they created in the public one), and the container in
+            all, may hold: {{quotaSource}}. An empty field is no limit. The container holds {{holds}}.</p>
+            <form id="quotas" data-api="{{api}}/quotas" data-method="PUT">
+            <table><tr><th></th><th>Records</th><th>Bytes of records</th><th>Bytes of assets held</th><th>Bytes uploaded, not yet saved</th></tr>
+            {{#userQuota}}<tr><td>Each user</td><td><input name="user.records" data-type="limit" value="{{records}}"></td>
+            <td><input name="user.recordBytes" data-type="limit" value="{{recordBytes}}"></td>
+            <td><input name="user.assetBytes" data-type="limit" value="{{assetBytes}}"></td>
+            <td><input name="user.pendingUploadBytes" data-type="limit" value="{{pendingUploadBytes}}"></td></tr>{{/userQuota}}
+            {{#containerQuota}}<tr><td>The container</td><td><input name="container.records" data-type="limit" value="{{records}}"></td>
+            <td><input name="container.recordBytes" data-type="limit" value="{{recordBytes}}"></td>
+            <td><input name="container.assetBytes" data-type="limit" value="{{assetBytes}}"></td><td></td></tr>{{/containerQuota}}
+            </table><button>Save quotas</button><output></output></form>
+            {{#ownQuotas}}<form class="inline" data-api="{{api}}/quotas" data-method="DELETE"><button>Use the server's defaults</button><output></output></form>{{/ownQuotas}}
             <h2>Databases</h2>
             <p>Each environment has a public database, and each user a private and a shared one; those written so far:</p>
             <table id="databases"><tr><th>Environment</th><th>Database</th><th>Owner</th><th>Zones</th></tr>

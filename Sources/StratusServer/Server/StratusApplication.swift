@@ -160,7 +160,7 @@ public enum StratusApplication {
             .addRoutes(to: router)
         ConsoleEndpoints(
             storage: storage, configuration: configuration, credential: credential, log: requestLog, hub: hub,
-            housekeeping: housekeeping
+            housekeeping: housekeeping, quotas: quotas
         ).addRoutes(to: router)
         routes.record(router.routes)
         return (router, push, assets)
