@@ -20,7 +20,8 @@ extension Database {
     ///
     /// One result per record: a record whose asset file is missing or unreadable
     /// (``CloudError/Code/assetFileNotFound``), larger than the server takes
-    /// (``CloudError/Code/limitExceeded``) or changed while it was sent
+    /// (``CloudError/Code/limitExceeded``), past the user's quota of uploads
+    /// (``CloudError/Code/quotaExceeded``) or changed while it was sent
     /// (``CloudError/Code/assetFileModified``) fails alone, so that one bad file does not hold back
     /// the other records. Any other error, from the network or the server, fails the call. With
     /// `allOrNone` (an atomic batch, which one failure stops), nothing is uploaded once a file fails
@@ -70,7 +71,7 @@ extension Database {
             do {
                 return Result<Asset, CloudError>.success(try await upload(file, to: url))
             } catch let error as CloudError
-                where [.assetFileNotFound, .assetFileModified, .limitExceeded].contains(error.code)
+                where [.assetFileNotFound, .assetFileModified, .limitExceeded, .quotaExceeded].contains(error.code)
             {
                 return .failure(error)
             }

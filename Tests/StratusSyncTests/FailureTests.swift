@@ -156,6 +156,42 @@ struct FailureTests {
         }
     }
 
+    @Test("a save past the user's quota fails with quotaExceeded, is reported and not sent again by itself; once room is made the app adds it again")
+    func quotaExceeded() async throws {
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        configuration.quotas = Quotas(perUser: StorageQuota(records: 2))
+        try await withServer(configuration) { server in
+            let phone = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
+            await phone.createZone()
+            for name in ["ada", "bob", "cy"] { await phone.save(name, name.capitalized) }
+            // The zone's batch is atomic: the refused save fails it, its innocent members go in the next send.
+            for _ in 0..<3 { try? await phone.sendChanges() }
+            let cy = SyncEngine.PendingRecordZoneChange.saveRecord(ContactsDevice.recordID("cy"))
+            guard case .failed(let error)? = await phone.engine.state.status(of: cy) else {
+                Issue.record("the save past the quota is reported as failed: \(String(describing: await phone.engine.state.status(of: cy)))")
+                return
+            }
+            #expect(error.code == .quotaExceeded && !error.keepsChangesPending)
+            #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty, "nothing is left to send by itself")
+            let reported = await phone.sentRecordZoneChanges.flatMap(\.failedRecordSaves)
+            #expect(reported.contains { $0.record.recordID.recordName == "cy" && $0.error.code == .quotaExceeded })
+            #expect(try await server.value(of: "ada", in: phone) == "Ada")
+            #expect(try await server.value(of: "bob", in: phone) == "Bob")
+            // Sending again sends nothing: the refusal is the app's to act on.
+            let sends = await phone.sentRecordZoneChanges.count
+            try await phone.sendChanges()
+            #expect(await phone.sentRecordZoneChanges.count == sends)
+
+            // Room made, the app adds the change again and it goes out.
+            await phone.delete("bob")
+            try await phone.sendChanges()
+            await phone.save("cy", "Cy")
+            try await phone.sendChanges()
+            #expect(try await server.value(of: "cy", in: phone) == "Cy")
+            #expect(await phone.engine.state.trackedRecordZoneChanges.isEmpty)
+        }
+    }
+
     @Test("signing out, in and switching accounts reset the state and are reported; one user never sees another's contacts")
     func accountChanges() async throws {
         try await withServer { server in

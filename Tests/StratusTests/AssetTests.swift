@@ -1,5 +1,6 @@
 import Foundation
 import Stratus
+import StratusServer
 import StratusTestSupport
 import Testing
 
@@ -82,6 +83,31 @@ struct SDKAssetTests {
             let unsent = await cloudError { _ = try await laptop.privateCloudDatabase.record(for: held.recordID) }
             #expect(unsent?.code == .unknownItem)
             #expect(try await laptop.privateCloudDatabase.record(for: fine.recordID)["text"] is Asset)
+        }
+    }
+
+    @Test("an upload past the user's quota of uploads not yet saved fails its record alone with quotaExceeded")
+    func uploadQuota() async throws {
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        configuration.quotas = Quotas(perUserPendingUploadBytes: 10_000)
+        try await withServer(configuration) { server in
+            let phone = try await server.signedInContainer("mei", device: "phone")
+            let large = server.directory.appendingPathComponent("large.bin")
+            try Data(repeating: 7, count: 20_000).write(to: large)
+            let small = server.directory.appendingPathComponent("small.bin")
+            try Data(repeating: 8, count: 1_000).write(to: small)
+            var big = Record(recordType: "Note", recordID: .init(recordName: "big"))
+            big["file"] = Asset(fileURL: large)
+            var fits = Record(recordType: "Note", recordID: .init(recordName: "fits"))
+            fits["file"] = Asset(fileURL: small)
+            let results = try await phone.privateCloudDatabase.modifyRecords(
+                saving: [big, fits], deleting: [], atomically: false)
+            if case .failure(let error)? = results.saveResults[big.recordID] {
+                #expect(error.code == .quotaExceeded, "\(error)")
+            } else {
+                Issue.record("the record whose upload passes the quota fails")
+            }
+            #expect((try? results.saveResults[fits.recordID]?.get())?["file"] is Asset)
         }
     }
 }
