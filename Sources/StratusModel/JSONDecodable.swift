@@ -5,9 +5,10 @@ public protocol JSONDecodable {
 }
 
 extension JSONDecodable {
-    /// Parses UTF-8 JSON text and builds the value.
-    public init(jsonBytes: [UInt8]) throws {
-        try self.init(json: JSONValue.parse(jsonBytes))
+    /// Parses UTF-8 JSON text and builds the value; with `refusingNullCharacter` (a request's text),
+    /// a string holding U+0000 is refused (``JSONReader/init(bytes:refusingNullCharacter:)``).
+    public init(jsonBytes: [UInt8], refusingNullCharacter: Bool = false) throws {
+        try self.init(json: JSONValue.parse(jsonBytes, refusingNullCharacter: refusingNullCharacter))
     }
 }
 

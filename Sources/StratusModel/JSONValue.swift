@@ -13,10 +13,11 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object(JSONMembers)
 
-    /// Parses UTF-8 JSON text. Duplicate object keys keep the last value.
-    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+    /// Parses UTF-8 JSON text. Duplicate object keys keep the last value. With
+    /// `refusingNullCharacter` (a request's text), a string holding U+0000 is refused.
+    public static func parse(_ bytes: [UInt8], refusingNullCharacter: Bool = false) throws -> JSONValue {
         try bytes.withUnsafeBufferPointer { buffer in
-            var reader = JSONReader(bytes: buffer)
+            var reader = JSONReader(bytes: buffer, refusingNullCharacter: refusingNullCharacter)
             let value = try reader.readValue()
             try reader.expectEnd()
             return value
@@ -167,11 +168,17 @@ public struct JSONReader {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     var depth = 0
+    /// Whether a string holding U+0000 is refused (``JSONSyntaxError/Kind/refusedCharacter``).
+    let refusesNullCharacter: Bool
     static let maxDepth = 512
 
-    /// A reader at the start of `bytes`.
-    public init(bytes: UnsafeBufferPointer<UInt8>) {
+    /// A reader at the start of `bytes`. With `refusingNullCharacter`, as every request's text is
+    /// read, a string holding U+0000 is refused: PostgreSQL's text cannot hold it, and SQLite would
+    /// compare text only up to it. Stored and answered text is read without the check, so that text
+    /// stored before the rule stays readable.
+    public init(bytes: UnsafeBufferPointer<UInt8>, refusingNullCharacter: Bool = false) {
         self.bytes = bytes
+        refusesNullCharacter = refusingNullCharacter
     }
 
     /// The byte offset of the next token.
@@ -191,7 +198,8 @@ public struct JSONReader {
         let start = index
         // One byte past the bound tells a value that ends at it from one cut there.
         let end = min(bytes.count, start + maxBytes + 1)
-        var bounded = JSONReader(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+        var bounded = JSONReader(
+            bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]), refusingNullCharacter: refusesNullCharacter)
         bounded.depth = depth
         do {
             let value = try bounded.parseValue()
@@ -522,7 +530,7 @@ public struct JSONReader {
                 case UInt8(ascii: "t"): scalars.append(0x09)
                 case UInt8(ascii: "u"):
                     var code = try parseHex4()
-                    if code == 0 {
+                    if code == 0, refusesNullCharacter {
                         // PostgreSQL's text cannot hold U+0000, so no backend takes it, in any text
                         // of any request. (Unescaped, it is a control character, refused above.)
                         throw JSONSyntaxError(

@@ -88,7 +88,8 @@ public struct ModifyRecordsRequest: Hashable, Sendable, JSONDecodable, JSONWrita
         var members = JSONMembers()
         var operations: [RecordOperation]?
         try jsonBytes.withUnsafeBufferPointer { buffer in
-            var reader = JSONReader(bytes: buffer)
+            // A request's text: U+0000 is refused in it.
+            var reader = JSONReader(bytes: buffer, refusingNullCharacter: true)
             guard reader.peek() == UInt8(ascii: "{") else { throw JSONDecodingError(.wrongType, "an object") }
             try reader.beginObject()
             while let key = try reader.nextKey() {

@@ -96,4 +96,13 @@ extension PostgresStorage {
             return true
         }
     }
+
+    public func forgetUpload(_ upload: PendingUpload) async throws {
+        try await execute(
+            """
+            DELETE FROM uploads WHERE ctid IN (SELECT ctid FROM uploads
+                WHERE ticket = \(upload.ticket) AND checksum = \(upload.checksum) AND size = \(upload.size)
+                    AND uploaded_ms = \(upload.timestamp) LIMIT 1)
+            """)
+    }
 }

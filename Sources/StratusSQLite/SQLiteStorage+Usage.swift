@@ -92,4 +92,15 @@ extension SQLiteStorage {
             return true
         }
     }
+
+    public func forgetUpload(_ upload: PendingUpload) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM uploads WHERE rowid IN (SELECT rowid FROM uploads
+                        WHERE ticket = ? AND checksum = ? AND size = ? AND uploaded_ms = ? LIMIT 1)
+                    """,
+                arguments: [upload.ticket, upload.checksum, upload.size, upload.timestamp])
+        }
+    }
 }

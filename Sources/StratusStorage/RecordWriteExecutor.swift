@@ -392,7 +392,6 @@ public struct RecordWriteExecutor: Sendable {
         {
             return fail(denial)
         }
-        reshapedCount += reshaped.count
         return number(records, reshaped: reshaped)
     }
 
@@ -427,6 +426,7 @@ public struct RecordWriteExecutor: Sendable {
             }
         }
         self.sequence = sequence
+        reshapedCount += reshaped.count
         for row in rows {
             current[row.record.name] = row.record
             changes.append(RecordChange(previous: row.previous, record: row.record))

@@ -269,6 +269,9 @@ public protocol UsageStorage: Sendable {
     /// answers whether it was recorded. Concurrent uploads of one user are checked one after the other.
     func recordUpload(_ upload: PendingUpload, since: Int64, maxPendingBytes: Int64?, ticketAllowance: Int64) async throws
         -> Bool
+    /// Forgets an upload ``recordUpload(_:since:maxPendingBytes:ticketAllowance:)`` recorded whose
+    /// bytes were then not stored, so that it counts for nobody.
+    func forgetUpload(_ upload: PendingUpload) async throws
 }
 
 /// An upload as ``UsageStorage`` counts it until a record holds it or its grace period ends.

@@ -24,9 +24,10 @@ struct ConnectionHygieneTests {
     }
 
     /// Connects to the server, sends `bytes`, and reads until the server closes the connection or
-    /// `limit` passes; on a thread of its own, since the reads block.
+    /// `limit` passes; on a thread of its own, since the reads block. Every caller expects an answer
+    /// or a close, so the limit only guards against a hang and is long enough for a busy machine.
     static func exchange(
-        port: Int, sending bytes: [UInt8], limit: Duration = .seconds(5), from source: String = "127.0.0.1"
+        port: Int, sending bytes: [UInt8], limit: Duration = .seconds(60), from source: String = "127.0.0.1"
     ) async -> Exchange {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {

@@ -115,6 +115,77 @@ struct TLSTests {
         try await server.stopAndRemove()
     }
 
+    @Test("over HTTP/2, a request whose body never comes is held to the pace, and one network's bodies under way to their cap")
+    func http2Bodies() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let identity = try await Self.makeCertificate(in: directory)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(identity.certificateChainPath))
+        let client = HTTPClient(configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+        /// A sign-in whose body (of no announced length: HEADERS without END_STREAM, then nothing) never comes.
+        func stalled(_ server: TestServer, by client: HTTPClient) async -> (error: (any Error)?, after: Duration) {
+            var request = HTTPClientRequest(url: server.baseURL + "/auth/1/\(server.container)/signin?ckAPIToken=\(server.apiToken)")
+            request.method = .POST
+            let (never, _) = AsyncStream<ByteBuffer>.makeStream()
+            request.body = .stream(never, length: .unknown)
+            let start = ContinuousClock.now
+            do {
+                _ = try await client.execute(request, timeout: .seconds(60))
+                return (nil, ContinuousClock.now - start)
+            } catch {
+                return (error, ContinuousClock.now - start)
+            }
+        }
+        do {
+        for (pace, check) in [
+            // Held to the pace: closed after the grace period, long before the client's own minute.
+            (RequestBodyPace(gracePeriod: .milliseconds(500)), "pace"),
+            // One body per network: a second one is refused at once.
+            (RequestBodyPace(timeout: .seconds(600), gracePeriod: .seconds(600), maxBodiesPerClient: 1), "cap"),
+        ] {
+            let server = try await TestServer.start(
+                configuration: ServerConfiguration(port: 0, passwordHashCost: 4, bodyPace: pace, tls: identity))
+            let health = try await client.execute(HTTPClientRequest(url: server.baseURL + "/health"), timeout: .seconds(10))
+            #expect(health.version == .http2)
+            if check == "pace" {
+                let outcome = await stalled(server, by: client)
+                #expect(outcome.error != nil && outcome.after < .seconds(30), "\(String(describing: outcome.error)) after \(outcome.after)")
+            } else {
+                // Each stalled request on a client of its own, shut down before the server stops:
+                // AsyncHTTPClient keeps a connection whose request body never ended open past the
+                // stop's GOAWAY, which then waits out the server's graceful-close timeout.
+                let holder = HTTPClient(configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+                let first = Task { await stalled(server, by: holder) }
+                // The first holds the network's one slot once its headers are read.
+                var arriving = 0.0
+                for _ in 0..<600 where arriving < 1 {
+                    var metrics = HTTPClientRequest(url: server.baseURL + "/metrics")
+                    metrics.headers.add(name: "Authorization", value: "Bearer \(server.credentials.adminToken)")
+                    let reply = try await client.execute(metrics, timeout: .seconds(10))
+                    let text = String(buffer: try await reply.body.collect(upTo: 16 << 20))
+                    arriving = try await MetricsScrape(parsing: text).value("stratus_request_bodies_arriving")
+                    if arriving < 1 { try await Task.sleep(for: .milliseconds(20)) }
+                }
+                try #require(arriving == 1)
+                let refusedClient = HTTPClient(configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+                let second = await stalled(server, by: refusedClient)
+                try await refusedClient.shutdown()
+                #expect(second.error != nil && second.after < .seconds(30), "\(String(describing: second.error)) after \(second.after)")
+                first.cancel()
+                _ = await first.value
+                try await holder.shutdown()
+            }
+            try await server.stopAndRemove()
+        }
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+
     @Test("a certificate or key that cannot be read stops the start with a message naming the flag and file")
     func unreadableFiles() async throws {
         let missing = TLSIdentity(certificateChainPath: "/nonexistent/cert.pem", privateKeyPath: "/nonexistent/key.pem")

@@ -315,7 +315,7 @@ struct AdminEndpoints: Sendable {
             let body = try await request.collectBody(limit: 4 << 20, limitName: "the limit of a schema")
             let text = String(buffer: body)
             let schema = request.headers[.contentType]?.hasPrefix("application/json") == true
-                ? try Schema(jsonBytes: Array(text.utf8)) : try SchemaAdministration.parse(text)
+                ? try Schema(jsonBytes: Array(text.utf8), refusingNullCharacter: true) : try SchemaAdministration.parse(text)
             return respond(
                 try await schemas.importSchema(schema, container: try context.parameters.require("container")), request)
         }

@@ -5,6 +5,7 @@ import Hummingbird
 import NIOCore
 import StratusModel
 import StratusStorage
+import Synchronization
 
 /// The body of `assets/rereference`.
 struct RereferenceAssetsRequest: JSONDecodable {
@@ -129,7 +130,8 @@ extension DatabaseEndpoints {
             throw StratusError.badRequest("ticket is required: use the url that assets/upload returned")
         }
         let limit = limits.maxAssetSizeBytes
-        let ticket = try assets.ticket(text, defaultAllowance: Int64(limit))
+        // A URL issued before tickets carried their bytes allows as many assets as one request may ask.
+        let ticket = try assets.ticket(text, defaultAllowance: Int64(limits.maxOperationsPerRequest) * Int64(limit))
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw StratusError(.limitExceeded, "the asset is \(length) bytes; the limit is \(limit) bytes per asset")
         }
@@ -137,16 +139,30 @@ extension DatabaseEndpoints {
         let allowed = Int(min(Int64(limit), room.bytes))
         if let length = request.headers[.contentLength].flatMap(Int.init), length > allowed { throw room.refusal }
         let overLimit = allowed < limit ? room.refusal : nil
-        let admit = { (checksum: String, size: Int64) in try await quotas.recordUpload(ticket, checksum: checksum, size: size) }
+        // The upload counts once its size is known and fits; if its bytes are then not stored, it counts for nobody.
+        let recorded = Mutex<PendingUpload?>(nil)
+        let admit = { (checksum: String, size: Int64) in
+            let upload = try await quotas.recordUpload(ticket, checksum: checksum, size: size)
+            recorded.withLock { $0 = upload }
+        }
+        // The upload's staging file is open until it is stored.
+        let transfer = try assets.transfers.begin()
+        defer { transfer.end() }
         // The bytes raw, or the one file of a multipart/form-data form, as Apple's web library sends.
-        let (checksum, size) =
-            if let boundary = try MultipartFileBody<RequestBody>.boundary(ofContentType: request.headers[.contentType]) {
-                try await assets.receive(
-                    MultipartFileBody(base: request.body, boundary: boundary), limit: allowed, overLimit: overLimit,
-                    admit: admit)
-            } else {
-                try await assets.receive(request.body, limit: allowed, overLimit: overLimit, admit: admit)
-            }
+        let (checksum, size): (String, Int64)
+        do {
+            (checksum, size) =
+                if let boundary = try MultipartFileBody<RequestBody>.boundary(ofContentType: request.headers[.contentType]) {
+                    try await assets.receive(
+                        MultipartFileBody(base: request.body, boundary: boundary), limit: allowed, overLimit: overLimit,
+                        admit: admit)
+                } else {
+                    try await assets.receive(request.body, limit: allowed, overLimit: overLimit, admit: admit)
+                }
+        } catch {
+            if let upload = recorded.withLock({ $0 }) { await quotas.forgetUpload(upload) }
+            throw error
+        }
         metrics.assetBytesIn.increment(by: size)
         return .json(
             AssetUploadResponse(
@@ -259,14 +275,24 @@ extension DatabaseEndpoints {
             HTTPField.Name("X-Content-Type-Options")!: "nosniff", HTTPField.Name("Content-Security-Policy")!: "sandbox",
         ]
         guard size > 0 else { return Response(status: .ok, headers: headers, body: ResponseBody()) }
+        // The bytes of `range`, holding a transfer's place (a file, or a bucket connection, open) while
+        // they are written.
+        func bytes(_ range: ClosedRange<Int>) async throws -> ResponseBody {
+            let transfer = try assets.transfers.begin()
+            let body = try await assets.blobs.body(of: checksum, range: range, context: context)
+            return ResponseBody(contentLength: body.contentLength) { writer in
+                defer { transfer.end() }
+                try await body.write(writer)
+            }
+        }
         switch ByteRange(header: request.headers[.range], size: size) {
         case .whole:
-            let body = try await assets.blobs.body(of: checksum, range: 0...(size - 1), context: context)
+            let body = try await bytes(0...(size - 1))
             metrics.assetBytesOut.increment(by: size)
             return Response(status: .ok, headers: headers, body: body)
         case .part(let range):
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(size)"
-            let body = try await assets.blobs.body(of: checksum, range: range, context: context)
+            let body = try await bytes(range)
             metrics.assetBytesOut.increment(by: range.count)
             return Response(status: .partialContent, headers: headers, body: body)
         case .unsatisfiable:

@@ -20,6 +20,8 @@ final class AssetStore: Sendable {
     let blobs: any AssetBlobStore
     let storage: any AssetStorage
     let tokens: SyncTokenCodec
+    /// The transfers under way, each holding a file open.
+    let transfers: AssetTransfers
     /// How long an uploaded asset is kept without any record referring to it, in milliseconds.
     let graceMilliseconds: Int64
     private let clock: ServerClock
@@ -34,8 +36,9 @@ final class AssetStore: Sendable {
 
     init(
         blobs: any AssetBlobStore, storage: any AssetStorage, tokens: SyncTokenCodec, graceSeconds: Int64,
-        clock: ServerClock = .system
+        maxTransfers: Int = 10_000, clock: ServerClock = .system
     ) {
+        transfers = AssetTransfers(capacity: maxTransfers)
         self.clock = clock
         self.blobs = blobs
         self.storage = storage

@@ -132,16 +132,15 @@ final class QuotaKeeper: Sendable {
                     + "\(used.ticket) were uploaded with it: ask assets/upload for another"))
     }
 
-    /// Records an upload of `size` bytes with `ticket`, or refuses it with `QUOTA_EXCEEDED` when
-    /// uploads since ``uploadRoom(_:)`` used up the room it found.
-    func recordUpload(_ ticket: Ticket, checksum: String, size: Int64) async throws {
+    /// Records an upload of `size` bytes with `ticket` and answers it (for ``forgetUpload(_:)``), or
+    /// refuses it with `QUOTA_EXCEEDED` when uploads since ``uploadRoom(_:)`` used up the room it found.
+    func recordUpload(_ ticket: Ticket, checksum: String, size: Int64) async throws -> PendingUpload {
         let quotas = try await quotas(container: ticket.container)
         let now = clock.milliseconds
+        let upload = PendingUpload(
+            container: ticket.container, user: ticket.user, ticket: ticket.id, checksum: checksum, size: size, timestamp: now)
         guard try await storage.recordUpload(
-            PendingUpload(
-                container: ticket.container, user: ticket.user, ticket: ticket.id, checksum: checksum, size: size,
-                timestamp: now),
-            since: now - graceMilliseconds, maxPendingBytes: quotas.perUserPendingUploadBytes,
+            upload, since: now - graceMilliseconds, maxPendingBytes: quotas.perUserPendingUploadBytes,
             ticketAllowance: ticket.allowance)
         else {
             throw StratusError(
@@ -150,6 +149,12 @@ final class QuotaKeeper: Sendable {
                     + "quota of \(quotas.perUserPendingUploadBytes.map { "\($0) bytes" } ?? "bytes") uploaded and not "
                     + "yet saved in a record")
         }
+        return upload
+    }
+
+    /// Forgets an upload recorded whose bytes were then not stored.
+    func forgetUpload(_ upload: PendingUpload) async {
+        try? await storage.forgetUpload(upload)
     }
 
     private static func pendingRefusal(quota: Int64, pending: Int64) -> StratusError {

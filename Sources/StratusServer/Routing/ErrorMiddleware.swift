@@ -4,6 +4,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import StratusModel
 import _NIOFileSystem
 
@@ -92,6 +93,10 @@ struct ErrorMiddleware: RouterMiddleware {
                     ? .badRequest(error.body ?? error.status.reasonPhrase)
                     : StratusError(.internalError, "internal error")
             }
+        case is ChannelError, is NIOHTTP2Errors.StreamClosed:
+            // The connection or stream went while the request was read (its body too slow, or the
+            // client gone): nobody reads the answer, and nothing failed on the server's side.
+            return .badRequest("the connection closed before the request arrived whole")
         case let error where Self.isOutOfFileDescriptors(error):
             // The process or the system holds as many files as it may: shed this request, keep running.
             return StratusError(
@@ -177,7 +182,7 @@ extension Request {
 
     /// Decodes the JSON body, refusing bodies over `limit` bytes.
     func decodeJSON<T: JSONDecodable>(_ type: T.Type, limit: Int) async throws -> T {
-        try T(jsonBytes: await jsonBodyBytes(limit: limit))
+        try T(jsonBytes: await jsonBodyBytes(limit: limit), refusingNullCharacter: true)
     }
 
     /// The JSON body's bytes, at most `limit` of them, and not none.

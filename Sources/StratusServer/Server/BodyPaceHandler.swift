@@ -29,9 +29,8 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// How often a body under way is checked against the pace.
     static let checkInterval = TimeAmount.milliseconds(500)
 
+    /// A body under way, which holds a slot of its network.
     private struct Body {
-        /// The network's slot, when one was taken.
-        var holdsSlot: Bool
         var received = 0
         /// Time the server spent waiting for the client, not counting the read asked for now.
         var waited = TimeAmount.zero
@@ -40,6 +39,8 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var check: Scheduled<Void>?
         /// When the request was answered before its body ended: the end of the time its rest has.
         var lingerDeadline: Scheduled<Void>?
+        /// Which body of the connection this is, so that an answer's end finds its own body.
+        var generation: Int
     }
 
     private let pace: RequestBodyPace
@@ -48,8 +49,13 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var unlimited = false
     /// The request whose body is arriving.
     private var body: Body?
-    /// Whether the answer to the current request began before its body ended.
-    private var answeredEarly = false
+    /// How many bodies the connection began.
+    private var generations = 0
+    /// A head that announced no body, until its end comes: an HTTP/2 request need not announce its
+    /// body, so one whose end does not come with its head is taken to have one.
+    private var headAwaitingEnd = false
+    /// The body whose request was answered before it ended, while the answer is written.
+    private var answeredEarly: Int?
     /// Whether this handler refused the current request itself: what arrives of it is dropped, and
     /// the connection closes once it has.
     private var refused = false
@@ -61,8 +67,7 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         // An HTTP/2 stream's remote address is its connection's.
-        network = ConnectionAdmission.network(of: context.channel)
-        unlimited = admission.isUnlimited(context.channel)
+        (network, unlimited) = admission.client(of: context.channel)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -79,27 +84,46 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         switch part {
         case .head(let head):
-            answeredEarly = false
             if Self.announcesBody(head) {
                 guard admission.beginBody(from: network, unlimited: unlimited) else {
                     refuse(context)
                     return
                 }
-                beginBody(context, holdsSlot: true)
+                beginBody(context)
+            } else {
+                headAwaitingEnd = true
             }
         case .body(let bytes):
-            if body == nil {
-                // An HTTP/2 request need not announce its body.
-                beginBody(context, holdsSlot: admission.beginBody(from: network, unlimited: unlimited))
-            }
+            guard body != nil || beginUnannouncedBody(context) else { return }
             body?.received += bytes.readableBytes
         case .end:
+            headAwaitingEnd = false
             endBody()
         }
         context.fireChannelRead(data)
     }
 
+    /// Begins the body of a request whose head did not announce one; `false`, with the stream
+    /// closed, when its network has no slot left (the head has reached a handler, so no answer is
+    /// possible here).
+    private func beginUnannouncedBody(_ context: ChannelHandlerContext) -> Bool {
+        headAwaitingEnd = false
+        guard admission.beginBody(from: network, unlimited: unlimited) else {
+            refused = true
+            context.close(promise: nil)
+            return false
+        }
+        beginBody(context)
+        return true
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
+        // A head whose end did not come with it: its body is under way, and keeps the pace from now.
+        if headAwaitingEnd, body == nil, !beginUnannouncedBody(context) {
+            // The head already went on: the read's end goes after it, so the handling sees both.
+            context.fireChannelReadComplete()
+            return
+        }
         if var waiting = body, let since = waiting.waitingSince {
             waiting.waited = waiting.waited + (.now() - since)
             waiting.waitingSince = nil
@@ -118,11 +142,13 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head where body != nil:
-            answeredEarly = true
+            answeredEarly = body?.generation
             context.write(data, promise: promise)
-        case .end where answeredEarly:
+        case .end where answeredEarly != nil:
+            let generation = answeredEarly!
+            answeredEarly = nil
             let written = context.eventLoop.makePromise(of: Void.self)
-            written.futureResult.assumeIsolated().whenComplete { [self] _ in lingerAfterAnswer(context) }
+            written.futureResult.assumeIsolated().whenComplete { [self] _ in lingerAfterAnswer(context, generation) }
             promise?.completeWith(written.futureResult)
             context.write(data, promise: written)
         default:
@@ -138,8 +164,10 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return (head.headerFields[.contentLength].flatMap(Int.init) ?? 0) > 0
     }
 
-    private func beginBody(_ context: ChannelHandlerContext, holdsSlot: Bool) {
-        body = Body(holdsSlot: holdsSlot)
+    /// Begins a body that holds a slot of its network.
+    private func beginBody(_ context: ChannelHandlerContext) {
+        generations += 1
+        body = Body(generation: generations)
         scheduleCheck(context)
     }
 
@@ -162,7 +190,7 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
         body = nil
         ended.check?.cancel()
         ended.lingerDeadline?.cancel()
-        if ended.holdsSlot { admission.endBody(from: network) }
+        admission.endBody(from: network)
     }
 
     /// Closes the connection (or stream) with its body unfinished.
@@ -172,11 +200,11 @@ final class BodyPaceHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.close(promise: nil)
     }
 
-    /// The answer to a request whose body has not ended is written: the rest of the body has
-    /// ``lingerTime`` to arrive (the server's handling reads and drops it), or the connection closes.
-    private func lingerAfterAnswer(_ context: ChannelHandlerContext) {
-        answeredEarly = false
-        guard body != nil else { return }
+    /// The answer to a request whose body (of `generation`) had not ended is written: the rest of
+    /// the body has ``lingerTime`` to arrive (the server's handling reads and drops it), or the
+    /// connection closes. A body that ended meanwhile (another request's may have begun) is left be.
+    private func lingerAfterAnswer(_ context: ChannelHandlerContext, _ generation: Int) {
+        guard body?.generation == generation else { return }
         body?.lingerDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: Self.lingerTime) { [self] in
             if body != nil { closeUnfinished(context) }
         }

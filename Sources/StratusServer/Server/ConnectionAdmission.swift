@@ -73,25 +73,29 @@ final class ConnectionAdmission: Sendable {
         metrics.connectionShed(reason.rawValue)
     }
 
-    /// The network a connection's peer belongs to.
-    static func network(of channel: any Channel) -> String {
-        VerifiedCaller.network(of: AuthenticationMiddleware.unmapped(channel.remoteAddress?.ipAddress ?? ""))
+    /// Whom a connection's peer counts as: its network, or, for a trusted proxy, its own address
+    /// (a proxy's neighbours in its /64 are other clients), and whether it is such a proxy.
+    func client(of channel: any Channel) -> (network: String, unlimited: Bool) {
+        let address = AuthenticationMiddleware.unmapped(channel.remoteAddress?.ipAddress ?? "")
+        guard !unlimitedAddresses.contains(address) else { return ("proxy \(address)", true) }
+        return (VerifiedCaller.network(of: address), false)
     }
 
     /// Counts `channel` in until it closes; `false` when it is past a cap (the caller refuses it).
     /// When the server is full, the oldest connection of the network holding the most (two more
-    /// than `channel`'s at least, and not a trusted proxy) is closed to make room.
+    /// than `channel`'s at least, and not a trusted proxy) is closed to make room; a trusted proxy,
+    /// which carries many clients, takes the place of any network's holding two or more.
     func admit(_ channel: any Channel) -> Bool {
-        let address = AuthenticationMiddleware.unmapped(channel.remoteAddress?.ipAddress ?? "")
-        let network = VerifiedCaller.network(of: address)
-        let unlimited = unlimitedAddresses.contains(address)
+        let (network, unlimited) = client(of: channel)
         let id = ObjectIdentifier(channel)
         let outcome = state.withLock { state -> (admitted: Bool, evicted: (any Channel)?) in
             let mine = state.networks[network]?.connections.count ?? 0
             guard unlimited || mine < maxPerClient else { return (false, nil) }
             var evicted: (any Channel)?
             if state.total >= maxConnections {
-                guard let victim = Self.largestHolder(in: state.networks, above: mine + 1) else { return (false, nil) }
+                guard let victim = Self.largestHolder(in: state.networks, above: unlimited ? 1 : mine + 1) else {
+                    return (false, nil)
+                }
                 var held = state.networks[victim]!
                 let oldest = held.connections.min { $0.value.order < $1.value.order }!
                 held.connections[oldest.key] = nil
@@ -164,11 +168,6 @@ final class ConnectionAdmission: Sendable {
                 state.networks[network] = held
             }
         }
-    }
-
-    /// Whether `channel`'s peer is a trusted proxy, which no per-network cap applies to.
-    func isUnlimited(_ channel: any Channel) -> Bool {
-        unlimitedAddresses.contains(AuthenticationMiddleware.unmapped(channel.remoteAddress?.ipAddress ?? ""))
     }
 
     /// Counts a body closed for arriving too slowly.

@@ -43,6 +43,8 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
             responder: http1.responder,
             configuration: HTTP2ChannelConfiguration(
                 idleTimeout: idleTimeout,
+                // A client that keeps a stream open past a stop's GOAWAY cannot hold the stop.
+                gracefulCloseTimeout: .seconds(10),
                 streamConfiguration: HTTP1Channel.Configuration(
                     additionalChannelHandlers: [
                         DroppingConnectionHeader(), BodyPaceHandler(pace: pace, admission: admission),

@@ -91,7 +91,7 @@ public enum StratusApplication {
         let assets = blobs.map {
             AssetStore(
                 blobs: $0, storage: storage, tokens: tokens, graceSeconds: configuration.assetGraceSeconds,
-                clock: configuration.clock)
+                maxTransfers: configuration.maxConnections, clock: configuration.clock)
         }
         // HEAD answers as GET without the body (RFC 9110 §9.3.2) on every GET route.
         let router = Router(context: StratusRequestContext.self, options: .autoGenerateHeadEndpoints)
