@@ -149,7 +149,9 @@ package final class TestServer: Sendable {
             request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
         }
         let client = followingRedirects ? HTTPClient.shared : Self.redirectRefusingClient
-        let response = try await client.execute(request, timeout: .seconds(60))
+        // Only a guard against a hang: a loaded machine (a CI run beside a build) once took more
+        // than a minute over a batch of 200 subscriptions.
+        let response = try await client.execute(request, timeout: .seconds(300))
         let buffer = try await response.body.collect(upTo: 256 << 20)
         let text = String(buffer: buffer)
         let json = (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) as? [String: Any] ?? [:]

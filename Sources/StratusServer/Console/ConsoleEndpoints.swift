@@ -270,7 +270,7 @@ struct ConsoleEndpoints: Sendable {
             }
         }
         let usernames = Dictionary(users.map { ($0.recordName, $0.username) }) { first, _ in first }
-        let pushDevices = hub.devices(container: container).filter { $0.owner.userRecordName == user.recordName }
+        let pushDevices = hub.registry.snapshots(container: container).filter { $0.owner.userRecordName == user.recordName }
         let now = configuration.clock.milliseconds
         let devices = pushDevices.map { device -> [String: Any] in
             [
@@ -472,7 +472,7 @@ struct ConsoleEndpoints: Sendable {
             ("Last housekeeping failure", state.lastFailure ?? "none"),
             ("Asset store", configuration.assetsBucket.map { "S3 bucket \($0.bucket) at \($0.endpoint)" }
                 ?? configuration.assetsDirectory.map { "directory \($0)" } ?? "none (assets refused)"),
-            ("Push devices (this instance)", "\(hub.deviceCounts.connected) connected, \(hub.deviceCounts.queued) with a queue"),
+            ("Push devices (this instance)", "\(hub.registry.counts.connected) connected, \(hub.registry.counts.queued) with a queue"),
             ("Request body bytes budget", ByteCountFormatter.string(fromByteCount: Int64(configuration.maxBufferedRequestBytes), countStyle: .memory)),
             ("TLS", configuration.tls == nil ? "off (put a TLS proxy in front, or use --tls-cert)" : "on"),
         ]

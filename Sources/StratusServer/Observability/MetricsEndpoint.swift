@@ -24,7 +24,7 @@ struct MetricsEndpoint: Sendable {
     /// The exposition, with the gauges read at scrape time brought up to date first.
     func snapshot() -> [UInt8] {
         let metrics = configuration.metrics
-        let devices = hub.deviceCounts
+        let devices = hub.registry.counts
         metrics.pushDevicesQueued.set(devices.queued)
         metrics.pushDevicesConnected.set(devices.connected)
         if let pool = storage.connectionPoolUsage {

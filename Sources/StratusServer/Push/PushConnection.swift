@@ -46,7 +46,7 @@ final class PushConnection: ChannelInboundHandler, RemovableChannelHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let (device, connection, missed) = hub.connect(
+        let (device, connection, missed) = hub.registry.connect(
             tokenHash: session.tokenHash, owner: session.owner, deviceID: session.deviceID,
             sessionHash: session.sessionHash, sink: Sink(handler: bound))
         self.device = device

@@ -180,7 +180,7 @@ struct PushEndpoints: Sendable {
             }
             timeout = seconds
         }
-        let (device, connection, missedAtConnect) = hub.connect(
+        let (device, connection, missedAtConnect) = hub.registry.connect(
             tokenHash: session.tokenHash, owner: session.owner, deviceID: session.deviceID,
             sessionHash: session.sessionHash)
         defer { device.detach(connection) }

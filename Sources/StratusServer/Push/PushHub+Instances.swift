@@ -1,5 +1,8 @@
+import CoreMetrics
+import Logging
 import StratusModel
 import StratusStorage
+import Synchronization
 
 /// Events as messages between instances: every instance matches every change against the
 /// subscriptions and notifies the devices connected to it.
@@ -109,6 +112,58 @@ extension PushHub.Event: JSONWritable, JSONDecodable {
                 origin: try Self.origin(in: object))
         case let kind:
             throw StratusError.badRequest("instance message: unknown event kind '\(kind)'")
+        }
+    }
+}
+
+/// The instance bus: local events go to the other instances, theirs are handled here like local ones.
+extension PushHub {
+    /// Sends the local events to the other instances, in order: every event published while the
+    /// last send was under way goes in the next one.
+    func send(to bus: any InstanceMessageBus) async {
+        for await _ in outgoingBell {
+            let events = outgoing.withLock { events in
+                defer { events = [] }
+                return events
+            }
+            guard !events.isEmpty else { continue }
+            do {
+                let now = configuration.clock.milliseconds
+                try await bus.broadcast(events.map { $0.message(sentAt: now) })
+            } catch {
+                // Shutting down cancels a send in flight; anything else is worth knowing.
+                if !Task.isCancelled {
+                    logger.error("push: an event could not be sent to the other instances", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// Handles the other instances' events as local ones.
+    func receive(from bus: any InstanceMessageBus) async {
+        await bus.listen { [self] message in
+            switch message {
+            case .message(let bytes):
+                do {
+                    let json = try JSONValue.parse(bytes)
+                    if let sentAt = Event.sentAt(json) {
+                        configuration.metrics.instanceBusLag.recordMilliseconds(max(0, configuration.clock.milliseconds - sentAt))
+                    }
+                    let event = try Event(json: json)
+                    if case .credentialsRevoked(let revocation) = event {
+                        // Not behind the record events waiting in the loop: the credentials stop now.
+                        credentials.forget(revocation)
+                        registry.closeConnections(of: revocation)
+                    } else {
+                        continuation.yield(event)
+                    }
+                } catch {
+                    logger.error("push: a message from another instance is not an event", metadata: ["error": "\(error)"])
+                }
+            case .gap:
+                cachesMissedEvents.store(true, ordering: .releasing)
+                notificationsMayHaveBeenMissed()
+            }
         }
     }
 }
