@@ -50,6 +50,12 @@ final class PushHub: Service {
         var userRecordName: String?
         var deviceID: String
 
+        /// Where a write's changes come from, when its client named its device.
+        init?(_ context: WriteContext) {
+            guard let deviceID = context.deviceID else { return nil }
+            self.init(userRecordName: context.userRecordName, deviceID: deviceID)
+        }
+
         /// Where `request`'s changes come from, when its client named its device.
         init?(_ request: DatabaseRequest) {
             guard let deviceID = request.deviceID else { return nil }

@@ -11,7 +11,8 @@ struct DatabaseEndpoints: Sendable {
     let configuration: ServerConfiguration
     let tokens: SyncTokenCodec
     let assets: AssetStore?
-    let hub: PushHub
+    /// Every write of records and zones, which publishes what it commits.
+    let changeWriter: ChangeWriter
     /// The quotas writes and uploads are held to.
     let quotas: QuotaKeeper
     /// Pages of change feeds read before they are asked for.
@@ -152,16 +153,15 @@ struct DatabaseEndpoints: Sendable {
                 case .create where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone always exists and cannot be created")
                 case .create:
-                    let (zone, created) = try await storage.createZone(named: name, in: locator, timestamp: configuration.clock.milliseconds)
-                    if created { hub.publish(.zone(locator, name: name, deleted: false, origin: PushHub.Origin(target))) }
+                    let (zone, _) = try await changeWriter.createZone(
+                        named: name, in: locator, timestamp: configuration.clock.milliseconds, origin: PushHub.Origin(target))
                     zoneDictionary(zone, zoneID: zoneID).write(to: &writer)
                 case .delete where name == ZoneID.defaultZoneName:
                     fail(.badRequest, "the default zone cannot be deleted")
                 case .delete:
-                    let participants = locator.scope == .private ? try await storage.acceptedParticipants(zone: name, in: locator) : []
-                    if try await storage.deleteZone(named: name, in: locator, timestamp: configuration.clock.milliseconds) {
-                        hub.publish(
-                            .zone(locator, name: name, deleted: true, participants: participants, origin: PushHub.Origin(target)))
+                    if try await changeWriter.deleteZone(
+                        named: name, in: locator, timestamp: configuration.clock.milliseconds, origin: PushHub.Origin(target))
+                    {
                         ZoneDictionary(zoneID: zoneID, deleted: true).write(to: &writer)
                     } else {
                         fail(.zoneNotFound, "zone '\(name)' does not exist")
@@ -197,22 +197,19 @@ struct DatabaseEndpoints: Sendable {
         for index in writes.indices {
             try admitAssets(&writes[index], field: "operations[\(index)].record.fields", container: target.container)
         }
-        try await ShareRules(storage: storage).prepare(&writes, operations: body.operations, zone: zone, user: user)
+        try await ShareRules(writer: changeWriter).prepare(&writes, operations: body.operations, zone: zone, user: user)
         let context = WriteContext(
             userRecordName: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
             enforcesGrants: access.enforcesGrants, limits: limits, participantShares: zone.participantShares,
             quota: try await quotas.writeQuota(container: target.container))
         let outcome = try await metrics.timingStorageWrite {
-            try await storage.modifyRecords(
+            try await changeWriter.modifyRecords(
                 writes, zone: zoneName, in: zone.locator,
                 atomic: (body.atomic ?? true) && zoneName != ZoneID.defaultZoneName, context: context)
         }
         let results = outcome.results
         metrics.recordsWritten(results.count { if case .success = $0 { true } else { false } })
         quotas.noteWritten(container: target.container, changes: outcome.changes)
-        if !outcome.changes.isEmpty {
-            hub.publish(.records(zone.locator, zone: zoneName, changes: outcome.changes, origin: PushHub.Origin(target)))
-        }
 
         let zoneID = zone.wireZoneID
         let zoneIDJSON = zoneID.jsonBytes
@@ -265,7 +262,7 @@ struct DatabaseEndpoints: Sendable {
         else { throw DatabaseAccess.notShared(zone.name) }
         let target = access.target
         let share = LocatedShare(database: zone.locator, zone: zone.name, record: record)
-        let (_, changes) = try await ShareRules(storage: storage).changeParticipant(
+        _ = try await ShareRules(writer: changeWriter).changeParticipant(
             of: share, user: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds, limits: limits
         ) { state in
             guard let at = state.participants.firstIndex(where: { $0.userRecordName == user }),
@@ -274,9 +271,6 @@ struct DatabaseEndpoints: Sendable {
             var changed = state
             changed.participants[at].status = .removed
             return changed
-        }
-        if !changes.isEmpty {
-            hub.publish(.records(zone.locator, zone: zone.name, changes: changes, origin: PushHub.Origin(target)))
         }
         return await listResponse("records") { writer in
             RecordDictionary(recordName: shareName, deleted: true, zoneID: zone.wireZoneID)

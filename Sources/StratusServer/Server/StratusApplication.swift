@@ -138,11 +138,12 @@ public enum StratusApplication {
         let quotas = QuotaKeeper(
             storage: storage, defaults: configuration.quotas, clock: configuration.clock,
             graceSeconds: configuration.assetGraceSeconds)
+        let writer = ChangeWriter(storage: storage, hub: hub)
         DatabaseEndpoints(
             storage: storage, authenticator: authenticator, configuration: configuration, tokens: tokens, assets: assets,
-            hub: hub, quotas: quotas, prefetch: FeedPagePrefetch(clock: configuration.clock)
+            changeWriter: writer, quotas: quotas, prefetch: FeedPagePrefetch(clock: configuration.clock)
         ).addRoutes(to: router)
-        ShareEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
+        ShareEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, changeWriter: writer)
             .addRoutes(to: router)
         SubscriptionEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)

@@ -13,9 +13,10 @@ struct ShareEndpoints: Sendable {
     let storage: any RecordStorage & ShareStorage & AccountStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
-    let hub: PushHub
+    /// Every write of records, which publishes what it commits.
+    let changeWriter: ChangeWriter
 
-    var rules: ShareRules { ShareRules(storage: storage) }
+    var rules: ShareRules { ShareRules(writer: changeWriter) }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         router.on(Endpoints.recordsResolve) { request, context in try await answer(request, context, accepting: false) }
@@ -71,7 +72,7 @@ struct ShareEndpoints: Sendable {
         else { throw notFound }
         var record = located.record
         if accepting, place.status != .accepted {
-            let (written, changes) = try await rules.changeParticipant(
+            let written = try await rules.changeParticipant(
                 of: located, user: user, deviceID: target.deviceID, timestamp: configuration.clock.milliseconds,
                 limits: configuration.limits
             ) { current in
@@ -92,9 +93,6 @@ struct ShareEndpoints: Sendable {
                             permission: current.publicPermission, status: .accepted))
                 }
                 return changed
-            }
-            if !changes.isEmpty {
-                hub.publish(.records(located.database, zone: located.zone, changes: changes, origin: PushHub.Origin(target)))
             }
             record = written
             guard let written = record.shareState, let joined = Self.place(of: user, in: written) else { throw notFound }

@@ -20,7 +20,10 @@ struct ShareRules: Sendable {
     /// The most participants a share has besides its owner.
     static let maxParticipants = 100
 
-    let storage: any RecordStorage & AccountStorage & ShareStorage
+    /// Where share records are written (and their changes published).
+    let writer: ChangeWriter
+    /// Where accounts and share memberships are read.
+    var storage: any RecordStorage & AccountStorage & ShareStorage { writer.storage }
 
     /// Whether an operation writes a share record: one of the share type, or named like a
     /// zone-wide share.
@@ -223,24 +226,25 @@ struct ShareRules: Sendable {
 
     /// Changes `user`'s place in a share through the write path, as `user`: `change` gets the share's
     /// state and returns it changed, or `nil` to leave it as it is. A write that raced another
-    /// change of the share is tried again with the new state. Returns the share as stored.
+    /// change of the share is tried again with the new state. Returns the share as stored; the
+    /// write's changes are published by the ``ChangeWriter``.
     func changeParticipant(
         of share: LocatedShare, user: String, deviceID: String?, timestamp: Int64, limits: Limits,
         _ change: (ShareState) throws -> ShareState?
-    ) async throws -> (record: StoredRecord, changes: [RecordChange]) {
+    ) async throws -> StoredRecord {
         var record = share.record
         for _ in 0..<5 {
             guard let state = record.shareState else { break }
-            guard let changed = try change(state) else { return (record, []) }
+            guard let changed = try change(state) else { return record }
             let write = RecordWrite(
                 operationType: .update, recordName: record.name, recordChangeTag: record.changeTag,
                 fields: [ShareState.fieldName: changed.fieldValue])
-            let outcome = try await storage.modifyRecords(
+            let outcome = try await writer.modifyRecords(
                 [write], zone: share.zone, in: share.database, atomic: false,
                 context: WriteContext(userRecordName: user, deviceID: deviceID, timestamp: timestamp, limits: limits))
             switch outcome.results[0] {
             case .success(let written):
-                return (written, outcome.changes)
+                return written
             case .failure(let failure) where failure.code == .conflict:
                 guard let latest = failure.serverRecord, !latest.deleted else {
                     throw StratusError(.notFound, "the share no longer exists")
