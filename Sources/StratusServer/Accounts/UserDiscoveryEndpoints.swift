@@ -15,13 +15,12 @@ struct UserDiscoveryEndpoints: Sendable {
     let limits: Limits
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        router.on(Endpoints.usersDiscoverAll) { request, context in
+        router.on(Endpoints.usersDiscoverAll, authorizedBy: authenticator) { request, _, access in
             // Stratus keeps no address books: there is nobody to discover without lookup information.
-            _ = try access(request, context, endpoint: "users/discover")
-            return Response.json(DiscoverUsersResponse(users: []))
+            Response.json(DiscoverUsersResponse(users: []))
         }
-        router.on(Endpoints.usersDiscover) { request, context in
-            let container = try access(request, context, endpoint: "users/discover").target.container
+        router.on(Endpoints.usersDiscover, authorizedBy: authenticator) { request, _, access in
+            let container = access.target.container
             let body = try await request.decodeJSON(DiscoverUsersRequest.self, limit: limits.maxSmallRequestBodyBytes)
             let found = try await discoverable(body.lookupInfos, field: "lookupInfos", container: container)
             return Response.json(
@@ -31,27 +30,24 @@ struct UserDiscoveryEndpoints: Sendable {
                         nameComponents: NameComponents(givenName: user.givenName, familyName: user.familyName))
                 }))
         }
-        router.on(Endpoints.usersLookupEmail) { request, context in
-            try await lookup(request, context, endpoint: "users/lookup/email", by: \.emailAddress)
+        router.on(Endpoints.usersLookupEmail, authorizedBy: authenticator) { request, _, access in
+            try await lookup(request, access, endpoint: "users/lookup/email", by: \.emailAddress)
         }
-        router.on(Endpoints.usersLookupID) { request, context in
-            try await lookup(request, context, endpoint: "users/lookup/id", by: \.userRecordName)
+        router.on(Endpoints.usersLookupID, authorizedBy: authenticator) { request, _, access in
+            try await lookup(request, access, endpoint: "users/lookup/id", by: \.userRecordName)
         }
-        router.on(Endpoints.usersLookupContacts) { request, context in
+        router.on(Endpoints.usersLookupContacts, authorizedBy: authenticator) { request, _, access in
             // The older form of the same question: nobody, in the older shape.
-            _ = try access(request, context, endpoint: "users/lookup/contacts")
-            return Response.json(LookupUsersResponse(users: []))
+            Response.json(LookupUsersResponse(users: []))
         }
-        router.on(Endpoints.usersDiscoverability) { request, context in
-            let access = try access(request, context, operation: .ownData, endpoint: "users/discoverability")
+        router.on(Endpoints.usersDiscoverability, authorizedBy: authenticator) { request, _, access in
             let user = try await storage.user(container: access.target.container, recordName: try access.requireUser())
             return Response.json(
                 Discoverability(
                     discoverable: user?.discoverable ?? false,
                     nameComponents: NameComponents(givenName: user?.givenName, familyName: user?.familyName)))
         }
-        router.on(Endpoints.usersSetDiscoverability) { request, context in
-            let access = try access(request, context, operation: .ownData, endpoint: "users/discoverability")
+        router.on(Endpoints.usersSetDiscoverability, authorizedBy: authenticator) { request, _, access in
             let body = try await request.decodeJSON(Discoverability.self, limit: 64 << 10)
             for (field, value) in [("givenName", body.nameComponents?.givenName), ("familyName", body.nameComponents?.familyName)] {
                 if let value, value.count > 100 || value.contains(where: \.isNewline)
@@ -68,19 +64,12 @@ struct UserDiscoveryEndpoints: Sendable {
         }
     }
 
-    private func access(
-        _ request: Request, _ context: StratusRequestContext, operation: DatabaseAccess.Operation = .findUsers,
-        endpoint: String
-    ) throws -> DatabaseAccess {
-        try DatabaseAccess.authorize(operation, for: try authenticator.authenticate(request, context: context), endpoint: endpoint)
-    }
-
     /// `users/lookup/email` and `users/lookup/id`: the older user shape, keyed by one kind of lookup
     /// information.
     private func lookup(
-        _ request: Request, _ context: StratusRequestContext, endpoint: String, by key: KeyPath<UserLookupInfo, String?>
+        _ request: Request, _ access: DatabaseAccess, endpoint: String, by key: KeyPath<UserLookupInfo, String?>
     ) async throws -> Response {
-        let container = try access(request, context, endpoint: endpoint).target.container
+        let container = access.target.container
         let body = try await request.decodeJSON(LookupUsersRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let keyName = key == \UserLookupInfo.emailAddress ? "emailAddress" : "userRecordName"
         for (index, info) in body.users.enumerated() where info[keyPath: key] == nil {

@@ -65,9 +65,9 @@ enum ByteRange: Equatable {
 
 extension DatabaseEndpoints {
     func addAssetRoutes(to router: Router<StratusRequestContext>) {
-        router.on(Endpoints.assetsUpload) { request, context in try await requestUploads(request, context) }
-        router.on(Endpoints.assetsRereference) { request, context in try await rereference(request, context) }
-        router.on(Endpoints.assetsDownload) { request, context in try await download(request, context) }
+        router.on(Endpoints.assetsUpload, authorizedBy: authenticator) { request, context, access in try await requestUploads(request, context, access) }
+        router.on(Endpoints.assetsRereference, authorizedBy: authenticator) { request, context, access in try await rereference(request, context, access) }
+        router.on(Endpoints.assetsDownload, authorizedBy: authenticator) { request, context, access in try await download(request, context, access) }
         router.post("assets/1/upload") { request, context in try await receiveUpload(request, context) }
         router.get("assets/1/download/:checksum/:file") { request, context in try await signedDownload(request, context) }
     }
@@ -93,9 +93,8 @@ extension DatabaseEndpoints {
     }
 
     /// `assets/upload`: one upload URL per requested field.
-    func requestUploads(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/upload")
+    func requestUploads(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let user = try access.requireUser()
         let assets = try requireAssets()
         let body = try await request.decodeJSON(UploadAssetsRequest.self, limit: limits.maxSmallRequestBodyBytes)
@@ -174,9 +173,8 @@ extension DatabaseEndpoints {
     /// `assets/rereference`: fresh receipts for assets that records the caller can read already hold,
     /// so another record can hold them without uploading the bytes again. Each item answers with
     /// the field as a Record Field Dictionary, ready to save.
-    func rereference(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "assets/rereference")
+    func rereference(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let assets = try requireAssets()
         let body = try await request.decodeJSON(RereferenceAssetsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
@@ -215,9 +213,8 @@ extension DatabaseEndpoints {
 
     /// `GET …/assets/download/{checksum}?zoneName=…&recordName=…&fieldName=…`: the bytes of an asset
     /// that a record the caller can read holds in that field, with `Range` support.
-    func download(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "assets/download")
+    func download(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let assets = try requireAssets()
         let checksum = try context.parameters.require("checksum")
         guard let recordName = request.query("recordName"), let fieldName = request.query("fieldName") else {

@@ -22,33 +22,26 @@ struct SubscriptionEndpoints: Sendable {
     var limits: Limits { configuration.limits }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        router.on(Endpoints.subscriptionsList) { request, context in try await list(request, context) }
-        router.on(Endpoints.subscriptionsLookup) { request, context in
-            try await lookup(request, context, acrossDatabases: false)
+        router.on(Endpoints.subscriptionsList, authorizedBy: authenticator) { request, context, access in try await list(request, context, access) }
+        router.on(Endpoints.subscriptionsLookup, authorizedBy: authenticator) { request, _, access in
+            try await lookup(request, in: [access])
         }
-        router.on(Endpoints.environmentSubscriptionsLookup) { request, context in
-            try await lookup(request, context, acrossDatabases: true)
+        router.on(Endpoints.environmentSubscriptionsLookup, authorizedInEachDatabaseBy: authenticator) { request, _, accesses in
+            try await lookup(request, in: accesses)
         }
-        router.on(Endpoints.subscriptionsModify) { request, context in try await modify(request, context) }
+        router.on(Endpoints.subscriptionsModify, authorizedBy: authenticator) { request, context, access in try await modify(request, context, access) }
     }
 
-    func list(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/list")
+    func list(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let stored = try await storage.subscriptions(in: access.locator, subscriber: try access.requireUser())
         return respond(try stored.map { .success(try answered($0.definition, target: target)) })
     }
 
-    /// `subscriptions/lookup`: in the path's database, or `acrossDatabases` (the path without a
-    /// database segment, as Apple's reference gives it) in the caller's private, shared and public
+    /// `subscriptions/lookup` in each database of `accesses`: the path's, or for the path without a
+    /// database segment (as Apple's reference gives it) the caller's private, shared and public
     /// databases, the first found per ID.
-    func lookup(_ request: Request, _ context: StratusRequestContext, acrossDatabases: Bool) async throws -> Response {
-        let scopes: [DatabaseScope?] = acrossDatabases ? [.private, .shared, .public] : [nil]
-        let accesses = try scopes.map { scope in
-            try DatabaseAccess.authorize(
-                .ownData, for: try authenticator.authenticate(request, context: context, scope: scope),
-                endpoint: "subscriptions/lookup")
-        }
+    func lookup(_ request: Request, in accesses: [DatabaseAccess]) async throws -> Response {
         let body = try await request.decodeJSON(LookupSubscriptionsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.subscriptionIDs.count)
         var found: [String: SubscriptionDictionary] = [:]
@@ -61,9 +54,8 @@ struct SubscriptionEndpoints: Sendable {
         return respond(body.subscriptionIDs.map { id in found[id].map { .success($0) } ?? .failure(notFound(id)) })
     }
 
-    func modify(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "subscriptions/modify")
+    func modify(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let user = try access.requireUser()
         let locator = access.locator
         let body = try await request.decodeJSON(ModifySubscriptionsRequest.self, limit: limits.maxSmallRequestBodyBytes)

@@ -5,9 +5,8 @@ import StratusStorage
 
 extension DatabaseEndpoints {
     /// `records/query`.
-    func queryRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/query")
+    func queryRecords(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let body = try await request.decodeJSON(QueryRecordsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let zones: [String]?
         let locator: DatabaseLocator

@@ -22,19 +22,19 @@ struct DatabaseEndpoints: Sendable {
     var metrics: ServerMetrics { configuration.metrics }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        router.on(Endpoints.zonesList) { request, context in try await listZones(request, context) }
-        router.on(Endpoints.zonesLookup) { request, context in try await lookupZones(request, context) }
-        router.on(Endpoints.zonesModify) { request, context in try await modifyZones(request, context) }
-        router.on(Endpoints.zonesChanges) { request, context in try await databaseChanges(request, context) }
-        router.on(Endpoints.recordsModify) { request, context in try await modifyRecords(request, context) }
-        router.on(Endpoints.recordsLookup) { request, context in try await lookupRecords(request, context) }
-        router.on(Endpoints.recordsQuery) { request, context in try await queryRecords(request, context) }
-        router.on(Endpoints.recordsChanges) { request, context in try await recordChanges(request, context) }
-        router.on(Endpoints.recordsDigest) { request, context in try await recordsDigest(request, context) }
-        router.on(Endpoints.changesZone) { request, context in try await zoneChanges(request, context) }
-        router.on(Endpoints.changesDatabase) { request, context in try await databaseChanges(request, context) }
-        router.on(Endpoints.usersCaller) { request, context in try await caller(request, context) }
-        router.on(Endpoints.usersCurrent) { request, context in try await currentUser(request, context) }
+        router.on(Endpoints.zonesList, authorizedBy: authenticator) { request, context, access in try await listZones(request, context, access) }
+        router.on(Endpoints.zonesLookup, authorizedBy: authenticator) { request, context, access in try await lookupZones(request, context, access) }
+        router.on(Endpoints.zonesModify, authorizedBy: authenticator) { request, context, access in try await modifyZones(request, context, access) }
+        router.on(Endpoints.zonesChanges, authorizedBy: authenticator) { request, context, access in try await databaseChanges(request, context, access) }
+        router.on(Endpoints.recordsModify, authorizedBy: authenticator) { request, context, access in try await modifyRecords(request, context, access) }
+        router.on(Endpoints.recordsLookup, authorizedBy: authenticator) { request, context, access in try await lookupRecords(request, context, access) }
+        router.on(Endpoints.recordsQuery, authorizedBy: authenticator) { request, context, access in try await queryRecords(request, context, access) }
+        router.on(Endpoints.recordsChanges, authorizedBy: authenticator) { request, context, access in try await recordChanges(request, context, access) }
+        router.on(Endpoints.recordsDigest, authorizedBy: authenticator) { request, context, access in try await recordsDigest(request, context, access) }
+        router.on(Endpoints.changesZone, authorizedBy: authenticator) { request, context, access in try await zoneChanges(request, context, access) }
+        router.on(Endpoints.changesDatabase, authorizedBy: authenticator) { request, context, access in try await databaseChanges(request, context, access) }
+        router.on(Endpoints.usersCaller, authorizedBy: authenticator) { request, context, access in try await caller(request, context, access) }
+        router.on(Endpoints.usersCurrent, authorizedBy: authenticator) { request, context, access in try await currentUser(request, context, access) }
         addAssetRoutes(to: router)
     }
 
@@ -86,9 +86,8 @@ struct DatabaseEndpoints: Sendable {
             deleted: zone.deleted ? true : nil)
     }
 
-    func listZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/list")
+    func listZones(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let zones: [ZoneDictionary]
         if target.scope == .shared {
             zones = try await storage.sharedZones(
@@ -106,9 +105,8 @@ struct DatabaseEndpoints: Sendable {
         return .json(writer)
     }
 
-    func lookupZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "zones/lookup")
+    func lookupZones(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let body = try await request.decodeJSON(LookupZonesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
         for (index, zoneID) in body.zones.enumerated() {
@@ -134,9 +132,9 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    func modifyZones(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let locator = try DatabaseAccess.authorize(.manageZones, for: target, endpoint: "zones/modify").locator
+    func modifyZones(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
+        let locator = access.locator
         let body = try await request.decodeJSON(ModifyZonesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.operations.count, field: "operations", limit: limits.maxOperationsPerRequest)
         let names = try body.operations.enumerated().map { index, operation in
@@ -173,14 +171,13 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Records
 
-    func modifyRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.write, for: target, endpoint: "records/modify")
+    func modifyRecords(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let user = try access.requireUser()
         let body = try await ModifyRecordsRequest(
             jsonBytes: request.jsonBodyBytes(limit: limits.maxRequestBodyBytes), limits: limits)
         if target.scope == .shared, let shareName = ShareRules.leavingCandidate(body.operations) {
-            let leaving = try DatabaseAccess.authorize(.leaveShare, for: target, endpoint: "records/modify")
+            let leaving = try access.leavingShare()
             let zone = try await leaving.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
             if zone.memberships.contains(where: { $0.shareRecordName == shareName }) {
                 return try await leaveShare(shareName, zone: zone, access: leaving, user: user)
@@ -278,9 +275,8 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    func lookupRecords(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.read, for: target, endpoint: "records/lookup")
+    func lookupRecords(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let body = try await request.decodeJSON(LookupRecordsRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let zone = try await access.zone(body.zoneID, field: "zoneID", limits: limits, shares: storage)
         let zoneName = zone.name
@@ -430,9 +426,7 @@ struct DatabaseEndpoints: Sendable {
         return min(count, Self.maxPagesAhead)
     }
 
-    func recordChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/changes")
+    func recordChanges(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
         let body = try await request.decodeJSON(RecordChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         let pagesAhead = try pagesAhead(request)
         let key = prefetchKey(body, access: access, pagesAhead: pagesAhead, request: request)
@@ -458,9 +452,8 @@ struct DatabaseEndpoints: Sendable {
     /// read through the change feed as the caller may see it, and the sync token of that state.
     /// Writes that land while it reads move the zone past the state being digested: it reads again,
     /// and answers `TRY_AGAIN_LATER` if the zone never holds still for a whole read.
-    func recordsDigest(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "records/digest")
+    func recordsDigest(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let body = try await request.decodeJSON(ZoneDigestRequest.self, limit: limits.maxSmallRequestBodyBytes)
         guard let requestedZoneID = body.zoneID else { throw StratusError.badRequest("zoneID is required") }
         let zoneName = try target.zoneName(requestedZoneID, field: "zoneID", limits: limits)
@@ -513,9 +506,8 @@ struct DatabaseEndpoints: Sendable {
         throw StratusError(.tryAgainLater, "zone '\(zoneName)' changed during every read of its digest; try again")
     }
 
-    func zoneChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.readChanges, for: target, endpoint: "changes/zone")
+    func zoneChanges(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let body = try await request.decodeJSON(ZoneChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         try checkCount(body.zones.count, field: "zones", limit: limits.maxOperationsPerRequest)
         return try await listResponse("zones", capacity: 64 << 10) { writer in
@@ -543,10 +535,8 @@ struct DatabaseEndpoints: Sendable {
     }
 
     /// `changes/database` and `zones/changes`: custom zones changed, created or deleted since a token.
-    func databaseChanges(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(
-            .readChanges, for: target, endpoint: request.uri.path.split(separator: "/").suffix(2).joined(separator: "/"))
+    func databaseChanges(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let body = try await request.decodeJSON(DatabaseChangesRequest.self, limit: limits.maxSmallRequestBodyBytes)
         metrics.feedPageServed("database")
         if target.scope == .shared { return try await sharedDatabaseChanges(body, access: access) }
@@ -607,9 +597,9 @@ struct DatabaseEndpoints: Sendable {
 
     // MARK: Users
 
-    func caller(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let recordName = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "users/caller").requireUser()
+    func caller(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
+        let recordName = try access.requireUser()
         let user = try await storage.user(container: target.container, recordName: recordName)
         func writeIdentity(to writer: inout JSONWriter) {
             writer.field("userRecordName", recordName)
@@ -633,9 +623,8 @@ struct DatabaseEndpoints: Sendable {
         return .json(writer)
     }
 
-    func currentUser(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let access = try DatabaseAccess.authorize(.ownData, for: target, endpoint: "users/current")
+    func currentUser(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
+        let target = access.target
         let recordName = try access.requireUser()
         // As Apple answers it: the names only of a user who made themselves discoverable.
         let user = try await storage.user(container: target.container, recordName: recordName)

@@ -82,6 +82,12 @@ struct DatabaseAccess: Sendable {
         return access
     }
 
+    /// The access of a `records/modify` that deletes the zone's share from the shared database: a
+    /// participant leaving it, which read-only participants may do too (``Operation/leaveShare``).
+    func leavingShare() throws -> DatabaseAccess {
+        try Self.authorize(.leaveShare, for: target, endpoint: "records/modify")
+    }
+
     /// The signed-in user (always there for ``Operation/write`` and ``Operation/ownData``).
     func requireUser() throws -> String {
         try target.requireUser()

@@ -19,8 +19,12 @@ struct ShareEndpoints: Sendable {
     var rules: ShareRules { ShareRules(writer: changeWriter) }
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        router.on(Endpoints.recordsResolve) { request, context in try await answer(request, context, accepting: false) }
-        router.on(Endpoints.recordsAccept) { request, context in try await answer(request, context, accepting: true) }
+        router.on(Endpoints.recordsResolve, authorizedBy: authenticator) { request, _, access in
+            try await answer(request, access, accepting: false)
+        }
+        router.on(Endpoints.recordsAccept, authorizedBy: authenticator) { request, _, access in
+            try await answer(request, access, accepting: true)
+        }
         router.get("share/:shortGUID") { request, context in try await page(request, context) }
     }
 
@@ -36,10 +40,9 @@ struct ShareEndpoints: Sendable {
         return (.publicUser, .invited, state.publicPermission)
     }
 
-    private func answer(_ request: Request, _ context: StratusRequestContext, accepting: Bool) async throws -> Response {
-        let target = try authenticator.authenticate(request, context: context)
-        let endpoint = accepting ? "records/accept" : "records/resolve"
-        let user = try DatabaseAccess.authorize(.joinShares, for: target, endpoint: endpoint).requireUser()
+    private func answer(_ request: Request, _ access: DatabaseAccess, accepting: Bool) async throws -> Response {
+        let target = access.target
+        let user = try access.requireUser()
         let body = try await request.decodeJSON(ShortGUIDsRequest.self, limit: configuration.limits.maxSmallRequestBodyBytes)
         guard !body.shortGUIDs.isEmpty, body.shortGUIDs.count <= configuration.limits.maxOperationsPerRequest else {
             throw StratusError.badRequest(

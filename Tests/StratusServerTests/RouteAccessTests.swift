@@ -1,0 +1,32 @@
+import StratusModel
+import Testing
+
+@testable import StratusServer
+
+/// Every database endpoint declares the access it needs, so none can be routed without it (the
+/// router refuses to route a database endpoint any other way).
+@Suite("database routes declare their access")
+struct RouteAccessTests {
+    @Test("every endpoint of a database in the endpoint table declares its access, and only those")
+    func everyDatabaseEndpointDeclaresAccess() {
+        let database = Endpoints.all.filter { $0.base == .database }
+        let undeclared = database.filter {
+            DatabaseRoutes.access[$0] == nil && !DatabaseRoutes.environmentOperations.contains($0)
+        }
+        #expect(undeclared.isEmpty, "routed without a declared access: \(undeclared.map(\.path))")
+        let strays = DatabaseRoutes.access.keys.filter { $0.base != .database || !Endpoints.all.contains($0) }
+        #expect(strays.isEmpty, "declared for what is not a database endpoint: \(strays.map(\.path))")
+        for endpoint in DatabaseRoutes.eachDatabaseAccess.keys {
+            #expect(endpoint.base == .environment && Endpoints.all.contains(endpoint), "\(endpoint.path)")
+        }
+    }
+
+    @Test("writes, zone changes and share changes need a signed-in user; reads of the public database do not")
+    func declaredAccessMeansWhatItSays() {
+        #expect(DatabaseRoutes.access[Endpoints.recordsModify.erased] == .write)
+        #expect(DatabaseRoutes.access[Endpoints.zonesModify.erased] == .manageZones)
+        #expect(DatabaseRoutes.access[Endpoints.recordsAccept.erased] == .joinShares)
+        #expect(DatabaseRoutes.access[Endpoints.recordsQuery.erased] == .read)
+        #expect(DatabaseRoutes.access[Endpoints.subscriptionsModify.erased] == .ownData)
+    }
+}
