@@ -1,4 +1,7 @@
+import Foundation
+import NIOHTTP1
 import StratusModel
+import StratusTestSupport
 import Testing
 
 @testable import StratusServer
@@ -28,5 +31,29 @@ struct RouteAccessTests {
         #expect(DatabaseRoutes.access[Endpoints.recordsAccept.erased] == .joinShares)
         #expect(DatabaseRoutes.access[Endpoints.recordsQuery.erased] == .read)
         #expect(DatabaseRoutes.access[Endpoints.subscriptionsModify.erased] == .ownData)
+    }
+
+    @Test("every admin route the OpenAPI document lists refuses a caller without the admin token, before its handler runs")
+    func adminRoutesAuthenticateFirst() async throws {
+        try await withServer { server in
+            let document = try await server.request(.GET, "/openapi.json")
+            let paths = try #require(document.body["paths"] as? [String: [String: Any]])
+            var checked = 0
+            for (template, operations) in paths where template.hasPrefix("/admin/1/") {
+                let path = template.replacingOccurrences(of: "{container}", with: server.container)
+                    .replacingOccurrences(of: "{environment}", with: "development")
+                    .replacingOccurrences(of: "{tokenID}", with: "t").replacingOccurrences(of: "{user}", with: "u")
+                    .replacingOccurrences(of: "{key}", with: "k")
+                for method in operations.keys where method != "parameters" {
+                    let reply = try await server.request(HTTPMethod(rawValue: method.uppercased()), path, body: [:])
+                    #expect(reply.status == 401 && reply.text.contains("AUTHENTICATION_FAILED"), "\(method) \(path): \(reply.text)")
+                    checked += 1
+                }
+            }
+            #expect(checked >= 20)
+            let admin = try await server.request(
+                .GET, "/admin/1/containers", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            #expect(admin.status == 200, "\(admin.text)")
+        }
     }
 }

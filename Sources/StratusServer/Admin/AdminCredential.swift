@@ -69,3 +69,19 @@ struct AdminCredential: Sendable {
         throw StratusError(.authenticationFailed, "the admin API needs 'Authorization: Bearer <adminToken>'")
     }
 }
+
+/// Refuses every route of the admin group (`/admin/1/…`) to a caller the ``AdminCredential`` does
+/// not accept, before its handler runs: the admin routes authenticate in one place, not each itself.
+struct AdminAuthenticationMiddleware: RouterMiddleware {
+    typealias Context = StratusRequestContext
+
+    let credential: AdminCredential
+
+    func handle(
+        _ request: Request, context: StratusRequestContext,
+        next: (Request, StratusRequestContext) async throws -> Response
+    ) async throws -> Response {
+        try await credential.authenticate(request, context: context)
+        return try await next(request, context)
+    }
+}

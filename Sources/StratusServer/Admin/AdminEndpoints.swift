@@ -34,9 +34,8 @@ struct AdminEndpoints: Sendable {
     let quotas: QuotaKeeper
 
     func addRoutes(to router: Router<StratusRequestContext>) {
-        let admin = router.group("admin/1")
+        let admin = router.group("admin/1").add(middleware: AdminAuthenticationMiddleware(credential: credential))
         admin.get("containers") { request, context in
-            try await credential.authenticate(request, context: context)
             let containers = try await storage.containers()
             return Response.jsonList("containers", containers) { container, writer in
                 writer.beginObject()
@@ -47,7 +46,6 @@ struct AdminEndpoints: Sendable {
             }
         }
         admin.post("containers") { request, context in
-            try await credential.authenticate(request, context: context)
             let body = try await request.decodeJSON(CreateContainerRequest.self, limit: 64 << 10)
             let container = try await accounts.createContainer(body.identifier, allowsSignUp: body.allowsSignUp ?? true)
             let token = try await accounts.createAPIToken(container: container.identifier)
@@ -60,7 +58,6 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.post("containers/:container/tokens") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let body = try await request.decodeJSON(CreateTokenRequest.self, limit: 64 << 10)
             let token = try await accounts.createAPIToken(container: container, name: body.name ?? "default")
@@ -71,14 +68,12 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.delete("containers/:container/tokens/:tokenID") { request, context in
-            try await credential.authenticate(request, context: context)
             try await accounts.revokeAPIToken(
                 container: try context.parameters.require("container"), id: try context.parameters.require("tokenID"))
             return Response(status: .noContent)
         }
         addSchemaRoutes(to: admin)
         admin.post("containers/:container/users") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
             let user = try await accounts.createUser(container: container, username: body.username, password: body.password)
@@ -90,7 +85,6 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.post("containers/:container/keys") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
             let environmentName: String = try body.decode("environment")
@@ -104,14 +98,12 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer, status: .created)
         }
         admin.get("containers/:container/keys") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             try await storage.requireContainer(container)
             let keys = try await storage.serverKeys(container: container)
             return Response.jsonList("keys", keys) { Self.write($0, to: &$1) }
         }
         admin.delete("containers/:container/keys/:key") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let keyID = try context.parameters.require("key")
             guard try await storage.revokeServerKey(id: keyID, container: container, at: accounts.now),
@@ -124,13 +116,11 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.get("containers/:container/users") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             try await storage.requireContainer(container)
             return Response.jsonList("users", try await storage.users(container: container)) { Self.write($0, to: &$1) }
         }
         admin.patch("containers/:container/users/:user") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             let recordName = try context.parameters.require("user")
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object()
@@ -166,7 +156,6 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.get("containers/:container/tokens") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try context.parameters.require("container")
             try await storage.requireContainer(container)
             return Response.jsonList("tokens", try await storage.apiTokens(container: container)) { token, writer in
@@ -179,7 +168,6 @@ struct AdminEndpoints: Sendable {
         }
         addQuotaRoutes(to: admin)
         admin.get("audit") { request, context in
-            try await credential.authenticate(request, context: context)
             let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
             return Response.jsonList("entries", try await storage.auditEntries(limit: limit)) { entry, writer in
                 writer.beginObject()
@@ -211,12 +199,10 @@ struct AdminEndpoints: Sendable {
             return Response.json(writer)
         }
         admin.get("containers/:container/quotas") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
             return try await answer(container)
         }
         admin.put("containers/:container/quotas") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
             let body = try await request.decodeJSON(JSONValue.self, limit: 64 << 10)
             let updated = try Quotas(json: body, over: try await quotas.quotas(container: container))
@@ -224,13 +210,11 @@ struct AdminEndpoints: Sendable {
             return try await answer(container)
         }
         admin.delete("containers/:container/quotas") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
             try await quotas.setQuotas(nil, container: container)
             return try await answer(container)
         }
         admin.get("containers/:container/usage") { request, context in
-            try await credential.authenticate(request, context: context)
             let container = try await storage.requireContainer(try context.parameters.require("container")).identifier
             let usage = try await quotas.usage(container: container)
             var writer = JSONWriter()
@@ -298,14 +282,12 @@ struct AdminEndpoints: Sendable {
         let schemas = SchemaAdministration(storage: storage)
         let respond = Self.respond
         admin.get("containers/:container/environments/:environment/schema") { request, context in
-            try await credential.authenticate(request, context: context)
             let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
             return respond(
                 try await schemas.export(container: try context.parameters.require("container"), environment: environment),
                 request)
         }
         admin.put("containers/:container/environments/:environment/schema") { request, context in
-            try await credential.authenticate(request, context: context)
             let environment = try Authenticator.parse(ContainerEnvironment.self, context: context, parameter: "environment")
             guard environment == .development else {
                 throw StratusError.badRequest(
@@ -320,11 +302,9 @@ struct AdminEndpoints: Sendable {
                 try await schemas.importSchema(schema, container: try context.parameters.require("container")), request)
         }
         admin.post("containers/:container/deploy-schema") { request, context in
-            try await credential.authenticate(request, context: context)
             return respond(try await schemas.deploy(container: try context.parameters.require("container")), request)
         }
         admin.post("containers/:container/reset-development") { request, context in
-            try await credential.authenticate(request, context: context)
             try await schemas.resetDevelopment(container: try context.parameters.require("container"))
             return Response(status: .noContent)
         }
