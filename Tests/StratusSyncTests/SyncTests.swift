@@ -140,8 +140,8 @@ struct SyncTests {
             let engine = await phone.engine!
             let exclusive = Task { try await engine.performExclusively { order.withLock { $0.append("exclusive") } } }
             // The send is held in its batch. An engine that did not keep them apart would run the
-            // exclusive operation now; the pause only gives it the chance (nothing waits for a time).
-            try await Task.sleep(for: .milliseconds(200))
+            // exclusive operation now: give every other task its turns (no time is waited for).
+            for _ in 0..<1_000 { await Task.yield() }
             releaseContinuation.yield()
             try await send.value
             try await exclusive.value

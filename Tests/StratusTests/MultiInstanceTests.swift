@@ -52,11 +52,15 @@ struct MultiInstanceTests {
         // A device connected to B hears of a write through A.
         let events = PushEventCollector(laptop)
         #expect(await events.wait { $0.gaps == 1 })
-        try await Task.sleep(for: .milliseconds(200))
+        // B hears A once its listener is up, which nothing here can see: write until a change arrives.
         var note = Record(recordType: "Note", recordID: .init(recordName: "first", zoneID: zone))
-        note["title"] = "through A"
-        _ = try await phone.privateCloudDatabase.save(note)
-        #expect(await events.wait { $0.notifications.count >= 1 }, "the write through A reached the device on B")
+        var crossed = false
+        for attempt in 0..<10 where !crossed {
+            note["title"] = "through A, \(attempt)"
+            note = try await phone.privateCloudDatabase.save(note)
+            crossed = await events.wait(for: .seconds(5)) { $0.notifications.count >= 1 }
+        }
+        #expect(crossed, "the write through A reached the device on B")
         #expect(events.notifications.first?.subscriptionID == "notes")
 
         // A subscription that fires once reaches the device on B whichever instance deletes it first.
