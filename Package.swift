@@ -149,7 +149,7 @@ let package = Package(
             name: "StratusTestSupport",
             dependencies: [
                 "StratusServer", "StratusSQLite", "StratusPostgres", "StratusModel", "StratusStorage", "Stratus",
-                "StratusProcess",
+                "StratusSync", "StratusProcess",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

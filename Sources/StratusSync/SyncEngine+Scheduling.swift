@@ -108,7 +108,7 @@ extension SyncEngine {
         let backoff = transport.retryPolicy.backoff(
             afterFailures: schedule.withLock { $0.failures + 1 })
         let wait = max(error.retryAfterSeconds.map { Duration.seconds($0) } ?? .zero, backoff)
-        schedule.withLock { $0.retry(after: wait, at: .now, fetch: fetch, send: send) }
+        schedule.withLock { $0.retry(after: wait, at: clock.now, fetch: fetch, send: send) }
         wakeup.signal()
         let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) * 1e-18
         return Date(timeIntervalSinceNow: seconds)
@@ -128,18 +128,20 @@ extension SyncEngine {
 
     /// A fetch ended: the next catch-up is a full interval away.
     func noteFetched() {
-        schedule.withLock { $0.nextCatchUp = .now + $0.catchUpInterval }
+        let now = clock.now
+        schedule.withLock { $0.nextCatchUp = now + $0.catchUpInterval }
     }
 
     /// What to do now, or until when to wait.
     func nextScheduledWork() -> ScheduledStep {
-        schedule.withLock { $0.next(at: .now) }
+        let now = clock.now
+        return schedule.withLock { $0.next(at: now) }
     }
 
     /// Runs what the scheduler decided, as one operation in line with the app's.
     func runScheduled(_ work: ScheduledWork) async {
         if work.contains(.send), configuration.sendDebounce > .zero {
-            try? await Task.sleep(for: configuration.sendDebounce)
+            try? await clock.sleep(for: configuration.sendDebounce)
         }
         do {
             try await operations.run { [self] in
@@ -168,7 +170,9 @@ extension SyncEngine {
     }
 
     /// Turns the server's notifications of `database` into fetches, reconnecting when the channel ends.
-    static func listenForNotifications(_ transport: any SyncTransport, engine: Weak<SyncEngine>) async {
+    static func listenForNotifications(
+        _ transport: any SyncTransport, clock: any SyncClock, engine: Weak<SyncEngine>
+    ) async {
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -189,7 +193,7 @@ extension SyncEngine {
             }
             failures += 1
             let backoff = transport.retryPolicy.backoff(afterFailures: failures)
-            do { try await Task.sleep(for: max(backoff, .milliseconds(100))) } catch { return }
+            do { try await clock.sleep(for: max(backoff, .milliseconds(100))) } catch { return }
         }
     }
 }
@@ -225,11 +229,11 @@ final class Wakeup: Sendable {
         waiter?.resume()
     }
 
-    /// Waits for a signal, `deadline`, or cancellation.
-    func wait(until deadline: ContinuousClock.Instant?) async {
+    /// Waits for a signal, `deadline` on `clock`, or cancellation.
+    func wait(until deadline: ContinuousClock.Instant?, on clock: any SyncClock) async {
         let timer = deadline.map { deadline in
             Task { [self] in
-                do { try await Task.sleep(until: deadline) } catch { return }
+                do { try await clock.sleep(until: deadline) } catch { return }
                 signal()
             }
         }

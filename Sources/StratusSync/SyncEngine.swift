@@ -61,6 +61,12 @@ public final class SyncEngine: Sendable {
         /// How long after the last fetch the engine fetches again by itself, in case a
         /// notification was lost (5 minutes by default).
         public var catchUpInterval: Duration
+        /// How the engine reaches the server; `nil` (the default) is ``database`` itself. Another
+        /// ``SyncTransport`` may stand in: one that forwards to the database and fails on cue, in a
+        /// test of the engine's retries.
+        public var transport: (any SyncTransport)?
+        /// The time the engine schedules by (``SystemSyncClock`` by default).
+        public var clock: any SyncClock
 
         /// A configuration for `database`, starting from `stateSerialization`, reporting to `delegate`.
         public init(
@@ -75,6 +81,7 @@ public final class SyncEngine: Sendable {
             self.journalURL = journalURL
             self.sendDebounce = .milliseconds(2)
             self.catchUpInterval = .seconds(300)
+            self.clock = SystemSyncClock()
         }
     }
 
@@ -82,6 +89,8 @@ public final class SyncEngine: Sendable {
     public let database: Database
     /// How the engine reaches the server: the database, through the calls ``SyncTransport`` names.
     let transport: any SyncTransport
+    /// The time the engine schedules by.
+    let clock: any SyncClock
     /// What the engine has to do, and where each change stands.
     public let state: State
 
@@ -99,12 +108,13 @@ public final class SyncEngine: Sendable {
     public init(_ configuration: Configuration) throws {
         self.configuration = configuration
         database = configuration.database
-        transport = configuration.database
+        transport = configuration.transport ?? configuration.database
+        clock = configuration.clock
         delegate = configuration.delegate
         logger = transport.logger
         state = try State(
             serialization: configuration.stateSerialization, journalURL: configuration.journalURL, logger: logger)
-        schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval, now: .now))
+        schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval, now: configuration.clock.now))
         state.setOnAdd { [weak self] in self?.changesAdded() }
         startBackgroundWork()
     }
@@ -222,18 +232,19 @@ public final class SyncEngine: Sendable {
         guard configuration.automaticallySync else { return }
         let wakeup = wakeup
         let transport = transport
+        let clock = clock
         let engine = Weak(self)
         let tasks = [
             Task {
                 while !Task.isCancelled {
                     guard let next = engine.value?.nextScheduledWork() else { return }
                     switch next {
-                    case .wait(let deadline): await wakeup.wait(until: deadline)
+                    case .wait(let deadline): await wakeup.wait(until: deadline, on: clock)
                     case .run(let work): await engine.value?.runScheduled(work)
                     }
                 }
             },
-            Task { await Self.listenForNotifications(transport, engine: engine) },
+            Task { await Self.listenForNotifications(transport, clock: clock, engine: engine) },
         ]
         backgroundTasks.withLock { $0 = tasks }
     }

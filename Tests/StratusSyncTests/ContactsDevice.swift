@@ -39,16 +39,17 @@ actor ContactsDevice: SyncEngineDelegate {
     init(
         _ name: String, container: Container, automaticallySync: Bool = false,
         stateSerialization: SyncEngine.State.Serialization? = nil, journalURL: URL? = nil,
-        conflictPolicy: ConflictPolicy = .serverWins
+        conflictPolicy: ConflictPolicy = .serverWins, configure: (inout SyncEngine.Configuration) -> Void = { _ in }
     ) async throws {
         self.name = name
         self.container = container
         self.conflictPolicy = conflictPolicy
         self.stateSerialization = stateSerialization
-        engine = try SyncEngine(
-            SyncEngine.Configuration(
-                database: container.privateCloudDatabase, stateSerialization: stateSerialization, delegate: self,
-                automaticallySync: automaticallySync, journalURL: journalURL))
+        var configuration = SyncEngine.Configuration(
+            database: container.privateCloudDatabase, stateSerialization: stateSerialization, delegate: self,
+            automaticallySync: automaticallySync, journalURL: journalURL)
+        configure(&configuration)
+        engine = try SyncEngine(configuration)
     }
 
     // MARK: - What the user does
