@@ -47,6 +47,8 @@ struct CrashLoop {
     final class Current: Sendable {
         let url = Mutex<String?>(nil)
         let stopping = Mutex(false)
+        /// The writers that have had a batch acknowledged.
+        let progressed = Mutex<Set<String>>([])
     }
 
     /// What a record may hold at the end: the value of its last acknowledged write (`nil`: absent)
@@ -107,7 +109,13 @@ struct CrashLoop {
             try server.crashAndRestart()
             current.url.withLock { $0 = server.url }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // After the last restart, every writer gets a batch through before they stop (on a busy
+        // machine a writer may have had none acknowledged between kills).
+        let writerCount = Self.zones.count * writersPerZone
+        let settled = ContinuousClock.now + .seconds(120)
+        while current.progressed.withLock({ $0.count }) < writerCount, ContinuousClock.now < settled {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         current.stopping.withLock { $0 = true }
         let logs = try await writers.value
 
@@ -209,6 +217,7 @@ struct CrashLoop {
                     continue
                 }
                 log.acknowledgedBatches += 1
+                current.progressed.withLock { _ = $0.insert(writer) }
                 for (name, value) in after {
                     log.records[name, default: Possibilities()].acknowledged = value
                     if value == nil { live.removeAll { $0 == name } } else if !live.contains(name) { live.append(name) }

@@ -62,18 +62,11 @@ extension RouterMethods where Context == StratusRequestContext {
         _ endpoint: Endpoint<Body, Answer>, authorizedBy authenticator: Authenticator,
         use handler: @escaping @Sendable (Request, StratusRequestContext, DatabaseAccess) async throws -> Response
     ) -> Self {
-        guard let operation = DatabaseRoutes.access[endpoint.erased] else {
-            preconditionFailure("\(endpoint.path) is routed without the access it needs: declare it in DatabaseRoutes.access")
-        }
-        return route(endpoint.erased) { request, context in
-            let target = try authenticator.authenticate(request, context: context)
-            let access = try DatabaseAccess.authorize(operation, for: target, endpoint: endpoint.path)
-            return try await handler(request, context, access)
+        route(endpoint, declaredIn: DatabaseRoutes.access, scopes: [nil], authenticator: authenticator) { request, context, accesses in
+            try await handler(request, context, accesses[0])
         }
     }
-}
 
-extension RouterMethods where Context == StratusRequestContext {
     /// Routes an endpoint of the environment that reaches each of the caller's databases (private,
     /// shared and public, in that order) behind its declared access (``DatabaseRoutes/eachDatabaseAccess``):
     /// `handler` gets the access granted in each.
@@ -82,11 +75,23 @@ extension RouterMethods where Context == StratusRequestContext {
         _ endpoint: Endpoint<Body, Answer>, authorizedInEachDatabaseBy authenticator: Authenticator,
         use handler: @escaping @Sendable (Request, StratusRequestContext, [DatabaseAccess]) async throws -> Response
     ) -> Self {
-        guard let operation = DatabaseRoutes.eachDatabaseAccess[endpoint.erased] else {
+        route(
+            endpoint, declaredIn: DatabaseRoutes.eachDatabaseAccess, scopes: [.private, .shared, .public],
+            authenticator: authenticator, use: handler)
+    }
+
+    /// Routes `endpoint` behind the access `table` declares for it, authorized in each of `scopes`
+    /// (`nil`: the database the path names).
+    private func route<Body, Answer>(
+        _ endpoint: Endpoint<Body, Answer>, declaredIn table: [AnyEndpoint: DatabaseAccess.Operation],
+        scopes: [DatabaseScope?], authenticator: Authenticator,
+        use handler: @escaping @Sendable (Request, StratusRequestContext, [DatabaseAccess]) async throws -> Response
+    ) -> Self {
+        guard let operation = table[endpoint.erased] else {
             preconditionFailure("\(endpoint.path) is routed without the access it needs: declare it in DatabaseRoutes")
         }
         return route(endpoint.erased) { request, context in
-            let accesses = try [DatabaseScope.private, .shared, .public].map { scope in
+            let accesses = try scopes.map { scope in
                 try DatabaseAccess.authorize(
                     operation, for: try authenticator.authenticate(request, context: context, scope: scope),
                     endpoint: endpoint.path)
