@@ -24,7 +24,12 @@ final class Broadcast<Element: Sendable>: Sendable {
         for continuation in continuations.withLock({ Array($0.values) }) { continuation.yield(element) }
     }
 
-    deinit {
+    /// Ends every stream made so far.
+    func finish() {
         for continuation in continuations.withLock({ Array($0.values) }) { continuation.finish() }
+    }
+
+    deinit {
+        finish()
     }
 }

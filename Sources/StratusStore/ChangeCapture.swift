@@ -35,16 +35,13 @@ final class ChangeCapture: Sendable {
         self.checkpointer = checkpointer
     }
 
-    /// Creates the metadata tables and the triggers of `model` (replacing earlier ones, so they follow
+    /// Brings the store's own tables to this version's layout (``StoreMigrations``), creates the
+    /// triggers of `model` (replacing earlier ones, so they follow
     /// the model's columns), and registers the functions they call on `pool`'s writer.
     static func install(_ model: StoreModel, on pool: DatabasePool) async throws -> ChangeCapture {
-        try await pool.writeWithoutTransaction { db in
+        try await StoreMigrations.migrate(pool)
+        return try await pool.writeWithoutTransaction { db in
             try db.inTransaction {
-                try StoreMetadata.create(in: db)
-                try createChangeLog(in: db)
-                try createOutbox(in: db)
-                // A file whose outbox earlier triggers kept has every change folded already.
-                try StoreMetadata.startFolding(in: db)
                 // Every earlier trigger goes, those of tables no longer in the model included.
                 let earlier = try String.fetchAll(
                     db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'stratusstore\\_%' ESCAPE '\\'")
@@ -89,7 +86,7 @@ final class ChangeCapture: Sendable {
     /// transaction's changes are found from its first change's number, with no index to update. A
     /// log of an earlier layout (an `AUTOINCREMENT` key and an index by transaction) is rebuilt in
     /// this one.
-    private static func createChangeLog(in db: Database) throws {
+    static func createChangeLog(in db: Database) throws {
         let changes = """
             CREATE TABLE stratusstore_changes (
                 seq INTEGER PRIMARY KEY, transaction_id INTEGER NOT NULL,
@@ -121,7 +118,7 @@ final class ChangeCapture: Sendable {
 
     /// The outbox, keyed by row first (a UUID names one row of all synced tables, and the mirror
     /// looks entries up by it); a table of an earlier layout is rebuilt in this one.
-    private static func createOutbox(in db: Database) throws {
+    static func createOutbox(in db: Database) throws {
         let key = "PRIMARY KEY (row_id, table_name)"
         let definition = """
             CREATE TABLE stratusstore_outbox (

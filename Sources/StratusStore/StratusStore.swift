@@ -21,6 +21,7 @@ public final class StratusStore: Sendable {
     public let model: StoreModel
     private let capture: ChangeCapture
     private let mirror: StoreMirror?
+    private let isClosed = Atomic<Bool>(false)
 
     private init(pool: DatabasePool, model: StoreModel, capture: ChangeCapture, mirror: StoreMirror?) {
         self.pool = pool
@@ -180,7 +181,25 @@ public final class StratusStore: Sendable {
         mirror?.events.stream() ?? AsyncStream { $0.finish() }
     }
 
+    /// Stops mirroring and lets another store open on the pool: the engine's scheduled syncs and
+    /// push listening end, the public database is no longer polled, the streams of
+    /// ``remoteChanges()`` and ``events()`` finish, and calls that mirror throw from then on. Returns
+    /// once none of the mirror's work runs. The app's writes to synced tables are still captured,
+    /// and go out when the pool is opened again.
+    public func close() async {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        await mirror?.close()
+        Self.openStores.withLock { stores in
+            if case .open(let store)? = stores[ObjectIdentifier(pool)], store.value === self {
+                stores[ObjectIdentifier(pool)] = nil
+            }
+        }
+    }
+
     private func requireMirror() throws -> StoreMirror {
+        guard !isClosed.load(ordering: .acquiring) else {
+            throw CloudError(.invalidArguments, "this store was closed: open the pool again to mirror it")
+        }
         guard let mirror else {
             throw CloudError(.invalidArguments, "this store was opened without mirroring: pass `mirroring:` to StratusStore.open")
         }

@@ -163,6 +163,20 @@ public final class SyncEngine: Sendable {
         await operations.cancelAll()
     }
 
+    /// Stops the engine: its scheduled syncs and its listening for notifications end, and the
+    /// fetches and sends running or waiting are cancelled (changes in flight stay pending). Returns
+    /// once none of them runs. The engine syncs again only when asked to.
+    public func close() async {
+        let tasks = backgroundTasks.withLock { tasks in
+            defer { tasks = [] }
+            return tasks
+        }
+        for task in tasks { task.cancel() }
+        wakeup.signal()
+        for task in tasks { await task.value }
+        await operations.cancelAll()
+    }
+
     // MARK: - Events
 
     /// Hands `event` to the delegate and waits until it handled it.
