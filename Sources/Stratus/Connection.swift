@@ -198,16 +198,24 @@ final class Connection: Sendable {
                 request.body = .bytes(body)
                 request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
             }
-            let response = try await execute(request)
+            let response = try await execute(request, transportBody: body)
             let answer = try await response.body.collect(upTo: Self.maxResponseBytes)
             return Reply(status: Int(response.status.code), body: answer, headers: response.headers)
         }
     }
 
-    /// Runs `request` through the HTTP client, adding the device ID.
-    func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+    /// Runs `request` through the HTTP client, adding the device ID; through the configured
+    /// ``HTTPTransport`` instead when there is one, with `transportBody` as the body (a transport
+    /// takes whole bodies, not the client's streams).
+    func execute(_ request: HTTPClientRequest, transportBody: ByteBuffer? = nil) async throws -> HTTPClientResponse {
         var request = request
         request.headers.replaceOrAdd(name: "X-Stratus-Device-ID", value: deviceID)
+        if let transport = configuration.httpTransport {
+            let answer = try await transport.send(
+                HTTPTransportRequest(method: request.method, url: request.url, headers: request.headers, body: transportBody))
+            return HTTPClientResponse(
+                status: HTTPResponseStatus(statusCode: answer.status), headers: answer.headers, body: .bytes(answer.body))
+        }
         return try await http.execute(
             request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds), logger: configuration.logger)
     }

@@ -43,7 +43,8 @@ struct PushChannel: Sendable {
     func run(_ continuation: AsyncThrowingStream<PushEvent, any Error>.Continuation) async {
         var token: PushTokenResponse?
         var failures = 0
-        var webSocketsBlocked = connection.configuration.pushTransport == .longPolling
+        // A transport of the app's carries requests, not connections: it long-polls.
+        var webSocketsBlocked = connection.configuration.pushTransport == .longPolling || connection.configuration.httpTransport != nil
         while !Task.isCancelled {
             var connected = false
             do {

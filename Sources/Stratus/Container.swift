@@ -69,6 +69,9 @@ public final class Container: Sendable {
         /// The clock the SDK waits on between retries and push reconnections (`ContinuousClock` by
         /// default; tests pass a clock that moves time instead of waiting for it).
         public var clock: any Clock<Duration>
+        /// What carries requests to the server: `nil` (the default) for an HTTP client over the
+        /// network; a transport of the app's (a server in the same process, in tests) otherwise.
+        public var httpTransport: (any HTTPTransport)?
 
         /// How the push channel reaches the server.
         public enum PushTransport: Sendable, Hashable {
@@ -84,8 +87,10 @@ public final class Container: Sendable {
             retryPolicy: RetryPolicy = RetryPolicy(), deviceID: String? = nil, assetCacheDirectory: URL? = nil,
             downloadsAssets: Bool = true,
             logger: Logger = Logger(label: "stratus", factory: { _ in SwiftLogNoOpLogHandler() }),
-            pushTransport: PushTransport = .automatic, clock: any Clock<Duration> = ContinuousClock()
+            pushTransport: PushTransport = .automatic, clock: any Clock<Duration> = ContinuousClock(),
+            httpTransport: (any HTTPTransport)? = nil
         ) {
+            self.httpTransport = httpTransport
             self.pushTransport = pushTransport
             self.clock = clock
             self.connectTimeout = connectTimeout

@@ -107,7 +107,10 @@ extension Database {
                     var request = HTTPClientRequest(url: url)
                     request.method = .POST
                     request.body = .stream(handle.readChunks(chunkLength: .mebibytes(1)), length: .known(size))
-                    let response = try await connection.execute(request)
+                    // A transport of the app's takes the whole file.
+                    let whole = connection.configuration.httpTransport == nil
+                        ? nil : try await handle.readToEnd(maximumSizeAllowed: .bytes(size))
+                    let response = try await connection.execute(request, transportBody: whole)
                     return Connection.Reply(
                         status: Int(response.status.code), body: try await response.body.collect(upTo: 1 << 20))
                 }

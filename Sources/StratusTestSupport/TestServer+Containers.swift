@@ -7,17 +7,19 @@ package import StratusServer
 extension TestServer {
     /// A container on this server as one device of an app makes it: its own device ID and asset
     /// cache, and quick retries (waited on `clock` when one is given). `serverURL` reaches the
-    /// server another way (through a ``FaultRelay``).
+    /// server another way (through a ``FaultRelay``). With `inProcess` (by default, the server's
+    /// ``clientsInProcess``) its requests reach the server in this process, without a socket.
     package func makeContainer(
         device: String = UUID().uuidString, session: Container.Session? = nil,
         retryPolicy: RetryPolicy = RetryPolicy(initialBackoff: .milliseconds(20)), logger: Logger? = nil,
-        clock: (any Clock<Duration>)? = nil, serverURL: URL? = nil
+        clock: (any Clock<Duration>)? = nil, serverURL: URL? = nil, inProcess: Bool? = nil
     ) -> Container {
         var configuration = Container.Configuration(
             retryPolicy: retryPolicy, deviceID: device,
             assetCacheDirectory: directory.appendingPathComponent("asset-cache-\(device)"))
         if let logger { configuration.logger = logger }
         if let clock { configuration.clock = clock }
+        if serverURL == nil, inProcess ?? clientsInProcess { configuration.httpTransport = inProcessTransport }
         return Container(
             identifier: container, serverURL: serverURL ?? URL(string: baseURL)!, apiToken: apiToken, session: session,
             configuration: configuration)
@@ -41,10 +43,10 @@ extension TestServer {
 
 /// Runs `body` against a fresh server and removes it afterwards, whether `body` fails or not.
 package func withServer(
-    _ configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4),
+    _ configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4), clientsInProcess: Bool = false,
     _ body: (TestServer) async throws -> Void
 ) async throws {
-    let server = try await TestServer.start(configuration: configuration)
+    let server = try await TestServer.start(configuration: configuration, clientsInProcess: clientsInProcess)
     do {
         try await body(server)
     } catch {

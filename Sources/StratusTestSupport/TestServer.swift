@@ -20,6 +20,11 @@ package final class TestServer: Sendable {
     package let credentials: ServerCredentials
     package let configuration: ServerConfiguration
     private let server: EmbeddedServer
+    /// Tells this server's in-process answers from those of a later server on its port.
+    private let id: UUID
+    /// Whether the containers ``makeContainer(device:session:retryPolicy:logger:clock:serverURL:inProcess:)``
+    /// makes reach the server in this process (``InProcessHTTPTransport``) unless told otherwise.
+    package let clientsInProcess: Bool
     /// The server that ``restart()`` started on this one's data, which ``stopAndRemove()`` stops too.
     private let successor = Mutex<TestServer?>(nil)
 
@@ -30,7 +35,8 @@ package final class TestServer: Sendable {
 
     /// Starts a server; pass `directory` to reuse the data of a stopped one.
     package static func start(
-        directory: URL? = nil, configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        directory: URL? = nil, configuration: ServerConfiguration = ServerConfiguration(port: 0, passwordHashCost: 4),
+        clientsInProcess: Bool = false
     ) async throws -> TestServer {
         let directory = directory ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("stratus-test-\(UUID().uuidString)")
@@ -43,9 +49,21 @@ package final class TestServer: Sendable {
         let server = try await EmbeddedServer.start(
             storage: storage, configuration: configuration,
             credentialsFile: directory.appendingPathComponent("credentials.json"), logger: logger)
+        let id = UUID()
+        InProcessHTTPTransport.serve(port: server.port, server: id, with: server.respond)
         return TestServer(
+            id: id,
             directory: directory, storage: storage, server: server,
-            credentials: try #require(server.bootstrap?.credentials), configuration: configuration)
+            credentials: try #require(server.bootstrap?.credentials), configuration: configuration,
+            clientsInProcess: clientsInProcess)
+    }
+
+    /// A transport that hands requests to the server on this one's port in this process, through
+    /// its router.
+    package var inProcessTransport: InProcessHTTPTransport {
+        var logger = Logger(label: "stratus-test")
+        logger.logLevel = .warning
+        return InProcessHTTPTransport(logger: logger)
     }
 
     /// Whether test servers run on PostgreSQL.
@@ -69,9 +87,11 @@ package final class TestServer: Sendable {
     }
 
     private init(
-        directory: URL, storage: any StratusStorage, server: EmbeddedServer, credentials: ServerCredentials,
-        configuration: ServerConfiguration
+        id: UUID, directory: URL, storage: any StratusStorage, server: EmbeddedServer, credentials: ServerCredentials,
+        configuration: ServerConfiguration, clientsInProcess: Bool
     ) {
+        self.clientsInProcess = clientsInProcess
+        self.id = id
         self.directory = directory
         self.storage = storage
         self.server = server
@@ -81,6 +101,7 @@ package final class TestServer: Sendable {
 
     /// Stops the server and its storage gracefully and waits for them.
     package func stop() async throws {
+        InProcessHTTPTransport.stopServing(port: server.port, server: id)
         try await server.stop()
     }
 
@@ -89,7 +110,8 @@ package final class TestServer: Sendable {
     package func restart() async throws -> TestServer {
         var configuration = configuration
         configuration.port = try #require(URL(string: baseURL)?.port)
-        let restarted = try await TestServer.start(directory: directory, configuration: configuration)
+        let restarted = try await TestServer.start(
+            directory: directory, configuration: configuration, clientsInProcess: clientsInProcess)
         successor.withLock { $0 = restarted }
         return restarted
     }

@@ -14,7 +14,7 @@ struct StoreImportTests {
 
     @Test("a reader keeps answering while a 50,000-row import runs: no read waits for the import, which writes each fetched batch in one transaction")
     func readerDuringImport() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 // Another device of the user put the rows on the server.
                 let writer = try await server.signedInContainer("mei")

@@ -66,7 +66,7 @@ struct StoreMirrorTests {
         _ names: [String], user: String = "mei", automaticallySync: Bool = false,
         _ body: (TestServer, [Device]) async throws -> Void
     ) async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 var devices: [Device] = []
                 for (index, name) in names.enumerated() {
@@ -164,7 +164,7 @@ struct StoreMirrorTests {
 
     @Test("an import grows the WAL past the app's threshold; the end of the sync checkpoints it and the next write cuts the file back; every row arrives")
     func checkpointsAroundSync() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 var stores: [(pool: DatabasePool, store: StratusStore, path: String)] = []
                 for (index, name) in ["phone", "laptop"].enumerated() {
@@ -202,7 +202,7 @@ struct StoreMirrorTests {
 
     @Test("initializeSchema() writes the synced tables' record types into development and prints them; local parts stay out; production refuses")
     func initializeSchema() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let container = try await server.signedInContainer("mei")
                 let device = try await Device.open(directory.appendingPathComponent("phone"), container: container)
@@ -236,7 +236,7 @@ struct StoreMirrorTests {
 
     @Test("a row that cannot be prepared for sending (its asset file cannot be written) waits, with the reason, while the rest of its batch goes")
     func unsendableRow() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phoneDirectory = directory.appendingPathComponent("phone")
                 let phone = try await Device.open(phoneDirectory, container: try await server.signedInContainer("mei"))
@@ -307,7 +307,7 @@ struct StoreMirrorTests {
 
     @Test("rows written before the store first mirrored their table go to the server once, at the first open")
     func adoptedRows() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phoneDirectory = directory.appendingPathComponent("phone")
                 try FileManager.default.createDirectory(at: phoneDirectory, withIntermediateDirectories: true)
@@ -338,7 +338,7 @@ struct StoreMirrorTests {
 
     @Test("a table made local only and synced again sends what changed meanwhile: an edit, an insertion, a deletion")
     func resyncedTable() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phoneDirectory = directory.appendingPathComponent("phone")
                 let container = try await server.signedInContainer("mei")
@@ -375,7 +375,7 @@ struct StoreMirrorTests {
 
     @Test("a fetched page the local database refuses (an app's trigger) leaves the store not up to date, with the reason, and is fetched again when the store is next opened")
     func refusedPage() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phone = try await Device.open(directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
                 let laptopDirectory = directory.appendingPathComponent("laptop")
@@ -419,7 +419,7 @@ struct StoreMirrorTests {
             (.rollback, "phone", true, 0),
         ])
     func mergePolicies(policy: StoreMergePolicy, title: String, phoneAttachment: Bool, done: Int) async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phone = try await Device.open(
                     directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
@@ -477,7 +477,7 @@ struct StoreMirrorTests {
     @Test("a row deleted on one device and edited on the other: the store's side wins under store-trump, the edit under object-trump")
     func deletionAgainstEdit() async throws {
         for (policy, survives) in [(StoreMergePolicy.mergeByPropertyStoreTrump, false), (.mergeByPropertyObjectTrump, true)] {
-            try await withServer { server in
+            try await withServer(clientsInProcess: true) { server in
                 try await StoreFoundationTests.withDirectory { directory in
                     let phone = try await Device.open(
                         directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"))
@@ -602,7 +602,7 @@ struct StoreMirrorTests {
 
     @Test("a table's own merge sees the ancestor, the local and the server values, and its result reaches both devices")
     func customMerge() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let seen = Mutex<[StoreConflict]>([])
                 let merge: StoreCustomMerge = { conflict in

@@ -14,7 +14,7 @@ struct StorePublicTests {
 
     @Test("stores of two users share the public database: inserts, updates and deletes travel by polling, a deletion is a record marked deleted, another user's row cannot be changed and comes back, a deleted UUID inserted again lives")
     func publicDatabase() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let ada = try await Device.open(
                     directory.appendingPathComponent("ada"), container: try await server.signedInContainer("ada"), scope: .public)
@@ -83,7 +83,7 @@ struct StorePublicTests {
         // The server's time moves only when the test moves it: the first rows are older than the
         // poll's overlap by the time the account changes.
         let serverTime = ManualClock()
-        try await withServer(ServerConfiguration(port: 0, passwordHashCost: 4, clock: serverTime.serverClock)) { server in
+        try await withServer(ServerConfiguration(port: 0, passwordHashCost: 4, clock: serverTime.serverClock), clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let ada = try await Device.open(
                     directory.appendingPathComponent("ada"), container: try await server.signedInContainer("ada"), scope: .public)

@@ -27,7 +27,7 @@ struct StoreSharingTests {
 
     @Test("a row written just before another row is shared, with no sync between, reaches the server at the next sync")
     func rowWrittenBeforeSharingIsSent() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phone = try await Device.open(
                     directory.appendingPathComponent("phone"), container: try await server.signedInContainer("ada"))
@@ -49,7 +49,7 @@ struct StoreSharingTests {
 
     @Test("a list shared while its first send may be in flight ends up in the share's zone alone, nothing pending")
     func shareWhileSending() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phone = try await Device.open(
                     directory.appendingPathComponent("phone"), container: try await server.signedInContainer("ada"))
@@ -70,7 +70,7 @@ struct StoreSharingTests {
 
     @Test("in a store of the shared database, a row deleted before it joined a share is settled, not left pending")
     func deletedBeforePlacement() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let bob = try await Device.open(
                     directory.appendingPathComponent("bob"), container: try await server.signedInContainer("bob"), scope: .shared)
@@ -88,7 +88,7 @@ struct StoreSharingTests {
 
     @Test("an owner shares a list and its items; a read-write participant's store gets them and writes back, a new item joins the share, a read-only participant's write is rolled back; the owner's other device follows; leaving and stopping purge participants' copies; digests match in every zone")
     func shareAList() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let phone = try await Device.open(
                     directory.appendingPathComponent("phone"), container: try await server.signedInContainer("ada"))
@@ -199,7 +199,7 @@ struct StoreSharingTests {
 
     @Test("a store of the shared database cannot share, and one of the private database cannot accept")
     func scopesRefuseTheOtherSide() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             try await StoreFoundationTests.withDirectory { directory in
                 let container = try await server.signedInContainer("ada")
                 let owner = try await Device.open(directory.appendingPathComponent("owner"), container: container)

@@ -9,7 +9,7 @@ import Testing
 struct ConvergenceTests {
     @Test("with automatic sync, an edit on one device reaches the other's delegate without any call to sync")
     func automaticSync() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let phone = try await ContactsDevice(
                 "phone", container: try await server.signedInContainer("mei"), automaticallySync: true)
             let laptop = try await ContactsDevice(
@@ -35,7 +35,7 @@ struct ConvergenceTests {
     @Test("5 devices × 500 random edits with offline periods and server restarts: every device ends equal to the server, and no acknowledged write is lost")
     func randomizedConvergence() async throws {
         var random = SplitMix64(seed: ProcessInfo.processInfo.environment["STRATUS_TEST_SEED"].flatMap(UInt64.init) ?? 2026)
-        try await withServer { started in
+        try await withServer(clientsInProcess: true) { started in
             var server = started
             let acknowledged = AcknowledgedWrites()
             let first = server.makeContainer(retryPolicy: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(5)))

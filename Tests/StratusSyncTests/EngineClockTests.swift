@@ -70,7 +70,7 @@ struct EngineClockTests {
 
     @Test("a send the server refuses with retryAfter 120 s goes again when the engine's clock reaches it, not before")
     func retryWaitsOnTheEngineClock() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let container = try await server.signedInContainer("ada", device: "phone")
             _ = try await container.privateCloudDatabase.save(RecordZone(zoneID: ContactsDevice.zoneID))
             let clock = ManualSyncClock()

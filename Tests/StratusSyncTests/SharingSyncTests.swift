@@ -79,7 +79,7 @@ actor AlbumDevice: SyncEngineDelegate {
 struct SharingSyncTests {
     @Test("an owner shares a zone by link and by invitation; participants accept through the SDK, read-only writes fail locally, and engines converge through the share until it stops")
     func shareThroughTheSDK() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let ada = try await server.signedInContainer("ada")
             let bob = try await server.signedInContainer("bob")
             let cy = try await server.signedInContainer("cy")
@@ -191,7 +191,7 @@ struct SharingSyncTests {
 
     @Test("a share rooted at a record through the SDK: parent places records in it, the participant's engine follows records added and moved out")
     func shareAHierarchy() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let ada = try await server.signedInContainer("ada")
             let bob = try await server.signedInContainer("bob")
             let trips = RecordZone.ID(zoneName: "Trips")

@@ -16,7 +16,7 @@ struct SyncTests {
 
     @Test("seed 004's conflict: B's send fails with serverRecordChanged, and after B's merge both devices hold the server's value")
     func conflictServerWins() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (deviceA, deviceB) = try await twoDevices(server)
             await deviceA.createZone()
             await deviceA.save("value", "A")
@@ -40,7 +40,7 @@ struct SyncTests {
 
     @Test("a conflict the delegate resolves for the local value: the merged record goes out in the same send and reaches the other device")
     func conflictLocalWins() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (deviceA, deviceB) = try await twoDevices(server)
             await deviceA.createZone()
             await deviceA.save("value", "A")
@@ -63,7 +63,7 @@ struct SyncTests {
 
     @Test("1, 10 and 444 contacts reach the other device, in batches within the server's limit", arguments: [1, 10, 444])
     func counts(count: Int) async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, laptop) = try await twoDevices(server)
             await phone.createZone()
             for index in 0..<count { await phone.save("contact-\(index)", "Person \(index)") }
@@ -84,7 +84,7 @@ struct SyncTests {
 
     @Test("the next batch is prepared while one is on the way, without its records; an edit made meanwhile goes out after its answer, without a conflict")
     func batchPreparedWhileOneIsOnTheWay() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, laptop) = try await twoDevices(server)
             await phone.createZone()
             for index in 0..<450 { await phone.save("contact-\(index)", "Person \(index)") }
@@ -121,7 +121,7 @@ struct SyncTests {
 
     @Test("an exclusive operation waits for the send asked for before it, and the send asked for after waits for it")
     func exclusiveOperation() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, _) = try await twoDevices(server)
             await phone.createZone()
             await phone.save("contact-0", "Person 0")
@@ -151,7 +151,7 @@ struct SyncTests {
 
     @Test("a rename and a delete on one device show on the other")
     func renameAndDelete() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, laptop) = try await twoDevices(server)
             await phone.createZone()
             await phone.save("ada", "Ada Byron")
@@ -180,7 +180,7 @@ struct SyncTests {
 
     @Test("a save into a zone the server does not have fails with zoneNotFound; the zone the delegate queues goes out next, then the save")
     func zoneNotFound() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, laptop) = try await twoDevices(server)
             try await phone.fetchChanges()
             await phone.save("ada", "Ada")
@@ -202,7 +202,7 @@ struct SyncTests {
 
     @Test("deleting the zone on one device wipes it on the other")
     func zoneDeletion() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, laptop) = try await twoDevices(server)
             await phone.createZone()
             for index in 0..<5 { await phone.save("contact-\(index)", "Person \(index)") }
@@ -230,7 +230,7 @@ struct SyncTests {
 
     @Test("events of a send and a fetch come in CloudKit's order, one at a time")
     func eventOrder() async throws {
-        try await withServer { server in
+        try await withServer(clientsInProcess: true) { server in
             let (phone, laptop) = try await twoDevices(server)
             await phone.createZone()
             await phone.save("ada", "Ada")

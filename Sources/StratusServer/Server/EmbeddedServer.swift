@@ -13,12 +13,17 @@ public final class EmbeddedServer: Sendable {
     public let baseURL: String
     /// What the first-start preparation found or made, when the server was given a credentials file.
     public let bootstrap: ServerBootstrap.Outcome?
+    /// Answers a request in this process, through the server's router and middleware, without a
+    /// socket (StratusTestSupport's `InProcessHTTPTransport` hands the SDK's requests to it).
+    public let respond: StratusServerService.InProcessResponder
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
     private init(
-        port: Int, baseURL: String, bootstrap: ServerBootstrap.Outcome?, group: ServiceGroup, task: Task<Void, any Error>
+        port: Int, baseURL: String, bootstrap: ServerBootstrap.Outcome?, respond: @escaping StratusServerService.InProcessResponder,
+        group: ServiceGroup, task: Task<Void, any Error>
     ) {
+        self.respond = respond
         self.port = port
         self.baseURL = baseURL
         self.bootstrap = bootstrap
@@ -52,7 +57,7 @@ public final class EmbeddedServer: Sendable {
         }
         return EmbeddedServer(
             port: first.port, baseURL: "\(configuration.scheme)://\(configuration.host):\(first.port)", bootstrap: first.bootstrap,
-            group: group, task: task)
+            respond: first.respond, group: group, task: task)
     }
 
     /// Stops accepting requests, finishes the ones in flight, stops the storage, and waits for both.

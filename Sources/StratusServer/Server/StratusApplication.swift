@@ -13,7 +13,7 @@ public enum StratusApplication {
     public static func make(
         storage: any StratusStorage, configuration: ServerConfiguration, logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) async throws -> some ApplicationProtocol {
+    ) async throws -> Application<RouterResponder<StratusRequestContext>> {
         let secret = try await storage.initializeSetting(
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
         let tokens = SyncTokenCodec(secret: secret)

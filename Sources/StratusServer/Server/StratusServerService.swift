@@ -1,7 +1,9 @@
 public import Foundation
+public import Hummingbird
 public import Logging
 public import ServiceLifecycle
 public import StratusStorage
+import Synchronization
 
 /// A Stratus server as one service, run in a service group after its storage (whose calls wait
 /// until it is ready): on start it prepares the storage for serving (``ServerBootstrap``, when given
@@ -13,7 +15,13 @@ public struct StratusServerService: Service, CustomStringConvertible {
         public var port: Int
         /// What the first-start preparation found or made, when it ran.
         public var bootstrap: ServerBootstrap.Outcome?
+        /// Answers a request in this process: the server's router and middleware, as a request
+        /// over a socket reaches them, without one.
+        public var respond: InProcessResponder
     }
+
+    /// Hands a request to the running server's router and middleware without a connection.
+    public typealias InProcessResponder = @Sendable (Request, StratusRequestContext) async throws -> Response
 
     private let storage: any StratusStorage
     private let configuration: ServerConfiguration
@@ -46,9 +54,15 @@ public struct StratusServerService: Service, CustomStringConvertible {
         }
         let prepared = bootstrap
         let onStarted = onStarted
+        // The responder is built before the server listens, which is when `onStarted` hears of it.
+        let responder = Mutex<RouterResponder<StratusRequestContext>?>(nil)
         let app = try await StratusApplication.make(storage: storage, configuration: configuration, logger: logger) {
-            port in await onStarted(Started(port: port, bootstrap: prepared))
+            port in
+            guard let built = responder.withLock({ $0 }) else { return }
+            await onStarted(Started(port: port, bootstrap: prepared) { try await built.respond(to: $0, context: $1) })
         }
+        let built = try await app.responder
+        responder.withLock { $0 = built }
         try await app.run()
     }
 }
