@@ -5,6 +5,7 @@ extension Database {
     /// `records(matching:inZoneWith:desiredKeys:resultsLimit:)`).
     ///
     /// - Parameters:
+    ///   - query: The record type, predicate and sort order.
     ///   - zoneID: The zone searched; `nil` searches every zone of the database.
     ///   - desiredKeys: The fields fetched; `nil` fetches all.
     ///   - resultsLimit: The most records in this page; the server's maximum by default.

@@ -99,6 +99,9 @@ extension Database {
     /// fit the server's limits (operations and bytes per request). Asset files are uploaded first.
     ///
     /// - Parameters:
+    ///   - recordsToSave: The records to save, new or fetched and changed.
+    ///   - recordIDsToDelete: The records to delete.
+    ///   - savePolicy: How a save meets a record changed on the server since it was fetched.
     ///   - atomically: In a custom zone, save and delete that zone's records all or none; the items
     ///     that did not fail themselves then fail with ``CloudError/Code/batchRequestFailed``. The
     ///     default zone is never atomic. An atomic zone batch must fit one request: when it cannot,

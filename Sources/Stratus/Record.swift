@@ -163,7 +163,7 @@ public struct Record: Hashable, Sendable {
     }
 
     /// The value of field `key` as the Swift type it holds (`String`, `Int64`, `Double`, `Date`,
-    /// `Data`, ``Reference``, ``Asset``, ``Location`` or an array of one); assigning a value sets
+    /// `Data`, ``Reference``, ``Asset``, `Location` or an array of one); assigning a value sets
     /// the field and `nil` removes it.
     ///
     /// Whole numbers read back as `Int64`: write `record["count", as: Int.self]` for another type.

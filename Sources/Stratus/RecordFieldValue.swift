@@ -28,7 +28,7 @@ public enum RecordFieldValue: Hashable, Sendable {
     case locationList([Location])
 
     /// The value as the Swift type ``Record``'s subscript returns: `String`, `Int64`, `Double`,
-    /// `Date`, `Data`, ``Reference``, ``Asset``, ``Location``, or an array of one of them.
+    /// `Date`, `Data`, ``Reference``, ``Asset``, `Location`, or an array of one of them.
     public var swiftValue: any RecordValue {
         switch self {
         case .string(let value): value
@@ -72,7 +72,7 @@ public enum RecordFieldValue: Hashable, Sendable {
 /// A Swift type a record field can hold (CloudKit's `CKRecordValueProtocol`).
 ///
 /// `String`, `Int`, `Int64`, `Int32`, `Double`, `Float`, `Bool` (stored as `INT64` 0 or 1, as
-/// CloudKit does), `Date`, `Data`, ``Reference``, ``Asset``, ``Location``, ``RecordFieldValue``
+/// CloudKit does), `Date`, `Data`, ``Reference``, ``Asset``, `Location`, ``RecordFieldValue``
 /// and arrays of the element types conform.
 public protocol RecordValue: Sendable {
     /// This value as a field value.

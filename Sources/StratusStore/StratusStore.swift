@@ -34,7 +34,7 @@ public final class StratusStore: Sendable {
     /// (throwing ``StoreModelError`` with every rule it breaks), installs the change capture and,
     /// with `mirroring`, starts mirroring the synced tables to its database.
     ///
-    /// - Throws: ``CloudError`` `invalidArguments` while another store is open (or opening) on the
+    /// - Throws: `CloudError` `invalidArguments` while another store is open (or opening) on the
     ///   same pool: its triggers would report to the second store, and the first would stop mirroring.
     public static func open(_ pool: DatabasePool, model: StoreModel, mirroring: Mirroring? = nil) async throws -> StratusStore {
         let key = ObjectIdentifier(pool)
@@ -86,7 +86,7 @@ public final class StratusStore: Sendable {
     /// Sends every local change the server has not confirmed, then applies what changed on the
     /// server. A store opened with ``Mirroring/automaticallySync`` does both by itself.
     ///
-    /// - Throws: ``CloudError``: a passing one (the network, the server unavailable) leaves every
+    /// - Throws: `CloudError`: a passing one (the network, the server unavailable) leaves every
     ///   change pending for the next sync; `invalidArguments` when the store was opened without mirroring.
     public func sync() async throws {
         try await requireMirror().sync()
@@ -103,7 +103,7 @@ public final class StratusStore: Sendable {
     /// in a zone it then deletes) and returns that schema in CloudKit's schema language, to review
     /// and to deploy to production. Run it in development whenever the model changes.
     ///
-    /// - Throws: ``CloudError`` `invalidArguments` for a container in production, whose schema only
+    /// - Throws: `CloudError` `invalidArguments` for a container in production, whose schema only
     ///   changes by deploying development's; what the saves throw.
     public func initializeSchema() async throws -> String {
         try await requireMirror().initializeSchema()
@@ -113,7 +113,7 @@ public final class StratusStore: Sendable {
     /// compares a digest of every synced row, mapped to records as they are sent, with the server's
     /// digest of the zone (`records/digest`), taken while neither side changed.
     ///
-    /// - Throws: ``CloudError`` as ``sync()`` does; `serviceUnavailable` when local writes or other
+    /// - Throws: `CloudError` as ``sync()`` does; `serviceUnavailable` when local writes or other
     ///   devices kept changing the data through three attempts.
     public func verify() async throws -> StoreVerification {
         try await requireMirror().verify()
@@ -126,9 +126,9 @@ public final class StratusStore: Sendable {
     /// move into a zone of their own (`com.stratus.store.share.<UUID>`) with a zone-wide share, which
     /// `configure` prepares (title, participants, public permission) before it is saved. A row
     /// already shared gives its share, configured and saved again. Rows added later below a shared
-    /// row join its share. Send the returned share's ``Share/url`` to the participants.
+    /// row join its share. Send the returned share's `Share/url` to the participants.
     ///
-    /// - Throws: ``CloudError`` `invalidArguments` for a store of the shared database (only owners
+    /// - Throws: `CloudError` `invalidArguments` for a store of the shared database (only owners
     ///   share) or one opened without mirroring; `unknownItem` when no synced table has the row;
     ///   what the server answers for the zone and the share.
     public func share(_ rowID: UUID, configure: @Sendable (inout Share) -> Void = { _ in }) async throws -> Share {
@@ -147,7 +147,7 @@ public final class StratusStore: Sendable {
         try await requireMirror().stopSharing(rowID)
     }
 
-    /// Accepts a share (from ``Stratus/Container/shareMetadata(for:)``) into this store, which must
+    /// Accepts a share (from `Stratus/Container/shareMetadata(for:)`) into this store, which must
     /// mirror the shared database, and fetches its rows.
     public func accept(_ metadata: Share.Metadata) async throws {
         try await requireMirror().accept(metadata)

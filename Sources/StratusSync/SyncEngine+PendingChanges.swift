@@ -303,7 +303,7 @@ extension ChangeQueue: Codable {
     }
 }
 
-/// A ``CloudError`` as the state stores it: its code and words.
+/// A `CloudError` as the state stores it: its code and words.
 struct StoredError: Codable, Sendable {
     var code: Int
     var message: String

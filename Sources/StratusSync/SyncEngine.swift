@@ -127,7 +127,7 @@ public final class SyncEngine: Sendable {
     /// each zone in `options`' scope that has some, reporting them in events (up to 1,000
     /// changes each, gathered from the pages read).
     ///
-    /// - Throws: ``CloudError`` when the fetch stopped early (after reporting what it fetched):
+    /// - Throws: `CloudError` when the fetch stopped early (after reporting what it fetched):
     ///   `notAuthenticated` when no user is signed in, a transient error the engine retries by
     ///   itself when it syncs automatically. `CancellationError` after ``cancelOperations()``.
     public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
@@ -139,7 +139,7 @@ public final class SyncEngine: Sendable {
     /// Sends the pending changes in `options`' scope: zones first, then the records the delegate
     /// provides, batch by batch, reporting each batch in a `sentRecordZoneChanges` event.
     ///
-    /// - Throws: ``CloudError`` when the send stopped early (after reporting what it sent):
+    /// - Throws: `CloudError` when the send stopped early (after reporting what it sent):
     ///   `notAuthenticated` when no user is signed in, or a transient error that failed a whole
     ///   request (the changes stay pending). `CancellationError` after ``cancelOperations()``.
     public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {

@@ -2,7 +2,7 @@ public import Logging
 public import Stratus
 
 /// What the sync engine asks of the server: the handful of calls it makes. The engine's logic is
-/// written against this seam rather than against the SDK's ``Database``, which conforms; another
+/// written against this seam rather than against the SDK's `Database`, which conforms; another
 /// transport (a recording one in a test, another SDK) can stand in for it.
 public protocol SyncTransport: Sendable {
     /// The database synced: private, shared or public.
