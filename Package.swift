@@ -19,8 +19,9 @@ let package = Package(
         .library(name: "Stratus", targets: ["Stratus"]),
         .library(name: "StratusSync", targets: ["StratusSync"]),
         .library(name: "StratusStore", targets: ["StratusStore"]),
+        // Runs a `stratus` executable as a child process; the benchmarks (Benchmarks/) use it.
+        .library(name: "StratusProcess", targets: ["StratusProcess"]),
         .executable(name: "stratus", targets: ["stratus"]),
-        .executable(name: "stratus-bench", targets: ["stratus-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -173,24 +174,6 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .executableTarget(
-            name: "stratus-bench",
-            dependencies: [
-                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusProcess",
-                .product(name: "PostgresNIO", package: "postgres-nio"), "StratusStorage", "StratusModel", "Stratus", "StratusSync", "StratusStore",
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -2,23 +2,23 @@ import Crypto
 import Foundation
 import HummingbirdBcrypt
 import NIOPosix
-public import StratusModel
-public import StratusStorage
+package import StratusModel
+package import StratusStorage
 import Synchronization
 
 /// A signed-in session as handed to a client.
-public struct IssuedSession: Sendable, Hashable {
+package struct IssuedSession: Sendable, Hashable {
     /// The web auth token (`ckWebAuthToken`); the server keeps only its hash.
-    public var webAuthToken: String
+    package var webAuthToken: String
     /// The signed-in user.
-    public var userRecordName: String
+    package var userRecordName: String
     /// When the token stops working, in milliseconds since 1970.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
 }
 
 /// Containers, API tokens, users and sessions: the rules for creating and checking them, shared by
 /// the HTTP endpoints and the `stratus admin` commands.
-public struct AccountService: Sendable {
+package struct AccountService: Sendable {
     private let storage: any AccountStorage
     private let configuration: ServerConfiguration
     private let credentials: CredentialCaches
@@ -28,7 +28,7 @@ public struct AccountService: Sendable {
     private var sessions: CredentialCache<SessionInfo> { credentials.sessions }
 
     /// Creates the service.
-    public init(storage: any AccountStorage, configuration: ServerConfiguration) {
+    package init(storage: any AccountStorage, configuration: ServerConfiguration) {
         self.init(storage: storage, configuration: configuration, credentials: CredentialCaches(clock: configuration.clock)) { _ in }
     }
 
@@ -67,7 +67,7 @@ public struct AccountService: Sendable {
 
     /// Creates a container. Identifiers are printable ASCII without `/`, up to 255 characters.
     @discardableResult
-    public func createContainer(_ identifier: String, allowsSignUp: Bool = true) async throws -> ContainerInfo {
+    package func createContainer(_ identifier: String, allowsSignUp: Bool = true) async throws -> ContainerInfo {
         if let violation = configuration.limits.violation(ofName: identifier) {
             throw StratusError.badRequest("container identifier \(violation)")
         }
@@ -80,7 +80,7 @@ public struct AccountService: Sendable {
     }
 
     /// Creates an API token for a container and returns it; only its hash is stored.
-    public func createAPIToken(container: String, name: String = "default") async throws -> String {
+    package func createAPIToken(container: String, name: String = "default") async throws -> String {
         let token = Secrets.makeHexToken()
         try await storage.createAPIToken(
             hash: Secrets.hash(token), container: container, name: name, createdAt: configuration.clock.milliseconds)
@@ -90,7 +90,7 @@ public struct AccountService: Sendable {
     /// Revokes an API token of a container, named by its ID (the SHA-256 of the token in hex, as the
     /// token list shows it); `NOT_FOUND` when the container has no such token. Every instance refuses
     /// it at once (``CredentialRevocation``).
-    public func revokeAPIToken(container: String, id: String) async throws {
+    package func revokeAPIToken(container: String, id: String) async throws {
         try await storage.requireContainer(container)
         guard try await storage.deleteAPIToken(hash: id, container: container) else {
             throw StratusError(.notFound, "container '\(container)' has no API token '\(id)'")
@@ -101,7 +101,7 @@ public struct AccountService: Sendable {
     /// Registers a server-to-server key for a container and environment: `publicKeyPEM` must be an
     /// ECDSA P-256 public key in PEM. The key gets a new ID (64 hexadecimal digits, as Apple's) and
     /// its own user, who cannot sign in and is the creator of what the key writes.
-    public func registerServerKey(
+    package func registerServerKey(
         container: String, environment: ContainerEnvironment, publicKeyPEM: String
     ) async throws -> ServerKeyInfo {
         guard (try? P256.Signing.PublicKey(pemRepresentation: publicKeyPEM)) != nil else {
@@ -135,7 +135,7 @@ public struct AccountService: Sendable {
 
     /// Creates a user account with a bcrypt-hashed password.
     @discardableResult
-    public func createUser(container: String, username: String, password: String) async throws -> UserInfo {
+    package func createUser(container: String, username: String, password: String) async throws -> UserInfo {
         try Self.validate(username: username, password: password)
         let cost = configuration.passwordHashCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
@@ -161,7 +161,7 @@ public struct AccountService: Sendable {
 
     /// Disables a user (or enables them again): a disabled user cannot sign in, and their sessions,
     /// push tokens and push connections end at once.
-    public func setDisabled(_ disabled: Bool, container: String, recordName: String) async throws {
+    package func setDisabled(_ disabled: Bool, container: String, recordName: String) async throws {
         let ended = try await storage.setUserDisabled(
             disabled, container: container, recordName: recordName, at: configuration.clock.milliseconds)
         if disabled {
@@ -171,7 +171,7 @@ public struct AccountService: Sendable {
 
     /// Replaces a user's password (the same policy as at sign-up, the user's username included) and
     /// ends their sessions, push tokens and push connections.
-    public func resetPassword(_ password: String, container: String, recordName: String) async throws {
+    package func resetPassword(_ password: String, container: String, recordName: String) async throws {
         let username = try await storage.user(container: container, recordName: recordName)?.username
         if let violation = PasswordPolicy.violation(of: password, username: username) {
             throw StratusError.badRequest(violation)
@@ -203,7 +203,7 @@ public struct AccountService: Sendable {
     // MARK: Sign-up and sign-in
 
     /// Creates an account and signs it in, if the container allows self sign-up.
-    public func signUp(container: String, username: String, password: String) async throws -> IssuedSession {
+    package func signUp(container: String, username: String, password: String) async throws -> IssuedSession {
         let info = try await storage.requireContainer(container)
         guard info.allowsSignUp else {
             throw StratusError(.accessDenied, "container '\(container)' does not allow sign-up; ask an admin for an account")
@@ -212,7 +212,7 @@ public struct AccountService: Sendable {
     }
 
     /// Checks a username and password and starts a session.
-    public func signIn(container: String, username: String, password: String) async throws -> IssuedSession {
+    package func signIn(container: String, username: String, password: String) async throws -> IssuedSession {
         let user = try await storage.user(container: container, username: username)
         // Verify against a dummy hash when the user is unknown, so timing does not reveal usernames.
         let hash = if let user { user.passwordHash } else { try await unknownUserHash() }
@@ -244,7 +244,7 @@ public struct AccountService: Sendable {
     }
 
     /// Ends the session of a web auth token of `container`, and the push connections it opened.
-    public func signOut(webAuthToken: String, container: String) async throws {
+    package func signOut(webAuthToken: String, container: String) async throws {
         let hash = Secrets.hash(webAuthToken)
         try await storage.deleteSession(hash: hash)
         await revoke(CredentialRevocation(container: container, sessionHashes: [hash]))
@@ -253,7 +253,7 @@ public struct AccountService: Sendable {
     // MARK: Authentication of requests
 
     /// The container an API token belongs to; `AUTHENTICATION_FAILED` for an unknown token.
-    public func container(forAPIToken token: String) async throws -> String {
+    package func container(forAPIToken token: String) async throws -> String {
         let hash = Secrets.hash(token)
         guard let container = try await apiTokens.value(for: hash, load: { try await storage.containerForAPIToken(hash: hash) })
         else {
@@ -264,7 +264,7 @@ public struct AccountService: Sendable {
 
     /// The user a web auth token signs in; `AUTHENTICATION_FAILED` when it is unknown, expired or
     /// issued for another container.
-    public func user(forWebAuthToken token: String, container: String) async throws -> String {
+    package func user(forWebAuthToken token: String, container: String) async throws -> String {
         let hash = Secrets.hash(token)
         guard let session = try await sessions.value(for: hash, load: { try await storage.session(hash: hash) }),
             session.container == container

@@ -1,6 +1,6 @@
 import Foundation
 import StratusModel
-public import StratusStorage
+package import StratusStorage
 
 /// Moves a container between storages (SQLite and PostgreSQL) as NDJSON: one JSON object per line,
 /// each with a `type`: `container`, `apiToken`, `user`, `schema`, `zone`, `asset`, `record`,
@@ -13,23 +13,23 @@ public import StratusStorage
 /// the new server must reach), and subscriptions. What does not: tombstones, change tags and sync
 /// tokens, which name the old storage's zones — clients get `CHANGE_TOKEN_EXPIRED` once and fetch
 /// again from the start, and a save with an old change tag gets `CONFLICT` with the server record.
-public enum ContainerTransfer {
+package enum ContainerTransfer {
     /// The export's layout: 2 ends with an `end` line (and may hold `serverKey` lines); files of
     /// layout 1, which have no `format`, end with their last record or subscription.
     static let format = 2
 
     /// How much a transfer moved.
-    public struct Counts: Sendable, Equatable {
+    package struct Counts: Sendable, Equatable {
         /// Lines written or read.
-        public var lines = 0
+        package var lines = 0
         /// Records among them.
-        public var records = 0
+        package var records = 0
     }
 
     /// Writes a container's export, calling `write` with each line (newline included) and
     /// `progress` every 10,000 records.
     @discardableResult
-    public static func export(
+    package static func export(
         container identifier: String, from storage: any StratusStorage, write: ([UInt8]) throws -> Void,
         progress: (Counts) -> Void = { _ in }
     ) async throws -> Counts {
@@ -176,7 +176,7 @@ public enum ContainerTransfer {
     /// `BAD_REQUEST` naming the line; what was imported before stays, so import into a fresh
     /// storage again once the file is whole.
     @discardableResult
-    public static func importLines(
+    package static func importLines(
         _ lines: some Sequence<[UInt8]>, into storage: any StratusStorage, now: Int64,
         progress: (Counts) -> Void = { _ in }
     ) async throws -> Counts {

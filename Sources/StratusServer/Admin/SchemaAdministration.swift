@@ -1,5 +1,5 @@
-public import StratusModel
-public import StratusStorage
+package import StratusModel
+package import StratusStorage
 
 /// The schema workflow of CloudKit's console and `cktool`, for the admin API and the `stratus
 /// schema` commands: export, import into development, deploy development to production, and reset
@@ -8,11 +8,11 @@ public import StratusStorage
 /// Production only ever grows: a deploy that would remove a record type or field, or change a
 /// field's type, is refused with every such change named, and so is an import that development could
 /// never deploy.
-public struct SchemaAdministration: Sendable {
+package struct SchemaAdministration: Sendable {
     let storage: any SchemaStorage & AccountStorage
 
     /// Creates the administration over a storage backend.
-    public init(storage: any SchemaStorage & AccountStorage) {
+    package init(storage: any SchemaStorage & AccountStorage) {
         self.storage = storage
     }
 
@@ -23,13 +23,13 @@ public struct SchemaAdministration: Sendable {
     }
 
     /// The schema of an environment.
-    public func export(container: String, environment: ContainerEnvironment) async throws -> Schema {
+    package func export(container: String, environment: ContainerEnvironment) async throws -> Schema {
         try await storage.requireContainer(container)
         return try await storage.schema(container: container, environment: environment)
     }
 
     /// Parses schema-language text, turning a syntax error into `BAD_REQUEST` with its position.
-    public static func parse(_ text: String) throws -> Schema {
+    package static func parse(_ text: String) throws -> Schema {
         do {
             return try Schema(parsing: text)
         } catch {
@@ -39,7 +39,7 @@ public struct SchemaAdministration: Sendable {
 
     /// Replaces development's schema. Records of fields that gain an index get index entries.
     @discardableResult
-    public func importSchema(_ schema: Schema, container: String) async throws -> Schema {
+    package func importSchema(_ schema: Schema, container: String) async throws -> Schema {
         try await storage.requireContainer(container)
         let production = try await storage.schema(container: container, environment: .production)
         let changes = schema.nonAdditiveChanges(from: production)
@@ -49,7 +49,7 @@ public struct SchemaAdministration: Sendable {
 
     /// Copies development's schema to production.
     @discardableResult
-    public func deploy(container: String) async throws -> Schema {
+    package func deploy(container: String) async throws -> Schema {
         try await storage.requireContainer(container)
         let development = try await storage.schema(container: container, environment: .development)
         return try await storage.updateSchema(container: container, environment: .production) { production in
@@ -60,7 +60,7 @@ public struct SchemaAdministration: Sendable {
     }
 
     /// Deletes development's records and zones and reverts its schema to production's.
-    public func resetDevelopment(container: String) async throws {
+    package func resetDevelopment(container: String) async throws {
         try await storage.requireContainer(container)
         try await storage.deleteData(container: container, environment: .development)
         let production = try await storage.schema(container: container, environment: .production)

@@ -1,15 +1,15 @@
-public import Hummingbird
-public import NIOCore
+package import Hummingbird
+package import NIOCore
 import StratusModel
 
 
 /// The context of every Stratus request: Hummingbird's, the address the request came from, and
 /// what ``AuthenticationMiddleware`` verified of its credentials.
-public struct StratusRequestContext: RequestContext, RemoteAddressRequestContext {
+package struct StratusRequestContext: RequestContext, RemoteAddressRequestContext {
     /// Hummingbird's part: logger, route parameters, endpoint path.
-    public var coreContext: CoreRequestContextStorage
+    package var coreContext: CoreRequestContextStorage
     /// The peer of the connection (a proxy's address when the server is behind one).
-    public let remoteAddress: SocketAddress?
+    package let remoteAddress: SocketAddress?
     /// The caller as verified by ``AuthenticationMiddleware``; nothing verified until it runs.
     var caller = VerifiedCaller()
     /// The connection the request came on.
@@ -18,7 +18,7 @@ public struct StratusRequestContext: RequestContext, RemoteAddressRequestContext
     let trace = RequestTrace()
 
     /// Creates the context of a request arriving on `source`'s channel.
-    public init(source: ApplicationRequestContextSource) {
+    package init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
         remoteAddress = source.channel.remoteAddress
         channel = source.channel

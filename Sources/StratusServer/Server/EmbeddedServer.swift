@@ -15,7 +15,7 @@ public final class EmbeddedServer: Sendable {
     public let bootstrap: ServerBootstrap.Outcome?
     /// Answers a request in this process, through the server's router and middleware, without a
     /// socket (StratusTestSupport's `InProcessHTTPTransport` hands the SDK's requests to it).
-    public let respond: StratusServerService.InProcessResponder
+    package let respond: StratusServerService.InProcessResponder
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 

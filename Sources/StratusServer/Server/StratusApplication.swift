@@ -1,16 +1,16 @@
 import Foundation
 import HTTPTypes
-public import Hummingbird
+package import Hummingbird
 import HummingbirdCore
-public import Logging
+package import Logging
 import NIOCore
 import StratusModel
-public import StratusStorage
+package import StratusStorage
 
 /// Builds the Stratus HTTP application over a storage backend.
-public enum StratusApplication {
+package enum StratusApplication {
     /// Builds the application. `onServerRunning` receives the bound port (useful with port 0).
-    public static func make(
+    package static func make(
         storage: any StratusStorage, configuration: ServerConfiguration, logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) async throws -> Application<RouterResponder<StratusRequestContext>> {
@@ -58,7 +58,7 @@ public enum StratusApplication {
     }
 
     /// The router with every HTTP endpoint; also used to check the OpenAPI document against the routes.
-    public static func makeRouter(
+    package static func makeRouter(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec
     ) -> Router<StratusRequestContext> {
         let credentials = CredentialCaches(clock: configuration.clock)

@@ -1,5 +1,5 @@
 public import Foundation
-public import Hummingbird
+package import Hummingbird
 public import Logging
 public import ServiceLifecycle
 public import StratusStorage
@@ -17,11 +17,11 @@ public struct StratusServerService: Service, CustomStringConvertible {
         public var bootstrap: ServerBootstrap.Outcome?
         /// Answers a request in this process: the server's router and middleware, as a request
         /// over a socket reaches them, without one.
-        public var respond: InProcessResponder
+        package var respond: InProcessResponder
     }
 
     /// Hands a request to the running server's router and middleware without a connection.
-    public typealias InProcessResponder = @Sendable (Request, StratusRequestContext) async throws -> Response
+    package typealias InProcessResponder = @Sendable (Request, StratusRequestContext) async throws -> Response
 
     private let storage: any StratusStorage
     private let configuration: ServerConfiguration
