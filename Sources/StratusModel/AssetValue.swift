@@ -41,12 +41,18 @@ public struct AssetValue: Hashable, Sendable, JSONDecodable, JSONWritable {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeMembers(to: &writer)
+        writer.endObject()
+    }
+
+    /// The asset's keys, inside an object the caller begins and ends (an `assets/rereference`
+    /// item adds `recordName` and `fieldName` beside them).
+    public func writeMembers(to writer: inout JSONWriter) {
         writer.field("fileChecksum", fileChecksum)
         writer.field("size", size)
         writer.field("referenceChecksum", referenceChecksum)
         writer.field("wrappingKey", wrappingKey)
         writer.field("receipt", receipt)
         writer.field("downloadURL", downloadURL)
-        writer.endObject()
     }
 }

@@ -123,6 +123,9 @@ public enum Endpoints {
     /// shape (Stratus keeps no address books: empty).
     public static let usersLookupContacts =
         Endpoint<UntypedBody, LookupUsersResponse>(.post, .database, "users/lookup/contacts")
+    /// `GET users/lookup/contacts`: the same, as Apple's web library 1.x sends it.
+    public static let usersLookupContactsByGET =
+        Endpoint<UntypedBody, LookupUsersResponse>(.get, .database, "users/lookup/contacts")
     /// `users/discoverability` (Stratus extension): read (`GET`) or set (`POST`) whether the signed-in
     /// user may be found, and the name they show.
     public static let usersDiscoverability =
@@ -184,7 +187,7 @@ public enum Endpoints {
         zonesList.erased, zonesLookup.erased, zonesModify.erased, zonesChanges.erased, recordsModify.erased,
         recordsLookup.erased, recordsResolve.erased, recordsAccept.erased, recordsQuery.erased, recordsChanges.erased, recordsDigest.erased, changesZone.erased, changesDatabase.erased,
         usersCaller.erased, usersCurrent.erased, usersDiscoverAll.erased, usersDiscover.erased, usersLookupEmail.erased,
-        usersLookupID.erased, usersLookupContacts.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
+        usersLookupID.erased, usersLookupContacts.erased, usersLookupContactsByGET.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
         tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, databaseTokensCreate.erased, databaseTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
         signInPage.erased,

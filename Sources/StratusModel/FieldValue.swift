@@ -206,8 +206,10 @@ extension FieldValue: JSONDecodable {
         case .bool(let flag): return .int64(flag ? 1 : 0)
         case .object(let members):
             if members["latitude"] != nil { return try scalar(value, as: .location) }
-            if members["recordName"] != nil { return try scalar(value, as: .reference) }
+            // An asset dictionary first: the items `assets/rereference` answers carry `recordName`
+            // beside the asset's keys, and clients save them as they are.
             if members["fileChecksum"] != nil || members["receipt"] != nil { return try scalar(value, as: .asset) }
+            if members["recordName"] != nil { return try scalar(value, as: .reference) }
             throw JSONDecodingError(.invalid, "cannot infer the type of this object; give a type tag")
         case .array:
             throw JSONDecodingError(.invalid, "lists cannot contain lists")

@@ -154,13 +154,16 @@ public struct SubscriptionDictionary: Hashable, Sendable, JSONDecodable, JSONWri
     public var recordType: String?
     /// What notifications carry.
     public var notificationInfo: NotificationInfo?
+    /// In the answer to a delete: `true`, as record and zone deletes answer.
+    public var deleted: Bool?
 
     /// Creates a subscription dictionary.
     public init(
         subscriptionID: String? = nil, subscriptionType: SubscriptionType? = nil, query: Query? = nil,
         firesOn: [SubscriptionEvent]? = nil, firesOnce: Bool? = nil, zoneID: ZoneID? = nil, zoneWide: Bool? = nil,
-        recordType: String? = nil, notificationInfo: NotificationInfo? = nil
+        recordType: String? = nil, notificationInfo: NotificationInfo? = nil, deleted: Bool? = nil
     ) {
+        self.deleted = deleted
         self.subscriptionID = subscriptionID
         self.subscriptionType = subscriptionType
         self.query = query
@@ -183,6 +186,7 @@ public struct SubscriptionDictionary: Hashable, Sendable, JSONDecodable, JSONWri
         zoneWide = try object.decodeIfPresent("zoneWide")
         recordType = try object.decodeIfPresent("recordType")
         notificationInfo = try object.decodeIfPresent("notificationInfo")
+        deleted = try object.decodeIfPresent("deleted")
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -196,6 +200,7 @@ public struct SubscriptionDictionary: Hashable, Sendable, JSONDecodable, JSONWri
         writer.field("zoneWide", zoneWide)
         writer.field("recordType", recordType)
         writer.field("notificationInfo", notificationInfo)
+        writer.field("deleted", deleted)
         writer.endObject()
     }
 }
@@ -264,12 +269,16 @@ public struct LookupSubscriptionsRequest: Hashable, Sendable, JSONDecodable, JSO
     /// Creates a request.
     public init(subscriptionIDs: [String]) { self.subscriptionIDs = subscriptionIDs }
 
-    /// Decodes `{"subscriptions": [{"subscriptionID": …}, …]}`.
+    /// Decodes `{"subscriptions": [{"subscriptionID": …}, …]}`; an item may also be the bare ID
+    /// string, which clients written against Apple's servers send and Apple answers.
     public init(json: JSONValue) throws {
         let items: [JSONValue] = try json.object().decode("subscriptions", as: [JSONValue].self)
         subscriptionIDs = try items.enumerated().map { index, item in
             try withJSONPath(.key("subscriptions")) {
-                try withJSONPath(.index(index)) { try item.object().decode("subscriptionID") }
+                try withJSONPath(.index(index)) {
+                    if case .string(let id) = item { return id }
+                    return try item.object().decode("subscriptionID")
+                }
             }
         }
     }

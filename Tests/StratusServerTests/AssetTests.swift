@@ -138,9 +138,8 @@ struct AssetTests {
             #expect(((keptFields?["cover"] as? [String: Any])?["value"] as? [String: Any])?["size"] as? Int == 5_000)
             let renewed = try await server.database(
                 "private", "assets/rereference", ["assets": [["recordName": "doc", "fieldName": "cover"]]], user: alice)
-            let receipt = try #require(
-                ((renewed.body["assets"] as? [[String: Any]])?.first?["value"] as? [String: Any]), "\(renewed.text)")
-            #expect((receipt["value"] as? [String: Any])?["size"] as? Int == 5_000, "\(renewed.text)")
+            let receipt = try #require((renewed.body["assets"] as? [[String: Any]])?.first, "\(renewed.text)")
+            #expect(receipt["size"] as? Int == 5_000, "\(renewed.text)")
 
             _ = try await server.modify([operation("forceDelete", "doc")], user: alice)
             let store = AssetStore(
@@ -199,9 +198,15 @@ struct AssetTests {
             // rereference gives a receipt for an asset a readable record holds.
             let renewed = try await server.database(
                 "private", "assets/rereference", ["assets": [["recordName": "a1", "fieldName": "text"]]], user: alice)
-            let field = try #require((renewed.body["assets"] as? [[String: Any]])?.first?["value"] as? [String: Any], "\(renewed.text)")
-            let copy = try await server.modify([operation("create", "a2", fields: ["text": field])], user: alice)
-            #expect(copy.records.first?["serverErrorCode"] == nil, "\(copy.text)")
+            // Each item is an Asset Dictionary beside its recordName and fieldName, which Apple's web
+            // library saves as it is: with or without the type tag, it is an ASSETID value.
+            let item = try #require((renewed.body["assets"] as? [[String: Any]])?.first, "\(renewed.text)")
+            #expect(item["recordName"] as? String == "a1" && item["fieldName"] as? String == "text")
+            #expect(item["fileChecksum"] as? String == first["fileChecksum"] as? String && item["receipt"] is String, "\(renewed.text)")
+            let copy = try await server.modify(
+                [operation("create", "a2", fields: ["text": ["value": item]]),
+                 operation("create", "a3", fields: ["text": ["value": item, "type": "ASSETID"]])], user: alice)
+            #expect(copy.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(copy.text)")
 
             let store = AssetStore(
                 blobs: DirectoryAssetBlobStore(directory: server.directory.appendingPathComponent("assets").path),
@@ -209,7 +214,7 @@ struct AssetTests {
             let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
             #expect(try await store.collect(now: later) == 1, "only the asset nobody saved goes")
             #expect(!Self.assetFiles(server).contains { $0.hasSuffix(orphan["fileChecksum"] as! String) })
-            for (name, user) in [("a1", alice), ("a2", alice)] {
+            for (name, user) in [("a1", alice), ("a2", alice), ("a3", alice)] {
                 _ = try await server.modify([operation("forceDelete", name)], user: user)
             }
             #expect(try await store.collect(now: later) == 0, "bob's record still holds the content")

@@ -36,9 +36,11 @@ struct UserDiscoveryEndpoints: Sendable {
         router.on(Endpoints.usersLookupID, authorizedBy: authenticator) { request, _, access in
             try await lookup(request, access, endpoint: "users/lookup/id", by: \.userRecordName)
         }
-        router.on(Endpoints.usersLookupContacts, authorizedBy: authenticator) { request, _, access in
-            // The older form of the same question: nobody, in the older shape.
-            Response.json(LookupUsersResponse(users: []))
+        for endpoint in [Endpoints.usersLookupContacts, Endpoints.usersLookupContactsByGET] {
+            router.on(endpoint, authorizedBy: authenticator) { request, _, access in
+                // The older form of the same question: nobody, in the older shape.
+                Response.json(LookupUsersResponse(users: []))
+            }
         }
         router.on(Endpoints.usersDiscoverability, authorizedBy: authenticator) { request, _, access in
             let user = try await storage.user(container: access.target.container, recordName: try access.requireUser())

@@ -171,8 +171,8 @@ extension DatabaseEndpoints {
     }
 
     /// `assets/rereference`: fresh receipts for assets that records the caller can read already hold,
-    /// so another record can hold them without uploading the bytes again. Each item answers with
-    /// the field as a Record Field Dictionary, ready to save.
+    /// so another record can hold them without uploading the bytes again. Each item answers with an
+    /// Asset Dictionary (with its `recordName` and `fieldName`), ready to save as an ASSETID value.
     func rereference(_ request: Request, _ context: StratusRequestContext, _ access: DatabaseAccess) async throws -> Response {
         let target = access.target
         let assets = try requireAssets()
@@ -195,18 +195,23 @@ extension DatabaseEndpoints {
                     ).write(to: &writer)
                     continue
                 }
-                let renewed = value.mappingAssets { asset in
-                    guard let checksum = asset.fileChecksum, let size = asset.size else { return asset }
-                    return AssetValue(
-                        fileChecksum: checksum, size: size,
-                        receipt: assets.receipt(checksum: checksum, size: size, container: target.container))
+                // Each item is an Asset Dictionary beside the record and field it came from, which
+                // clients save as the value of an ASSETID field; a list field gives an item per asset.
+                let held: [FieldValue] = if case .list(_, let elements) = value { elements } else { [value] }
+                for case .asset(let asset) in held {
+                    let renewed = asset.fileChecksum.flatMap { checksum in
+                        asset.size.map { size in
+                            AssetValue(
+                                fileChecksum: checksum, size: size,
+                                receipt: assets.receipt(checksum: checksum, size: size, container: target.container))
+                        }
+                    } ?? asset
+                    writer.beginObject()
+                    writer.field("recordName", item.recordName)
+                    writer.field("fieldName", item.fieldName)
+                    renewed.writeMembers(to: &writer)
+                    writer.endObject()
                 }
-                writer.beginObject()
-                writer.field("recordName", item.recordName)
-                writer.field("fieldName", item.fieldName)
-                writer.key("value")
-                renewed.write(to: &writer)
-                writer.endObject()
             }
         }
     }

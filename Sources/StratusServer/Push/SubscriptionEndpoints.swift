@@ -105,7 +105,7 @@ struct SubscriptionEndpoints: Sendable {
             case .delete:
                 let deleted = try await storage.deleteSubscription(id: id, subscriber: user, in: locator)
                 if deleted { existing.remove(id) }
-                results.append(deleted ? .success(SubscriptionDictionary(subscriptionID: id)) : .failure(notFound(id)))
+                results.append(deleted ? .success(SubscriptionDictionary(subscriptionID: id, deleted: true)) : .failure(notFound(id)))
             }
         }
         hub.publish(.subscriptionsChanged(locator))

@@ -1,20 +1,21 @@
 import Crypto
 import Foundation
 import StratusModel
-public import StratusStorage
+package import StratusStorage
 
 /// Turns feed positions into opaque sync tokens and back.
 ///
-/// A token is base64 of: version (1 byte, currently 1), kind (1 byte: zone or database feed), the
+/// A token is base64url without padding (RFC 4648 §5: nothing in it needs escaping in a URL, so a
+/// client that escapes a URL again cannot change it) of: version (1 byte, currently 1), kind (1 byte: zone or database feed), the
 /// zone or database storage identifier (8 bytes), the sequence number (8 bytes), and the first 16
 /// bytes of an HMAC-SHA256 of all that under a secret kept in the server's settings. A token that
 /// is not base64 or too short is rejected with `BAD_REQUEST`; one whose MAC does not match (minted
 /// by another server, or by this one before its data was moved here with `stratus export` and
 /// `import`, which renumbers every feed) with `CHANGE_TOKEN_EXPIRED`, so that the client reads the
 /// feed again from the start instead of failing for good.
-public struct SyncTokenCodec: Sendable {
+package struct SyncTokenCodec: Sendable {
     /// Which feed a token belongs to.
-    public enum Kind: UInt8, Sendable {
+    package enum Kind: UInt8, Sendable {
         /// A zone's record change feed.
         case zone = 1
         /// A database's zone change feed.
@@ -28,17 +29,17 @@ public struct SyncTokenCodec: Sendable {
     private let key: SymmetricKey
 
     /// Creates a codec with the server's token secret (base64).
-    public init(secret: String) {
+    package init(secret: String) {
         key = SymmetricKey(data: Data(base64Encoded: secret) ?? Data(secret.utf8))
     }
 
     /// A new random secret for ``init(secret:)``.
-    public static func makeSecret() -> String {
+    package static func makeSecret() -> String {
         SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
     }
 
     /// The token for `position` in a feed of `kind`.
-    public func token(for position: ChangePosition, kind: Kind) -> String {
+    package func token(for position: ChangePosition, kind: Kind) -> String {
         var bytes: [UInt8] = [Self.version, kind.rawValue]
         withUnsafeBytes(of: position.scopeID.bigEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: position.sequence.bigEndian) { bytes.append(contentsOf: $0) }
@@ -46,7 +47,7 @@ public struct SyncTokenCodec: Sendable {
     }
 
     /// The position a token stands for; `nil` input gives `nil` (read from the start).
-    public func position(from token: String?, kind: Kind, field: String = "syncToken") throws -> ChangePosition? {
+    package func position(from token: String?, kind: Kind, field: String = "syncToken") throws -> ChangePosition? {
         guard let token, !token.isEmpty else { return nil }
         let body = try open(token, field: field, what: "a sync token", foreign: Self.foreignSyncToken(field))
         guard body.count == 18 else {
@@ -111,16 +112,28 @@ public struct SyncTokenCodec: Sendable {
         return position
     }
 
-    /// `bytes` followed by their MAC, as base64: opaque to clients, and tamper-evident.
+    /// `bytes` followed by their MAC, as base64url without padding: opaque to clients,
+    /// tamper-evident, and the same escaped in a URL or not.
     func seal(_ bytes: [UInt8]) -> String {
-        Data(bytes + mac(bytes)).base64EncodedString()
+        var text = Data(bytes + mac(bytes)).base64EncodedString()
+        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
+    }
+
+    /// The bytes of `token` in base64url, padded or not, or in the standard base64 of the tokens
+    /// and tickets issued before (still honoured until they expire).
+    private static func decode(_ token: String) -> Data? {
+        var text = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        if text.count % 4 != 0 { text += String(repeating: "=", count: 4 - text.count % 4) }
+        return Data(base64Encoded: text)
     }
 
     /// The bytes a ``seal(_:)`` result carries; `BAD_REQUEST` naming `field` when it is malformed,
     /// and `foreign` (by default the same) when it was not made under this server's secret or was
     /// altered.
     func open(_ token: String, field: String, what: String, foreign: StratusError? = nil) throws -> [UInt8] {
-        guard let data = Data(base64Encoded: token), data.count > Self.macLength else {
+        guard let data = Self.decode(token), data.count > Self.macLength else {
             throw StratusError.badRequest("\(field) is not \(what) issued by this server")
         }
         let bytes = [UInt8](data)

@@ -27,8 +27,9 @@ struct DatabaseAccess: Sendable {
         case readChanges
         /// Reads or changes the caller's subscriptions or discoverability, or asks who the caller is.
         case ownData
-        /// Finds other users (`users/discover`, `users/lookup/*`): signed-in users only, on the public
-        /// database, as CloudKit pins these paths.
+        /// Finds other users (`users/discover`, `users/lookup/*`): signed-in users only. CloudKit
+        /// documents these on the public database; clients written against Apple's servers send them
+        /// on the private one too, which Apple answers, so every database of the path is served.
         case findUsers
         /// Resolves or accepts shares by short GUID (`records/resolve|accept`): signed-in users only,
         /// on any database of the path (Apple's clients use the public one).
@@ -57,8 +58,6 @@ struct DatabaseAccess: Sendable {
         case (.readChanges, .public):
             throw StratusError.badRequest(
                 "\(endpoint) is available in the private and shared databases; the public database has no change feeds")
-        case (.findUsers, .private), (.findUsers, .shared):
-            throw StratusError.badRequest("\(endpoint) is served on the public database, as in CloudKit")
         case (.leaveShare, .public), (.leaveShare, .private):
             throw StratusError.badRequest("\(endpoint): a share is left from the shared database")
         case (.write, _), (.ownData, _), (.findUsers, _), (.joinShares, _), (.leaveShare, _):

@@ -32,6 +32,7 @@ enum DatabaseRoutes {
         Endpoints.usersLookupEmail.erased: .findUsers,
         Endpoints.usersLookupID.erased: .findUsers,
         Endpoints.usersLookupContacts.erased: .findUsers,
+        Endpoints.usersLookupContactsByGET.erased: .findUsers,
         Endpoints.subscriptionsList.erased: .ownData,
         Endpoints.subscriptionsLookup.erased: .ownData,
         Endpoints.subscriptionsModify.erased: .ownData,
