@@ -38,8 +38,8 @@ struct TokenShapeTests {
             for value in ["null", ""] {
                 let query = ["ckAPIToken": server.apiToken, "ckWebAuthToken": value]
                 let publicRead = try await server.request(
-                    .POST, "/database/1/\(server.container)/development/public/records/query",
-                    body: ["query": ["recordType": "Note"]], query: query)
+                    .POST, "/database/1/\(server.container)/development/public/records/lookup",
+                    body: ["records": [["recordName": "note-1"]]], query: query)
                 #expect(publicRead.status == 200, "'\(value)': \(publicRead.text)")
                 let privateRead = try await server.request(
                     .GET, "/database/1/\(server.container)/development/private/zones/list", query: query)

@@ -38,8 +38,8 @@ struct ServerKeyCommandTests {
             arguments: ["serve", "--data", data.path, "--port", "0"])
         defer { server.kill() }
         func query() async throws -> Int {
-            let subpath = "/database/1/iCloud.com.example.backend/development/public/records/query"
-            let body = #"{"query":{"recordType":"Note"}}"#
+            let subpath = "/database/1/iCloud.com.example.backend/development/public/records/lookup"
+            let body = #"{"records":[{"recordName":"note-1"}]}"#
             let date = Date().formatted(.iso8601)
             let bodyHash = Data(SHA256.hash(data: Data(body.utf8))).base64EncodedString()
             let signature = try key.signature(for: Data("\(date):\(bodyHash):\(subpath)".utf8))

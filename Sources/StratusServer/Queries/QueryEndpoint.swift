@@ -32,9 +32,8 @@ extension DatabaseEndpoints {
         let schema = try await storage.schema(container: target.container, environment: target.environment)
         let validator = QueryValidator(schema: schema, environment: target.environment, limits: limits)
         let query = body.query
-        let type = try validator.recordType(of: query)
-        // A type nobody saved yet (development) has no fields: its query is still checked as a query.
-        try validator.check(query, type: type ?? RecordTypeSchema(fields: [:]))
+        let type = try validator.requireRecordType(of: query)
+        try validator.check(query, type: type)
         let readAccess = access.readAccess(recordType: query.recordType, schema: schema)
         if readAccess == .none {
             throw StratusError(
@@ -43,18 +42,13 @@ extension DatabaseEndpoints {
                     + (target.userRecordName == nil ? "callers who are not signed in" : "you"))
         }
         let after = try QueryMarker.decode(body.continuationMarker, recordType: query.recordType, tokens: tokens)
-        let page: QueryPage
-        if let type {
-            var createdBy: String?
-            if case .createdBy(let user) = readAccess { createdBy = user }
-            let recordQuery = RecordQuery(
-                recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,
-                createdBy: createdBy, shares: shares, limit: try resultsLimit(body.resultsLimit), after: after)
-            page = try await metrics.timingStorageRead("query") {
-                try await storage.queryRecords(recordQuery, zones: zones, in: locator)
-            }
-        } else {
-            page = QueryPage(items: [], cursor: nil)
+        var createdBy: String?
+        if case .createdBy(let user) = readAccess { createdBy = user }
+        let recordQuery = RecordQuery(
+            recordType: query.recordType, filters: query.filterBy, sorts: query.sortBy, fields: type.fields,
+            createdBy: createdBy, shares: shares, limit: try resultsLimit(body.resultsLimit), after: after)
+        let page = try await metrics.timingStorageRead("query") {
+            try await storage.queryRecords(recordQuery, zones: zones, in: locator)
         }
         let desiredKeys = body.desiredKeys.map(Set.init)
         let numbersAsStrings = body.numbersAsStrings ?? false

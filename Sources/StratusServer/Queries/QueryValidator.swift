@@ -3,9 +3,9 @@ import Hummingbird
 import StratusModel
 import StratusStorage
 
-/// Turns a `records/query` request into a storage query, checking it against the schema: in
-/// production every field must exist with the index its comparator or sort needs; in development
-/// fields nobody has saved yet simply match nothing.
+/// Turns a `records/query` request into a storage query, checking it against the schema, as
+/// CloudKit does: every field must be one of the record type's (development adds a field when a
+/// record is first saved with it), and in production have the index its comparator or sort needs.
 struct QueryValidator {
     let schema: Schema
     let environment: ContainerEnvironment
@@ -24,8 +24,20 @@ struct QueryValidator {
         index == .searchable ? "SEARCHABLE" : index == .sortable ? "SORTABLE" : "QUERYABLE"
     }
 
+    /// The query's record type schema; `NOT_FOUND` naming it when the schema has no such type (in
+    /// development: no record of the type was saved yet), as CloudKit answers "Did not find record type".
+    func requireRecordType(of query: Query) throws -> RecordTypeSchema {
+        guard let type = try recordType(of: query) else {
+            throw StratusError(
+                .notFound,
+                "query.recordType '\(query.recordType)' is not in the development schema: no record of that type has been "
+                    + "saved yet (CloudKit: Did not find record type)")
+        }
+        return type
+    }
+
     /// The query's record type schema, or `nil` in development when no record of the type was ever
-    /// saved (the result is then empty).
+    /// saved (a subscription may wait for the type's first record).
     func recordType(of query: Query) throws -> RecordTypeSchema? {
         if let violation = RecordValidator(limits: limits).violation(ofIdentifier: query.recordType) {
             throw StratusError.badRequest("query.recordType '\(query.recordType)' \(violation)")
@@ -41,14 +53,13 @@ struct QueryValidator {
 
     /// Checks filters and sorts against the record type's fields.
     func check(_ query: Query, type: RecordTypeSchema) throws {
-        func field(_ name: String, path: String, needs index: FieldIndexes) throws -> FieldSchema? {
+        func field(_ name: String, path: String, needs index: FieldIndexes) throws -> FieldSchema {
             guard let field = type.fields[name] else {
-                guard environment == .development else {
-                    throw StratusError.badRequest(
-                        "\(path).fieldName '\(name)' is not a field of record type '\(query.recordType)' in the "
-                            + "production schema")
-                }
-                return nil
+                throw StratusError.badRequest(
+                    "\(path).fieldName '\(name)' is not a field of record type '\(query.recordType)' in the "
+                        + (environment == .development
+                            ? "development schema: no record of the type has held it yet"
+                            : "production schema"))
             }
             if environment == .production, field.indexes.isDisjoint(with: index) {
                 throw StratusError.badRequest(
@@ -68,16 +79,13 @@ struct QueryValidator {
                 }
                 continue
             }
-            if let schema = try field(filter.fieldName, path: path, needs: index),
-                let violation = filter.violation(forFieldType: schema.type)
-            {
+            if let violation = filter.violation(forFieldType: try field(filter.fieldName, path: path, needs: index).type) {
                 throw StratusError.badRequest("\(path): \(violation)")
             }
         }
         for (position, sort) in query.sortBy.enumerated() {
             let path = "query.sortBy[\(position)]"
-            guard let schema = try field(sort.fieldName, path: path, needs: sort.relativeLocation == nil ? .sortable : .queryable)
-            else { continue }
+            let schema = try field(sort.fieldName, path: path, needs: sort.relativeLocation == nil ? .sortable : .queryable)
             if sort.relativeLocation != nil, schema.type != .location {
                 throw StratusError.badRequest(
                     "\(path).relativeLocation sorts by distance, so '\(sort.fieldName)' must be a LOCATION field, not "
