@@ -150,9 +150,11 @@ struct StoreExport {
 
     /// Keeps what the server saved and deleted of `sent` (what went into the send, by record) and
     /// decides what it refused, with `merger`'s transaction: a conflict merges with the server's
-    /// record, a change a read-only participant made goes back to the server's row.
+    /// record, a change a read-only participant made goes back to the server's row and is kept as
+    /// refused at `now`.
     func settle(
-        _ answer: SyncEngine.Event.SentRecordZoneChanges, sent: [Stratus.Record.ID: Sent], merger: inout StoreMerger
+        _ answer: SyncEngine.Event.SentRecordZoneChanges, sent: [Stratus.Record.ID: Sent], merger: inout StoreMerger,
+        at now: Date
     ) throws -> Settlement {
         let db = merger.db
         var settlement = Settlement()
@@ -188,7 +190,7 @@ struct StoreExport {
                 settlement.zonesGone.insert(recordID.zoneID)
             case .permissionFailure:
                 // A participant who may only read: the row goes back to the server's.
-                try merger.rollBack(recordID, table: table, rowID: entry.rowID)
+                try merger.rollBack(recordID, table: table, rowID: entry.rowID, refusal: failure.error, at: now)
                 settlement.refused = failure.error
             default:
                 if !failure.error.keepsChangesPending {
@@ -203,7 +205,7 @@ struct StoreExport {
                 // Already gone: what the delete wanted.
                 try settleDelete(recordID, entry: item.entry, in: db)
             } else if error.code == .permissionFailure, let entry = item.entry, let table = layout.model.table(named: entry.table) {
-                try merger.rollBack(recordID, table: table, rowID: entry.rowID)
+                try merger.rollBack(recordID, table: table, rowID: entry.rowID, refusal: error, at: now)
                 settlement.refused = error
             } else if !error.keepsChangesPending {
                 settlement.refused = error

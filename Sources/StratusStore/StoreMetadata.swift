@@ -14,6 +14,8 @@ import Stratus
 /// - `stratusstore_moved`: records of rows moved into a share's zone, still to delete from the
 ///   zone they left;
 /// - `stratusstore_shares`: what the signed-in user may do in each shared zone, from its share;
+/// - `stratusstore_refused`: the local changes the server refused for good and the store undid,
+///   with why, until the app dismisses them;
 /// - `stratusstore_mirror`: the sync engine's state and whether the store's zone exists.
 enum StoreMetadata {
     static func create(in db: GRDB.Database) throws {
@@ -587,6 +589,37 @@ enum StoreMetadata {
         try db.execute(sql: "DELETE FROM stratusstore_row_zones WHERE zone_name = ? AND owner_name = ?", arguments: arguments)
         try db.execute(sql: "DELETE FROM stratusstore_moved WHERE zone_name = ? AND owner_name = ?", arguments: arguments)
         try setSharePermission(nil, zone: zoneID, in: db)
+    }
+
+    // MARK: Refused changes
+
+    /// Keeps that the server refused for good the change of a row, which the store undid: one per
+    /// row, the latest, until the app dismisses it.
+    static func recordRefusal(table: String, rowID: UUID, error: CloudError, at date: Date, in db: GRDB.Database) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO stratusstore_refused (row_id, table_name, code, reason, refused_at)
+                VALUES (?, ?, ?, ?, ?)
+                """, arguments: [rowID.upperText, table, error.code.rawValue, error.message, date.timeIntervalSince1970])
+    }
+
+    /// The refused changes kept, the latest first.
+    static func refusedChanges(in db: GRDB.Database) throws -> [StoreRefusedChange] {
+        try Row.fetchAll(db, sql: "SELECT * FROM stratusstore_refused ORDER BY refused_at DESC, row_id").compactMap { row in
+            guard let rowID = UUID(text: row["row_id"]) else { return nil }
+            return StoreRefusedChange(
+                table: row["table_name"], rowID: rowID,
+                error: CloudError(CloudError.Code(rawValue: row["code"]) ?? .internalError, row["reason"]),
+                date: Date(timeIntervalSince1970: row["refused_at"]))
+        }
+    }
+
+    /// Forgets the refused changes of `rowIDs`; of every row when `nil`.
+    static func dismissRefusedChanges(_ rowIDs: [UUID]?, in db: GRDB.Database) throws {
+        guard let rowIDs else { return try db.execute(sql: "DELETE FROM stratusstore_refused") }
+        for rowID in rowIDs {
+            try db.execute(sql: "DELETE FROM stratusstore_refused WHERE row_id = ?", arguments: [rowID.upperText])
+        }
     }
 
     // MARK: The mirror's own values

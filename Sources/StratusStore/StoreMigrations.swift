@@ -20,6 +20,14 @@ enum StoreMigrations {
             // A file whose outbox earlier triggers kept has every change folded already.
             try StoreMetadata.startFolding(in: db)
         }
+        migrator.registerMigration("stratusstore.2-refused-changes", foreignKeyChecks: .immediate) { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE stratusstore_refused (
+                        row_id TEXT PRIMARY KEY NOT NULL, table_name TEXT NOT NULL, code INTEGER NOT NULL,
+                        reason TEXT NOT NULL, refused_at REAL NOT NULL) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 

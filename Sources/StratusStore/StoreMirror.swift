@@ -31,6 +31,10 @@ actor StoreMirror: SyncEngineDelegate {
     /// unreadable for sending). By row, so that ``verify()`` reports what holds a pending row rather
     /// than an older failure of a row since sent.
     private var refusals: [UUID: CloudError] = [:]
+    /// How many sends the server answered with a refusal for good, and the last such refusal:
+    /// ``sync()`` throws when its send added one.
+    private var refusedSends = 0
+    private var lastRefusal: CloudError?
     private var runningEvents: [StoreEvent.Kind: StoreEvent] = [:]
     private var fetchError: CloudError?
     /// Why fetched changes could not be applied (the disk is full, the file is read-only…): from then
@@ -124,7 +128,10 @@ actor StoreMirror: SyncEngineDelegate {
     }
 
     /// Sends what is pending, then fetches what changed on the server (polls, in the public database).
+    /// Throws, after fetching, when the server refused a change for good meanwhile: an edit it
+    /// undid is never reported as synced.
     func sync() async throws {
+        let refusedBefore = refusedSends
         try await queueNewOutboxEntries()
         do {
             try await engine.sendChanges()
@@ -137,6 +144,12 @@ actor StoreMirror: SyncEngineDelegate {
             try await engine.performExclusively { [self] in try await poll() }
         } else {
             try await engine.fetchChanges()
+        }
+        if refusedSends > refusedBefore, let refusal = lastRefusal {
+            throw CloudError(
+                refusal.code,
+                "the server refused a change in this sync, which \(refusal.code == .permissionFailure ? "was undone" : "waits")"
+                    + ": \(refusal.message) (StratusStore.refusedChanges() lists the undone ones)")
         }
     }
 
@@ -151,12 +164,14 @@ actor StoreMirror: SyncEngineDelegate {
 
     /// Where mirroring stands.
     func status() async throws -> StoreSyncStatus {
-        let pending = try await pool.read { db in try StoreMetadata.outboxCount(in: db) }
+        let (pending, refused) = try await pool.read { db in
+            (try StoreMetadata.outboxCount(in: db), try StoreMetadata.refusedChanges(in: db).first)
+        }
         let serverAhead = engine.state.zoneIDsWithUnfetchedServerChanges.contains(where: layout.ownsZone)
             || !engine.state.pendingDatabaseChanges.isEmpty
         // After a page failed to apply, its changes are fetched again only at the next start.
         return StoreSyncStatus(
-            pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: importFailure ?? lastError,
+            pendingChanges: pending, lastCompleteImport: lastCompleteFetch, lastError: importFailure ?? lastError ?? refused?.error,
             isUpToDate: pending == 0 && lastCompleteFetch != nil && !serverAhead && zoneSaved && importFailure == nil)
     }
 
@@ -490,7 +505,7 @@ actor StoreMirror: SyncEngineDelegate {
         let sentNow = answered.reduce(into: [Stratus.Record.ID: StoreExport.Sent]()) { $0[$1] = inFlight.removeValue(forKey: $1) }
         let (outcome, settlement, transaction) = try await writeAsImport { [layout, export, capture] db in
             var merger = try StoreMerger(layout: layout, db: db)
-            let settlement = try export.settle(sent, sent: sentNow, merger: &merger)
+            let settlement = try export.settle(sent, sent: sentNow, merger: &merger, at: Date())
             return (merger.outcome, settlement, capture.capturedTransaction())
         }
         refusals.merge(settlement.refusedRows) { $1 }
@@ -506,6 +521,8 @@ actor StoreMirror: SyncEngineDelegate {
         // A merge after a conflict, or a rollback of a refused change, rewrote rows.
         if let transaction { remoteChanges.yield(StoreRemoteChange(historyToken: HistoryToken(transaction: transaction))) }
         if let refused = settlement.refused {
+            refusedSends += 1
+            lastRefusal = refused
             lastError = refused
             runningEvents[.export]?.error = refused
         }
@@ -660,6 +677,7 @@ actor StoreMirror: SyncEngineDelegate {
                 sql: """
                     DELETE FROM stratusstore_records;
                     DELETE FROM stratusstore_row_zones; DELETE FROM stratusstore_moved; DELETE FROM stratusstore_shares;
+                    DELETE FROM stratusstore_refused;
                     DELETE FROM stratusstore_mirror WHERE key = '\(Self.zoneSavedKey)' OR key LIKE '\(PublicDatabasePoller.positionPrefix)%';
                     """)
         }

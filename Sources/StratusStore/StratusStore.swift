@@ -92,6 +92,24 @@ public final class StratusStore: Sendable {
         try await requireMirror().sync()
     }
 
+    /// The local changes the server refused for good and the store undid, the latest first: a
+    /// participant who may only read edited a shared row, say (check ``canUpdate(_:)`` before
+    /// offering an edit). Each row's latest refusal is kept across launches until
+    /// ``dismissRefusedChanges(_:)``, so the app can tell its user which edit did not stand; the
+    /// ``sync()`` that met the refusal threw it.
+    ///
+    /// - Throws: ``CloudError`` `invalidArguments` when the store was opened without mirroring.
+    public func refusedChanges() async throws -> [StoreRefusedChange] {
+        _ = try requireMirror()
+        return try await pool.read { db in try StoreMetadata.refusedChanges(in: db) }
+    }
+
+    /// Forgets the refused changes of `rowIDs` (every one when `nil`), once the user was told.
+    public func dismissRefusedChanges(_ rowIDs: [UUID]? = nil) async throws {
+        _ = try requireMirror()
+        try await pool.write { db in try StoreMetadata.dismissRefusedChanges(rowIDs, in: db) }
+    }
+
     /// Where mirroring stands: how many local changes wait, and whether everything local is on the
     /// server and the last import reached the server's latest changes.
     public func syncStatus() async throws -> StoreSyncStatus {
@@ -422,13 +440,27 @@ public struct StoreSyncStatus: Sendable {
     public var pendingChanges: Int
     /// When the last import ended having fetched every change the server had.
     public var lastCompleteImport: Date?
-    /// The last failure: a change the server refused, a record no row could hold, a page not applied.
+    /// The last failure: a change the server refused (since the store was opened, or the latest
+    /// refused change kept), a record no row could hold, a page not applied.
     public var lastError: CloudError?
     /// `true` only when every local change is on the server, the last import reached the server's
     /// latest changes, no notification since says there are more, and no fetched page failed to
     /// apply since the store was opened (its changes are fetched again when the store is next
     /// opened; `lastError` says why it failed).
     public var isUpToDate: Bool
+}
+
+/// A local change the server refused for good, which the store undid: the row is back as the
+/// server has it (``StratusStore/refusedChanges()``).
+public struct StoreRefusedChange: Sendable {
+    /// The row's table.
+    public var table: String
+    /// The row's key.
+    public var rowID: UUID
+    /// Why the server refused it, as it said (`permissionFailure` for a participant who may only read).
+    public var error: CloudError
+    /// When the store learnt of the refusal.
+    public var date: Date
 }
 
 /// The outcome of ``StratusStore/verify()``: the digests of the local rows and of the server's

@@ -107,7 +107,7 @@ struct StoreMirrorPartsTests {
         #expect(batch.unsendable.isEmpty)
     }
 
-    @Test("the server's answer settles: a saved record confirms its entry and becomes the ancestor; a read-only refusal puts the row back as the server has it and reports the refusal")
+    @Test("the server's answer settles: a saved record confirms its entry and becomes the ancestor; a read-only refusal puts the row back as the server has it, reports the refusal and keeps it")
     func settleAnswers() throws {
         let queue = try Self.database()
         let (saved, refused) = (UUID(), UUID())
@@ -126,7 +126,7 @@ struct StoreMirrorPartsTests {
                 failedRecordSaves: [.init(record: refusedRecord, error: CloudError(.permissionFailure, "shared with you read-only"))],
                 deletedRecordIDs: [], failedRecordDeletes: [:])
             var merger = try StoreMerger(layout: Self.layout, db: db)
-            return try export.settle(answer, sent: batch.sent, merger: &merger)
+            return try export.settle(answer, sent: batch.sent, merger: &merger, at: Date(timeIntervalSince1970: 1_000))
         }
         #expect(settlement.refused?.code == .permissionFailure)
         #expect(settlement.zonesGone.isEmpty)
@@ -138,6 +138,9 @@ struct StoreMirrorPartsTests {
         #expect(outbox.isEmpty)
         #expect(titles == ["Changed", "Milk"])
         #expect(tag == "t2")
+        let kept = try queue.read { db in try StoreMetadata.refusedChanges(in: db) }
+        #expect(kept.map(\.rowID) == [refused] && kept.first?.error.code == .permissionFailure, "the undone edit is kept, with why")
+        #expect(kept.first?.date == Date(timeIntervalSince1970: 1_000))
     }
 
     @Test("sharing a list moves it and its items, not rows already in a share, into the share's zone, queued to save there; their old records are kept to delete")
@@ -178,10 +181,12 @@ struct StoreMirrorPartsTests {
             await store?.close()
             store = nil
             // What a store of the version before the migrator left: the same tables, no record of them.
-            try await pool.write { db in try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'stratusstore.%'") }
+            try await pool.write { db in
+                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'stratusstore.%'; DROP TABLE stratusstore_refused")
+            }
             store = try await StratusStore.open(pool, model: StoreFoundationTests.model)
             let applied = try await pool.read { db in try appMigrator.appliedIdentifiers(db) }
-            #expect(applied == ["app.1", "stratusstore.1-tables"])
+            #expect(applied == ["app.1", "stratusstore.1-tables", "stratusstore.2-refused-changes"])
             #expect(try await store?.pendingChanges().map(\.rowID) == [rowID])
             #expect(try await pool.read { db in try String.fetchAll(db, sql: "SELECT title FROM lists") } == ["Groceries"])
             try appMigrator.migrate(pool)

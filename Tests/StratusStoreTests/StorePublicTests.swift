@@ -54,7 +54,8 @@ struct StorePublicTests {
                 #expect(try await !bob.store.canUpdate(market))
                 #expect(try await bob.store.canUpdate(garage))
                 try await bob.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'Mine now' WHERE id = ?", arguments: [apples]) }
-                try await bob.store.sync()
+                await #expect(throws: CloudError.self) { try await bob.store.sync() }
+                #expect(try await bob.store.refusedChanges().map(\.rowID) == [apples])
                 let bobStatus = try await bob.store.syncStatus()
                 #expect(bobStatus.pendingChanges == 0 && bobStatus.lastError?.code == .permissionFailure, "\(bobStatus)")
                 #expect(try await StoreSharingTests.title(of: apples, on: bob) == "Apples")

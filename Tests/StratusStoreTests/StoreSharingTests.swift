@@ -175,10 +175,17 @@ struct StoreSharingTests {
                 try await cy.pool.write { db in
                     try db.execute(sql: "UPDATE items SET title = 'Cy was here' WHERE id = ?", arguments: [eggs])
                 }
-                try await cy.store.sync()
+                // The sync that met the refusal says so; the undone edit is kept, across a reopening, until dismissed.
+                await #expect(throws: CloudError.self) { try await cy.store.sync() }
                 let cyStatus = try await cy.store.syncStatus()
                 #expect(cyStatus.pendingChanges == 0 && cyStatus.lastError?.code == .permissionFailure, "\(cyStatus)")
                 #expect(try await Self.title(of: eggs, on: cy) == "Eggs")
+                let refused = try await cy.store.refusedChanges()
+                #expect(refused.map(\.rowID) == [eggs] && refused.first?.table == "items" && refused.first?.error.code == .permissionFailure)
+                try await cy.store.sync()
+                #expect(try await cy.store.refusedChanges().map(\.rowID) == [eggs], "kept until dismissed")
+                try await cy.store.dismissRefusedChanges([eggs])
+                #expect(try await cy.store.refusedChanges().isEmpty)
 
                 // Bob leaves: the share's rows leave his device; the others keep theirs.
                 try await bob.store.stopSharing(groceries)

@@ -124,10 +124,21 @@ struct TodoTests {
             #expect(try await bob.canChange(trip))
             #expect(try await bob.canChange(recipes) == false)
             #expect(try await mei.canChange(recipes))
-            // An edit the read-only share does not allow is refused by the server and undone on Bob's device.
-            try await bob.addItem(to: recipes, title: "Cake")
-            #expect(try await bob.sync() == .synced)
+            // An edit the read-only share does not allow is refused before it is written.
+            await #expect(throws: CloudError.self) { try await bob.addItem(to: recipes, title: "Cake") }
+            await #expect(throws: CloudError.self) { try await bob.rename(recipes, to: "Bob's recipes") }
+            let (ownPending, sharedPending) = (try await bob.store.pendingChanges(), try await bob.sharedStore.pendingChanges())
+            #expect(ownPending.isEmpty && sharedPending.isEmpty)
+            // One written anyway, past the app's check, is refused by the server, undone, and said so:
+            // the sync throws, and the refusal stays listed for the app to show.
+            try await bob.sharedStore.write { db in
+                try db.execute(sql: "UPDATE lists SET title = 'Bob was here' WHERE id = ?", arguments: [recipes.uuidString])
+            }
+            await #expect(throws: CloudError.self) { try await bob.sync() }
+            #expect(try await bob.lists().first { $0.id == recipes }?.title == "Recipes")
             #expect(try await bob.lists().first { $0.id == recipes }?.items.map(\.title) == ["Soup"])
+            #expect(try await bob.sharedStore.refusedChanges().map(\.rowID) == [recipes])
+            try await bob.sharedStore.dismissRefusedChanges()
 
             // Bob's item joins Mei's list; Mei's rename reaches Bob.
             try await bob.addItem(to: trip, title: "Stove")

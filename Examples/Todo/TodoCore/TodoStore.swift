@@ -179,9 +179,19 @@ public final class TodoStore: Sendable {
         return shared ? sharedStore : store
     }
 
+    /// Refuses, before anything is written, a change of `id` the user may not make (a list shared
+    /// with them read-only): the server would refuse it, and the store undo it.
+    private func requireChangeable(_ id: UUID) async throws {
+        guard try await canChange(id) else {
+            throw CloudError(
+                .permissionFailure, "this list is shared with you read-only: ask its owner for permission to change it")
+        }
+    }
+
     /// Adds an item to `list`, with an attachment when given (in a shared list, it joins the share).
     @discardableResult
     public func addItem(to list: UUID, title: String, attachment: Data? = nil) async throws -> UUID {
+        try await requireChangeable(list)
         let id = UUID()
         try await holder(of: list).write { db in
             try db.execute(
@@ -193,6 +203,7 @@ public final class TodoStore: Sendable {
 
     /// Marks an item done or not done.
     public func setDone(_ item: UUID, _ done: Bool) async throws {
+        try await requireChangeable(item)
         try await holder(of: item).write { db in
             try db.execute(sql: "UPDATE items SET done = ? WHERE id = ?", arguments: [done, item.uuidString])
         }
@@ -200,6 +211,7 @@ public final class TodoStore: Sendable {
 
     /// Renames a list or an item.
     public func rename(_ id: UUID, to title: String) async throws {
+        try await requireChangeable(id)
         try await holder(of: id).write { db in
             for table in ["lists", "items"] {
                 try db.execute(sql: "UPDATE \(table) SET title = ? WHERE id = ?", arguments: [title, id.uuidString])
@@ -209,6 +221,7 @@ public final class TodoStore: Sendable {
 
     /// Deletes an item, or a list with its items (in one transaction).
     public func delete(_ id: UUID) async throws {
+        try await requireChangeable(id)
         try await holder(of: id).write { db in
             try db.execute(sql: "DELETE FROM items WHERE id = ?1 OR listID = ?1", arguments: [id.uuidString])
             try db.execute(sql: "DELETE FROM views WHERE listID = ?", arguments: [id.uuidString])

@@ -182,6 +182,9 @@ struct Status: AsyncParsableCommand {
             // The status of this run: a store just opened has not fetched yet, so it cannot say it is up to date.
             say(status.isUpToDate ? "  up to date" : "  not known to be up to date: run 'todo sync' to send and fetch")
             if let error = status.lastError { say("  last error: \(error.message)") }
+            for refused in try await mirror.refusedChanges() {
+                say("  refused by the server and undone: \(refused.table) \(refused.rowID): \(refused.error.message)")
+            }
         }
     }
 }
