@@ -98,7 +98,7 @@ public final class StratusStore: Sendable {
     /// ``dismissRefusedChanges(_:)``, so the app can tell its user which edit did not stand; the
     /// ``sync()`` that met the refusal threw it.
     ///
-    /// - Throws: ``CloudError`` `invalidArguments` when the store was opened without mirroring.
+    /// - Throws: `CloudError` `invalidArguments` when the store was opened without mirroring.
     public func refusedChanges() async throws -> [StoreRefusedChange] {
         _ = try requireMirror()
         return try await pool.read { db in try StoreMetadata.refusedChanges(in: db) }
