@@ -41,21 +41,22 @@ struct PushChannel: Sendable {
     private static let maxMessageBytes = 1 << 20
 
     func run(_ continuation: AsyncThrowingStream<PushEvent, any Error>.Continuation) async {
-        var token: PushTokenResponse?
+        /// The registered push token's URL.
+        var token: String?
         var failures = 0
         // A transport of the app's carries requests, not connections: it long-polls.
         var webSocketsBlocked = connection.configuration.pushTransport == .longPolling || connection.configuration.httpTransport != nil
         while !Task.isCancelled {
             var connected = false
             do {
-                let current: PushTokenResponse
+                let current: String
                 if let token {
                     current = token
                 } else {
                     current = try await register()
                 }
                 token = current
-                let url = connection.authorized(current.webcourierURL)
+                let url = connection.authorized(current)
                 connected = webSocketsBlocked
                     ? try await longPoll(url, continuation) : try await webSocket(url, continuation)
             } catch let error as CloudError where error.code == .notAuthenticated {
@@ -79,15 +80,19 @@ struct PushChannel: Sendable {
         continuation.finish()
     }
 
-    /// A new push token, registered to the signed-in user and this device.
-    private func register() async throws -> PushTokenResponse {
+    /// A new push token, registered to the signed-in user and this device: its URL.
+    private func register() async throws -> String {
         let created = try await connection.call(
             .container(Endpoints.tokensCreate.erased),
             body: CreatePushTokenRequest(apnsEnvironment: ContainerEnvironment(rawValue: connection.environment.rawValue)),
             idempotent: true, as: PushTokenResponse.self)
-        return try await connection.call(
+        let registered = try await connection.call(
             .container(Endpoints.tokensRegister.erased), body: RegisterPushTokenRequest(apnsToken: created.apnsToken),
             idempotent: true, as: PushTokenResponse.self)
+        guard let url = registered.webcourierURL else {
+            throw CloudError(.serverRejectedRequest, "tokens/register answered without a webcourierURL")
+        }
+        return url
     }
 
     /// Reads the WebSocket until it closes; returns whether it was connected at all.
@@ -141,10 +146,10 @@ struct PushChannel: Sendable {
     }
 
     /// Why a WebSocket upgrade failed, as a plain HTTP request to the same URL tells.
-    private func diagnose(_ token: PushTokenResponse?) async -> Diagnosis {
+    private func diagnose(_ token: String?) async -> Diagnosis {
         guard let token else { return .unreachable }
         do {
-            _ = try await poll(connection.authorized(token.webcourierURL), timeout: 0)
+            _ = try await poll(connection.authorized(token), timeout: 0)
             return .webSocketsBlocked
         } catch let error as CloudError where error.code == .notAuthenticated {
             // The token was refused (it was purged, or is another user's): register a new one, which

@@ -32,6 +32,12 @@ public struct ApplePushPayload: Sendable, JSONWritable {
         writer.beginObject()
         writeAPS(to: &writer)
         writer.key("ck")
+        writeCK(to: &writer)
+        writer.endObject()
+    }
+
+    /// The `ck` dictionary alone, which FCM data messages carry.
+    public func writeCK(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("nid", notification.notificationID)
         writer.field("cid", notification.containerIdentifier)
@@ -65,7 +71,6 @@ public struct ApplePushPayload: Sendable, JSONWritable {
             }
             writer.endObject()
         }
-        writer.endObject()
         writer.endObject()
         writer.endObject()
     }

@@ -17,27 +17,39 @@ public struct CreatePushTokenRequest: Hashable, Sendable, JSONDecodable, JSONWri
     }
 }
 
-/// The answer of `tokens/create`: a push token and the URL its notifications arrive at.
+/// The answer of `tokens/create` and `tokens/register`: a push token and the URL its notifications
+/// arrive at; for a registered platform endpoint (an APNs device token, an FCM token, a Web Push
+/// subscription), what was registered.
 public struct PushTokenResponse: Hashable, Sendable, JSONDecodable, JSONWritable {
     /// The environment the token belongs to.
     public var apnsEnvironment: ContainerEnvironment
     /// The token; register it with `tokens/register` to receive the signed-in user's notifications.
-    public var apnsToken: String
-    /// Where to connect (WebSocket) or long-poll (HTTP GET) for notifications.
-    public var webcourierURL: String
+    /// For a registration of an APNs device token, that token; absent for FCM and Web Push.
+    public var apnsToken: String?
+    /// Where to connect (WebSocket) or long-poll (HTTP GET) for notifications; absent for a
+    /// platform endpoint, which its push service delivers to.
+    public var webcourierURL: String?
+    /// The container's VAPID public key (base64url), which a web app subscribes with
+    /// (`PushManager.subscribe`'s `applicationServerKey`) when the container sends Web Push. A
+    /// Stratus extension.
+    public var webPushPublicKey: String?
 
     /// Creates an answer.
-    public init(apnsEnvironment: ContainerEnvironment, apnsToken: String, webcourierURL: String) {
+    public init(
+        apnsEnvironment: ContainerEnvironment, apnsToken: String?, webcourierURL: String?, webPushPublicKey: String? = nil
+    ) {
         self.apnsEnvironment = apnsEnvironment
         self.apnsToken = apnsToken
         self.webcourierURL = webcourierURL
+        self.webPushPublicKey = webPushPublicKey
     }
 
     public init(json: JSONValue) throws {
         let object = try json.object()
         apnsEnvironment = try object.decode("apnsEnvironment")
-        apnsToken = try object.decode("apnsToken")
-        webcourierURL = try object.decode("webcourierURL")
+        apnsToken = try object.decodeIfPresent("apnsToken")
+        webcourierURL = try object.decodeIfPresent("webcourierURL")
+        webPushPublicKey = try object.decodeIfPresent("webPushPublicKey")
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -45,33 +57,89 @@ public struct PushTokenResponse: Hashable, Sendable, JSONDecodable, JSONWritable
         writer.field("apnsEnvironment", apnsEnvironment.rawValue)
         writer.field("apnsToken", apnsToken)
         writer.field("webcourierURL", webcourierURL)
+        writer.field("webPushPublicKey", webPushPublicKey)
         writer.endObject()
     }
 }
 
-/// The body of `tokens/register`.
+/// A browser's Web Push subscription, as `PushSubscription.toJSON()` gives it.
+public struct WebPushSubscription: Hashable, Sendable, JSONDecodable, JSONWritable {
+    /// The push service's URL for this subscription.
+    public var endpoint: String
+    /// `keys.p256dh`: the subscription's P-256 public key, base64url.
+    public var p256dh: String
+    /// `keys.auth`: the subscription's 16-byte authentication secret, base64url.
+    public var auth: String
+
+    /// Creates a subscription.
+    public init(endpoint: String, p256dh: String, auth: String) {
+        self.endpoint = endpoint
+        self.p256dh = p256dh
+        self.auth = auth
+    }
+
+    public init(json: JSONValue) throws {
+        let object = try json.object()
+        endpoint = try object.decode("endpoint")
+        guard let keysValue = object["keys"] else { throw JSONDecodingError(.missing, "", at: [.key("keys")]) }
+        let keys = try withJSONPath(.key("keys")) { try keysValue.object() }
+        (p256dh, auth) = try withJSONPath(.key("keys")) { (try keys.decode("p256dh"), try keys.decode("auth")) }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("endpoint", endpoint)
+        writer.key("keys")
+        writer.beginObject()
+        writer.field("p256dh", p256dh)
+        writer.field("auth", auth)
+        writer.endObject()
+        writer.endObject()
+    }
+}
+
+/// The body of `tokens/register`: one of a push token from `tokens/create`, an APNs device token,
+/// an FCM registration token, or a Web Push subscription.
 public struct RegisterPushTokenRequest: Hashable, Sendable, JSONDecodable, JSONWritable {
-    /// The token's environment; must match the token's.
+    /// The token's environment; for an APNs device token, the APNs environment it was issued in
+    /// (`development`: the sandbox), the container's environment when absent.
     public var apnsEnvironment: ContainerEnvironment?
-    /// The token from `tokens/create`.
-    public var apnsToken: String
+    /// The token from `tokens/create`, or the device token the app got from APNs, in hexadecimal.
+    public var apnsToken: String?
+    /// The registration token the app got from Firebase Cloud Messaging. A Stratus extension.
+    public var fcmToken: String?
+    /// The browser's Web Push subscription. A Stratus extension.
+    public var webPushSubscription: WebPushSubscription?
 
     /// Creates a request.
-    public init(apnsEnvironment: ContainerEnvironment? = nil, apnsToken: String) {
+    public init(
+        apnsEnvironment: ContainerEnvironment? = nil, apnsToken: String? = nil, fcmToken: String? = nil,
+        webPushSubscription: WebPushSubscription? = nil
+    ) {
         self.apnsEnvironment = apnsEnvironment
         self.apnsToken = apnsToken
+        self.fcmToken = fcmToken
+        self.webPushSubscription = webPushSubscription
     }
 
     public init(json: JSONValue) throws {
         let object = try json.object()
         apnsEnvironment = try object.decodeIfPresent("apnsEnvironment")
-        apnsToken = try object.decode("apnsToken")
+        apnsToken = try object.decodeIfPresent("apnsToken")
+        fcmToken = try object.decodeIfPresent("fcmToken")
+        webPushSubscription = try object.decodeIfPresent("webPushSubscription")
+        let given = [apnsToken != nil, fcmToken != nil, webPushSubscription != nil].count(where: { $0 })
+        guard given == 1 else {
+            throw JSONDecodingError(.invalid, "exactly one of apnsToken, fcmToken and webPushSubscription is required")
+        }
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("apnsEnvironment", apnsEnvironment?.rawValue)
         writer.field("apnsToken", apnsToken)
+        writer.field("fcmToken", fcmToken)
+        writer.field("webPushSubscription", webPushSubscription)
         writer.endObject()
     }
 }

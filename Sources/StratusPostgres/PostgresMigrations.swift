@@ -286,6 +286,19 @@ enum PostgresMigrations {
                 "CREATE INDEX uploads_ticket ON uploads (ticket)",
                 "CREATE INDEX uploads_age ON uploads (uploaded_ms)",
             ]),
+        Migration(
+            version: 11, name: "push endpoints of APNs, FCM and Web Push",
+            statements: [
+                """
+                CREATE TABLE push_endpoints (
+                    endpoint_id text PRIMARY KEY, container_id text COLLATE "C" NOT NULL, environment text NOT NULL,
+                    user_record_name text COLLATE "C" NOT NULL, device_id text, channel text NOT NULL,
+                    address text NOT NULL, public_key text, auth_secret text, created_ms bigint NOT NULL,
+                    used_ms bigint NOT NULL)
+                """,
+                "CREATE INDEX push_endpoints_owner ON push_endpoints (container_id, environment, user_record_name, used_ms)",
+                "CREATE INDEX push_endpoints_used ON push_endpoints (used_ms)",
+            ]),
     ]
 
     /// The latest version this build knows.

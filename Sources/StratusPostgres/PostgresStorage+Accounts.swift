@@ -254,14 +254,17 @@ extension PostgresStorage {
         }
     }
 
-    /// Deletes a user's sessions and push tokens (a push token alone may be a web courier's
-    /// credential) and returns the sessions' hashes.
+    /// Deletes a user's sessions, push tokens (a push token alone may be a web courier's
+    /// credential) and push endpoints (a device signed out hears nothing more), and returns the
+    /// sessions' hashes.
     private func endSessions(_ connection: PostgresConnection, container: String, recordName: String) async throws
         -> [String]
     {
         try await connection.run(
             """
-            WITH push AS (DELETE FROM push_tokens WHERE container_id = \(container) AND user_record_name = \(recordName))
+            WITH push AS (DELETE FROM push_tokens WHERE container_id = \(container) AND user_record_name = \(recordName)),
+                endpoints AS (
+                    DELETE FROM push_endpoints WHERE container_id = \(container) AND user_record_name = \(recordName))
             DELETE FROM sessions WHERE container_id = \(container) AND user_record_name = \(recordName)
             RETURNING token_hash
             """, logger: logger

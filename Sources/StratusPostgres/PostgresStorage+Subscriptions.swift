@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import StratusModel
+public import StratusModel
 public import StratusStorage
 import Synchronization
 
@@ -103,6 +103,67 @@ extension PostgresStorage {
     }
 
     public func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int {
-        try await column(Int32.self, "DELETE FROM push_tokens WHERE used_ms < \(timestamp) RETURNING 1").count
+        try await column(
+            Int32.self,
+            """
+            WITH endpoints AS (DELETE FROM push_endpoints WHERE used_ms < \(timestamp) RETURNING 1),
+                tokens AS (DELETE FROM push_tokens WHERE used_ms < \(timestamp) RETURNING 1)
+            SELECT 1 FROM endpoints UNION ALL SELECT 1 FROM tokens
+            """
+        ).count
+    }
+
+    // MARK: Push endpoints
+
+    public func registerPushEndpoint(_ endpoint: PushEndpointInfo, keepingAtMost limit: Int) async throws {
+        try await requireContainer(endpoint.container)
+        try await transaction { connection in
+            try await connection.run(
+                """
+                INSERT INTO push_endpoints (endpoint_id, container_id, environment, user_record_name, device_id,
+                    channel, address, public_key, auth_secret, created_ms, used_ms)
+                VALUES (\(endpoint.id), \(endpoint.container), \(endpoint.environment.rawValue),
+                    \(endpoint.userRecordName), \(endpoint.deviceID), \(endpoint.channel.rawValue), \(endpoint.address),
+                    \(endpoint.publicKey), \(endpoint.authSecret), \(endpoint.createdAt), \(endpoint.usedAt))
+                ON CONFLICT (endpoint_id) DO UPDATE SET container_id = excluded.container_id,
+                    environment = excluded.environment, user_record_name = excluded.user_record_name,
+                    device_id = excluded.device_id, public_key = excluded.public_key,
+                    auth_secret = excluded.auth_secret, used_ms = excluded.used_ms
+                """, logger: logger)
+            try await connection.run(
+                """
+                DELETE FROM push_endpoints WHERE endpoint_id IN (
+                    SELECT endpoint_id FROM push_endpoints
+                    WHERE container_id = \(endpoint.container) AND environment = \(endpoint.environment.rawValue)
+                        AND user_record_name = \(endpoint.userRecordName)
+                    ORDER BY used_ms DESC, endpoint_id OFFSET \(limit))
+                """, logger: logger)
+        }
+    }
+
+    public func pushEndpoints(
+        container: String, environment: ContainerEnvironment, userRecordName: String
+    ) async throws -> [PushEndpointInfo] {
+        try await read { connection in
+            try await connection.run(
+                """
+                SELECT endpoint_id, device_id, channel, address, public_key, auth_secret, created_ms, used_ms
+                FROM push_endpoints
+                WHERE container_id = \(container) AND environment = \(environment.rawValue)
+                    AND user_record_name = \(userRecordName)
+                ORDER BY used_ms DESC, endpoint_id
+                """, logger: logger
+            ).decode((String, String?, String, String, String?, String?, Int64, Int64).self).collect().compactMap { row in
+                guard let channel = PushEndpointInfo.Channel(rawValue: row.2) else { return nil }
+                return PushEndpointInfo(
+                    id: row.0, container: container, environment: environment, userRecordName: userRecordName,
+                    deviceID: row.1, channel: channel, address: row.3, publicKey: row.4, authSecret: row.5,
+                    createdAt: row.6, usedAt: row.7)
+            }
+        }
+    }
+
+    public func deletePushEndpoint(id: String) async throws -> Bool {
+        try await !column(Int32.self, "DELETE FROM push_endpoints WHERE endpoint_id = \(id) RETURNING 1").isEmpty
     }
 }

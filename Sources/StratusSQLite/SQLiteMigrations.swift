@@ -197,6 +197,17 @@ enum SQLiteMigrations {
                     CREATE INDEX uploads_age ON uploads (uploaded_ms);
                     """)
         }
+        migrator.registerMigration("v12: push endpoints of APNs, FCM and Web Push") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE push_endpoints (
+                        endpoint_id TEXT PRIMARY KEY, container_id TEXT NOT NULL, environment TEXT NOT NULL,
+                        user_record_name TEXT NOT NULL, device_id TEXT, channel TEXT NOT NULL, address TEXT NOT NULL,
+                        public_key TEXT, auth_secret TEXT, created_ms INTEGER NOT NULL, used_ms INTEGER NOT NULL);
+                    CREATE INDEX push_endpoints_owner ON push_endpoints (container_id, environment, user_record_name, used_ms);
+                    CREATE INDEX push_endpoints_used ON push_endpoints (used_ms);
+                    """)
+        }
         return migrator
     }
 }

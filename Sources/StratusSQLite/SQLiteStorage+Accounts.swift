@@ -260,14 +260,16 @@ extension SQLiteStorage {
         }
     }
 
-    /// Deletes a user's sessions and push tokens (a push token alone may be a web courier's
-    /// credential) and returns the sessions' hashes.
+    /// Deletes a user's sessions, push tokens (a push token alone may be a web courier's
+    /// credential) and push endpoints (a device signed out hears nothing more), and returns the
+    /// sessions' hashes.
     private static func endSessions(_ db: Database, container: String, recordName: String) throws -> [String] {
         let arguments: StatementArguments = [container, recordName]
         let hashes = try String.fetchAll(
             db, sql: "SELECT token_hash FROM sessions WHERE container_id = ? AND user_record_name = ?", arguments: arguments)
         try db.execute(sql: "DELETE FROM sessions WHERE container_id = ? AND user_record_name = ?", arguments: arguments)
         try db.execute(sql: "DELETE FROM push_tokens WHERE container_id = ? AND user_record_name = ?", arguments: arguments)
+        try db.execute(sql: "DELETE FROM push_endpoints WHERE container_id = ? AND user_record_name = ?", arguments: arguments)
         return hashes
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-import StratusModel
+public import StratusModel
 public import StratusStorage
 import Synchronization
 
@@ -116,7 +116,69 @@ extension SQLiteStorage {
     public func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM push_tokens WHERE used_ms < ?", arguments: [timestamp])
-            return db.changesCount
+            let tokens = db.changesCount
+            try db.execute(sql: "DELETE FROM push_endpoints WHERE used_ms < ?", arguments: [timestamp])
+            return tokens + db.changesCount
+        }
+    }
+
+    // MARK: Push endpoints
+
+    public func registerPushEndpoint(_ endpoint: PushEndpointInfo, keepingAtMost limit: Int) async throws {
+        try await pool.write { db in
+            try Self.requireContainer(db, endpoint.container)
+            try db.execute(
+                sql: """
+                    INSERT INTO push_endpoints (endpoint_id, container_id, environment, user_record_name, device_id,
+                        channel, address, public_key, auth_secret, created_ms, used_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (endpoint_id) DO UPDATE SET container_id = excluded.container_id,
+                        environment = excluded.environment, user_record_name = excluded.user_record_name,
+                        device_id = excluded.device_id, public_key = excluded.public_key,
+                        auth_secret = excluded.auth_secret, used_ms = excluded.used_ms
+                    """,
+                arguments: [
+                    endpoint.id, endpoint.container, endpoint.environment.rawValue, endpoint.userRecordName,
+                    endpoint.deviceID, endpoint.channel.rawValue, endpoint.address, endpoint.publicKey,
+                    endpoint.authSecret, endpoint.createdAt, endpoint.usedAt,
+                ])
+            try db.execute(
+                sql: """
+                    DELETE FROM push_endpoints WHERE endpoint_id IN (
+                        SELECT endpoint_id FROM push_endpoints
+                        WHERE container_id = ? AND environment = ? AND user_record_name = ?
+                        ORDER BY used_ms DESC, endpoint_id LIMIT -1 OFFSET ?)
+                    """,
+                arguments: [endpoint.container, endpoint.environment.rawValue, endpoint.userRecordName, limit])
+        }
+    }
+
+    public func pushEndpoints(
+        container: String, environment: ContainerEnvironment, userRecordName: String
+    ) async throws -> [PushEndpointInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM push_endpoints WHERE container_id = ? AND environment = ? AND user_record_name = ?
+                    ORDER BY used_ms DESC, endpoint_id
+                    """,
+                arguments: [container, environment.rawValue, userRecordName]
+            ).compactMap { row in
+                guard let channel = PushEndpointInfo.Channel(rawValue: row["channel"]) else { return nil }
+                return PushEndpointInfo(
+                    id: row["endpoint_id"], container: row["container_id"], environment: environment,
+                    userRecordName: row["user_record_name"], deviceID: row["device_id"], channel: channel,
+                    address: row["address"], publicKey: row["public_key"], authSecret: row["auth_secret"],
+                    createdAt: row["created_ms"], usedAt: row["used_ms"])
+            }
+        }
+    }
+
+    public func deletePushEndpoint(id: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM push_endpoints WHERE endpoint_id = ?", arguments: [id])
+            return db.changesCount > 0
         }
     }
 }

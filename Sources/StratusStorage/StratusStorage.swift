@@ -238,8 +238,18 @@ public protocol SubscriptionStorage: Sendable {
     func registerPushToken(hash: String, userRecordName: String, deviceID: String?, timestamp: Int64) async throws -> Bool
     /// Marks a push token used (a device connected with it).
     func markPushTokenUsed(hash: String, timestamp: Int64) async throws
-    /// Deletes push tokens not used since `timestamp`; returns how many went.
+    /// Deletes push tokens and push endpoints not used since `timestamp`; returns how many went.
     func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int
+
+    /// Registers a device's push endpoint, or registers it again (to another user, when another
+    /// signed in on the device) and marks it used; the user's least recently registered endpoints
+    /// beyond `limit` are deleted in the same transaction.
+    func registerPushEndpoint(_ endpoint: PushEndpointInfo, keepingAtMost limit: Int) async throws
+    /// The push endpoints registered to a user, most recently registered first.
+    func pushEndpoints(container: String, environment: ContainerEnvironment, userRecordName: String) async throws
+        -> [PushEndpointInfo]
+    /// Deletes a push endpoint (its service said it is gone); `false` when there is none.
+    func deletePushEndpoint(id: String) async throws -> Bool
 }
 
 /// Which asset bytes are stored, and which no record holds any more.

@@ -52,3 +52,63 @@ public struct PushTokenInfo: Hashable, Sendable {
         self.usedAt = usedAt
     }
 }
+
+/// Where a push service delivers to one of a user's devices: an APNs device token, an FCM
+/// registration token, or a Web Push subscription, registered through `tokens/register`.
+public struct PushEndpointInfo: Hashable, Sendable {
+    /// The push service, and for APNs its environment.
+    public enum Channel: String, Hashable, Sendable, CaseIterable {
+        /// Apple's push service, sandbox (`api.sandbox.push.apple.com`).
+        case apnsDevelopment = "apns-development"
+        /// Apple's push service, production (`api.push.apple.com`).
+        case apnsProduction = "apns-production"
+        /// Firebase Cloud Messaging (HTTP v1).
+        case fcm
+        /// A Web Push service (RFC 8030), with RFC 8291 encryption.
+        case webPush = "webpush"
+    }
+
+    /// The registration's key: the hash of the channel and the address, so that one address is
+    /// registered once.
+    public var id: String
+    /// The container it delivers for.
+    public var container: String
+    /// The container's environment it delivers for.
+    public var environment: ContainerEnvironment
+    /// The user whose notifications it receives.
+    public var userRecordName: String
+    /// The device that registered it (`X-Stratus-Device-ID`), which never hears of its own changes.
+    public var deviceID: String?
+    /// The push service.
+    public var channel: Channel
+    /// The device token (APNs, hexadecimal), the registration token (FCM) or the subscription's
+    /// endpoint URL (Web Push).
+    public var address: String
+    /// A Web Push subscription's `keys.p256dh` (base64url), the key its messages are encrypted to.
+    public var publicKey: String?
+    /// A Web Push subscription's `keys.auth` (base64url).
+    public var authSecret: String?
+    /// When it was first registered, in milliseconds since 1970.
+    public var createdAt: Int64
+    /// When it was last registered, in milliseconds since 1970.
+    public var usedAt: Int64
+
+    /// Creates a registration.
+    public init(
+        id: String, container: String, environment: ContainerEnvironment, userRecordName: String, deviceID: String?,
+        channel: Channel, address: String, publicKey: String? = nil, authSecret: String? = nil, createdAt: Int64,
+        usedAt: Int64
+    ) {
+        self.id = id
+        self.container = container
+        self.environment = environment
+        self.userRecordName = userRecordName
+        self.deviceID = deviceID
+        self.channel = channel
+        self.address = address
+        self.publicKey = publicKey
+        self.authSecret = authSecret
+        self.createdAt = createdAt
+        self.usedAt = usedAt
+    }
+}

@@ -55,6 +55,9 @@ public enum StorageConformance {
         Check(name: "uploads: a ticket's bytes and a user's bytes not yet held by a record are bounded", run: UsageCheck.uploads),
         Check(name: "subscriptions: saved, replaced, listed per subscriber, deleted, gone with their environment", run: subscriptions),
         Check(name: "push tokens: created unregistered, registered to a user, marked used, purged when unused", run: pushTokens),
+        Check(
+            name: "push endpoints: registered per user, most recent first, bounded per user, taken over by another user, deleted, purged",
+            run: pushEndpoints),
     ]
 
     static func administration(_ storage: any StratusStorage) async throws {
@@ -931,5 +934,46 @@ public enum StorageConformance {
         #expect(try await storage.purgePushTokens(unusedSince: 25) == 1)
         #expect(try await storage.pushToken(hash: "h2") == nil)
         #expect(try await storage.pushToken(hash: "h1") != nil)
+    }
+
+    static func pushEndpoints(_ storage: any StratusStorage) async throws {
+        try await storage.createContainer(ContainerInfo(identifier: "c", allowsSignUp: true, createdAt: 1))
+        func endpoint(_ id: String, user: String = "_alice", channel: PushEndpointInfo.Channel = .apnsProduction, at time: Int64)
+            -> PushEndpointInfo
+        {
+            PushEndpointInfo(
+                id: id, container: "c", environment: .development, userRecordName: user, deviceID: "device-\(id)",
+                channel: channel, address: "address-\(id)", publicKey: channel == .webPush ? "p256dh" : nil,
+                authSecret: channel == .webPush ? "auth" : nil, createdAt: time, usedAt: time)
+        }
+        try await storage.registerPushEndpoint(endpoint("a", at: 10), keepingAtMost: 3)
+        try await storage.registerPushEndpoint(endpoint("b", channel: .webPush, at: 20), keepingAtMost: 3)
+        try await storage.registerPushEndpoint(endpoint("c", channel: .fcm, at: 30), keepingAtMost: 3)
+        var alices = try await storage.pushEndpoints(container: "c", environment: .development, userRecordName: "_alice")
+        #expect(alices.map(\.id) == ["c", "b", "a"], "most recently registered first")
+        #expect(alices[1] == endpoint("b", channel: .webPush, at: 20), "every column reads back")
+        #expect(try await storage.pushEndpoints(container: "c", environment: .production, userRecordName: "_alice").isEmpty)
+
+        // A fourth pushes out the least recently registered; registering again refreshes.
+        try await storage.registerPushEndpoint(endpoint("a", at: 40), keepingAtMost: 3)
+        try await storage.registerPushEndpoint(endpoint("d", at: 50), keepingAtMost: 3)
+        alices = try await storage.pushEndpoints(container: "c", environment: .development, userRecordName: "_alice")
+        #expect(alices.map(\.id) == ["d", "a", "c"])
+        #expect(alices[1].createdAt == 10 && alices[1].usedAt == 40, "registering again keeps the first registration's time")
+
+        // Another user signing in on the device takes the endpoint over.
+        try await storage.registerPushEndpoint(endpoint("a", user: "_bob", at: 60), keepingAtMost: 3)
+        #expect(try await storage.pushEndpoints(container: "c", environment: .development, userRecordName: "_alice").map(\.id) == ["d", "c"])
+        #expect(try await storage.pushEndpoints(container: "c", environment: .development, userRecordName: "_bob").map(\.id) == ["a"])
+
+        #expect(try await storage.deletePushEndpoint(id: "d"))
+        #expect(try await !storage.deletePushEndpoint(id: "d"))
+        #expect(try await storage.purgePushTokens(unusedSince: 55) == 1, "c, registered at 30, goes")
+        #expect(try await storage.pushEndpoints(container: "c", environment: .development, userRecordName: "_alice").isEmpty)
+        await #expect(throws: StratusError.self) {
+            var stranger = endpoint("x", at: 70)
+            stranger.container = "nope"
+            try await storage.registerPushEndpoint(stranger, keepingAtMost: 3)
+        }
     }
 }

@@ -17,10 +17,7 @@ enum Secrets {
 
     /// A new random token in URL-safe base64.
     static func makeToken() -> String {
-        Data(randomBytes()).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Base64URL.encode(randomBytes())
     }
 
     private static func randomBytes() -> [UInt8] {

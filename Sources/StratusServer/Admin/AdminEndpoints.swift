@@ -32,6 +32,9 @@ struct AdminEndpoints: Sendable {
     let accounts: AccountService
     let credential: AdminCredential
     let quotas: QuotaKeeper
+    /// The containers' push credentials.
+    let pushCredentials: PushCredentialStore
+    let clock: ServerClock
 
     func addRoutes(to router: Router<StratusRequestContext>) {
         let admin = router.group("admin/1").add(middleware: AdminAuthenticationMiddleware(credential: credential))
@@ -167,6 +170,7 @@ struct AdminEndpoints: Sendable {
             }
         }
         addQuotaRoutes(to: admin)
+        addPushRoutes(to: admin)
         admin.get("audit") { request, context in
             let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
             return Response.jsonList("entries", try await storage.auditEntries(limit: limit)) { entry, writer in

@@ -71,6 +71,10 @@ public final class ServerMetrics: Sendable {
             ],
             "stratus_storage_write_seconds": fast, "stratus_storage_read_seconds": fast, "stratus_instance_bus_lag_seconds": fast,
             "stratus_notification_wait_seconds": fast,
+            Self.pushSendDuration: [
+                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(10), .seconds(30),
+            ],
         ]
         self.factory = factory
         recordsWrittenCounter = CoreMetrics.Counter(label: "stratus_records_written_total", factory: factory)
@@ -94,6 +98,28 @@ public final class ServerMetrics: Sendable {
     }
 
     static let requestDuration = "stratus_http_request_duration_seconds"
+    static let pushSendDuration = "stratus_device_push_duration_seconds"
+
+    /// Counts a device push a push service answered (APNs, FCM, Web Push: `channel`), by outcome
+    /// (`delivered`, `gone`, `retry`, `refused-credentials`, `failed`) and reason, with how long the
+    /// service took.
+    func devicePushAnswered(channel: String, outcome: String, reason: String?, duration: Duration) {
+        CoreMetrics.Counter(
+            label: "stratus_device_pushes_total",
+            dimensions: [("channel", channel), ("outcome", outcome), ("reason", reason ?? "")], factory: factory
+        ).increment()
+        CoreMetrics.Timer(label: Self.pushSendDuration, dimensions: [("channel", channel)], factory: factory)
+            .recordInterval(duration)
+    }
+
+    /// Counts a device push given up on, by why: `retries-exhausted`, `refused-credentials` (its
+    /// channel rests), `unconfigured`, `overloaded` (the send queue was full), `failed`.
+    func devicePushDropped(channel: String, reason: String) {
+        CoreMetrics.Counter(
+            label: "stratus_device_pushes_dropped_total", dimensions: [("channel", channel), ("reason", reason)],
+            factory: factory
+        ).increment()
+    }
 
     /// Counts an answered request: by route pattern, method and status, its duration by route, and
     /// the `serverErrorCode` of a refused one.

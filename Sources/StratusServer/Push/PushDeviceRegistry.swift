@@ -41,7 +41,10 @@ final class PushDeviceRegistry: PushTransport {
 
     // MARK: PushTransport
 
-    func deliver(_ notifications: [PushNotificationDictionary], to owner: PushDevice.Owner, skippingDevice skipped: String?) {
+    func deliver(
+        _ notifications: [PushNotificationDictionary], to owner: PushDevice.Owner, skippingDevice skipped: String?,
+        originatedHere: Bool
+    ) {
         let recipients = devices.withLock { devices in
             (devices.byOwner[owner] ?? []).compactMap { devices.byToken[$0] }
         }.filter { skipped == nil || $0.deviceID != skipped }

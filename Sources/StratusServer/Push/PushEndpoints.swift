@@ -1,4 +1,5 @@
 import CoreMetrics
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -14,6 +15,9 @@ struct PushEndpoints: Sendable {
     let accounts: AccountService
     let authenticator: Authenticator
     let hub: PushHub
+    /// The transport through the platforms' push services, whose credentials say which channels a
+    /// container sends on.
+    let devicePush: DevicePushTransport
     let configuration: ServerConfiguration
     /// Polls refused per client address.
     let refusedPolls: FailureBackoff
@@ -63,16 +67,21 @@ struct PushEndpoints: Sendable {
                 deviceID: context.caller.userRecordName == nil ? nil : request.headers[.stratusDeviceID], createdAt: now,
                 usedAt: now))
         // `apnsEnvironment` names the push service's environment, which Apple's clients may set apart
-        // from the container's; Stratus pushes without Apple's service, so it is answered as sent.
+        // from the container's; it is answered as sent.
         return .json(
             PushTokenResponse(
                 apnsEnvironment: body.apnsEnvironment ?? environment, apnsToken: token,
-                webcourierURL: pushURL(request, token: token)))
+                webcourierURL: pushURL(request, token: token),
+                webPushPublicKey: try await devicePush.credentials.credentials(container: container).webPush?.publicKey))
     }
 
     /// `tokens/register`: binds a token to the signed-in user and the device that sends it
     /// (`X-Stratus-Device-ID`), which then never hears of its own changes. A token registered to one
     /// user cannot be registered by another.
+    ///
+    /// An APNs device token in `apnsToken` (64 or more hexadecimal digits: never a token of
+    /// `tokens/create`), an FCM token in `fcmToken` or a Web Push subscription in
+    /// `webPushSubscription` registers a push endpoint instead (``registerEndpoint(_:_:container:environment:user:)``).
     func registerToken(_ request: Request, _ context: StratusRequestContext) async throws -> Response {
         let container = try authenticator.authenticateApp(context)
         let environment = try authenticator.environment(context)
@@ -82,14 +91,19 @@ struct PushEndpoints: Sendable {
                 redirectURL: authenticator.signInURL(request, container: container))
         }
         let body = try await request.decodeJSON(RegisterPushTokenRequest.self, limit: 64 << 10)
-        let hash = Secrets.hash(body.apnsToken)
-        guard let token = try await storage.pushToken(hash: hash), token.container == container,
-            token.environment == environment
-        else {
+        guard let apnsToken = body.apnsToken else {
+            return try await registerEndpoint(body, request, container: container, environment: environment, user: user)
+        }
+        let hash = Secrets.hash(apnsToken)
+        let found = try await storage.pushToken(hash: hash)
+        if found == nil, Self.isAPNsDeviceToken(apnsToken) {
+            return try await registerEndpoint(body, request, container: container, environment: environment, user: user)
+        }
+        guard let token = found, token.container == container, token.environment == environment else {
             throw StratusError(
                 .notFound,
-                "apnsToken is not a push token of container '\(container)' in \(environment.rawValue); "
-                    + "create one with tokens/create")
+                "apnsToken is neither a push token of container '\(container)' in \(environment.rawValue) "
+                    + "(create one with tokens/create) nor an APNs device token (64 or more hexadecimal digits)")
         }
         // A token stays with the user who registered it first: whoever learns it cannot take it
         // over and cut the owner's device off.
@@ -102,7 +116,77 @@ struct PushEndpoints: Sendable {
             timestamp: configuration.clock.milliseconds)
         return .json(
             PushTokenResponse(
-                apnsEnvironment: body.apnsEnvironment ?? environment, apnsToken: body.apnsToken, webcourierURL: pushURL(request, token: body.apnsToken)))
+                apnsEnvironment: body.apnsEnvironment ?? environment, apnsToken: apnsToken,
+                webcourierURL: pushURL(request, token: apnsToken)))
+    }
+
+    /// Whether `token` has the shape of an APNs device token: hexadecimal, 64 digits today and
+    /// possibly more later, as Apple warns.
+    static func isAPNsDeviceToken(_ token: String) -> Bool {
+        (64...200).contains(token.utf8.count) && token.allSatisfy { $0.isASCII && $0.isHexDigit }
+    }
+
+    /// Registers the device's APNs token, FCM token or Web Push subscription to the signed-in user,
+    /// after checking its shape (and that a Web Push endpoint is a push service the server may post
+    /// to: ``PushServiceConfiguration/webPushHosts``). The user keeps their most recently registered
+    /// ``PushServiceConfiguration/endpointsPerUser`` endpoints.
+    private func registerEndpoint(
+        _ body: RegisterPushTokenRequest, _ request: Request, container: String, environment: ContainerEnvironment,
+        user: String
+    ) async throws -> Response {
+        let channel: PushEndpointInfo.Channel
+        let address: String
+        var keys: (p256dh: String, auth: String)?
+        if let apnsToken = body.apnsToken {
+            channel = (body.apnsEnvironment ?? environment) == .production ? .apnsProduction : .apnsDevelopment
+            address = apnsToken.lowercased()
+        } else if let fcmToken = body.fcmToken {
+            guard (1...4096).contains(fcmToken.utf8.count),
+                fcmToken.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 32 && $0.value < 127 })
+            else {
+                throw StratusError.badRequest("fcmToken must be the registration token FCM gave the app (printable ASCII, at most 4,096 bytes)")
+            }
+            channel = .fcm
+            address = fcmToken
+        } else if let subscription = body.webPushSubscription {
+            guard let url = URLComponents(string: subscription.endpoint), url.scheme == "https", let host = url.host,
+                subscription.endpoint.utf8.count <= 2048
+            else {
+                throw StratusError.badRequest("webPushSubscription.endpoint must be the https URL of the subscription (at most 2,048 bytes)")
+            }
+            guard configuration.pushServices.allowsWebPush(host: host) else {
+                throw StratusError.badRequest(
+                    "webPushSubscription.endpoint: this server posts only to the push services "
+                        + configuration.pushServices.webPushHosts.joined(separator: ", ") + ", not '\(host)'")
+            }
+            guard let key = Base64URL.decode(subscription.p256dh), key.count == 65, key.first == 4,
+                (try? P256.KeyAgreement.PublicKey(x963Representation: key)) != nil
+            else {
+                throw StratusError.badRequest("webPushSubscription.keys.p256dh must be an uncompressed P-256 public key (65 bytes) in base64url")
+            }
+            guard let auth = Base64URL.decode(subscription.auth), auth.count == 16 else {
+                throw StratusError.badRequest("webPushSubscription.keys.auth must be 16 bytes in base64url")
+            }
+            channel = .webPush
+            address = subscription.endpoint
+            keys = (subscription.p256dh, subscription.auth)
+        } else {
+            throw StratusError.badRequest("exactly one of apnsToken, fcmToken and webPushSubscription is required")
+        }
+        let now = configuration.clock.milliseconds
+        try await storage.registerPushEndpoint(
+            PushEndpointInfo(
+                id: Secrets.hash(channel.rawValue + " " + address), container: container, environment: environment,
+                userRecordName: user, deviceID: request.headers[.stratusDeviceID], channel: channel, address: address,
+                publicKey: keys?.p256dh, authSecret: keys?.auth, createdAt: now, usedAt: now),
+            keepingAtMost: configuration.pushServices.endpointsPerUser)
+        let apnsEnvironment: ContainerEnvironment =
+            switch channel {
+            case .apnsDevelopment: .development
+            case .apnsProduction: .production
+            case .fcm, .webPush: environment
+            }
+        return .json(PushTokenResponse(apnsEnvironment: apnsEnvironment, apnsToken: body.apnsToken, webcourierURL: nil))
     }
 
     private func pushURL(_ request: Request, token: String) -> String {

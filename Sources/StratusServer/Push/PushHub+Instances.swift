@@ -155,7 +155,7 @@ extension PushHub {
                         credentials.forget(revocation)
                         registry.closeConnections(of: revocation)
                     } else {
-                        continuation.yield(event)
+                        continuation.yield((event, false))
                     }
                 } catch {
                     logger.error("push: a message from another instance is not an event", metadata: ["error": "\(error)"])

@@ -75,8 +75,9 @@ final class PushHub: Service {
     let credentials: CredentialCaches
     let configuration: ServerConfiguration
     let logger: Logger
-    private let events: AsyncStream<Event>
-    let continuation: AsyncStream<Event>.Continuation
+    /// Events in the order they happened, each with whether it happened here or on another instance.
+    private let events: AsyncStream<(event: Event, local: Bool)>
+    let continuation: AsyncStream<(event: Event, local: Bool)>.Continuation
     /// Local events waiting to go to the other instances, and the bell that says some are.
     let outgoing = Mutex<[Event]>([])
     let outgoingBell: AsyncStream<Void>
@@ -106,7 +107,7 @@ final class PushHub: Service {
 
     /// Hands an event to the hub; returns at once.
     func publish(_ event: Event) {
-        continuation.yield(event)
+        continuation.yield((event, true))
         forward(event)
     }
 
@@ -144,14 +145,14 @@ final class PushHub: Service {
 
     private func processEvents() async {
         var caches = Caches(audience: PushAudience(storage: storage))
-        for await event in events {
+        for await (event, local) in events {
             // Events of other instances were lost (their subscription and share changes among
             // them): what the caches hold may be stale.
             if cachesMissedEvents.exchange(false, ordering: .acquiringAndReleasing) {
                 caches = Caches(audience: PushAudience(storage: storage))
             }
             do {
-                try await handle(event, caches: &caches)
+                try await handle(event, local: local, caches: &caches)
             } catch {
                 // Its notifications are lost: every device hears that it may have missed some, and
                 // the caches, which the event may have left half changed, start over.
@@ -167,7 +168,9 @@ final class PushHub: Service {
         for transport in transports { transport.notificationsMayHaveBeenMissed() }
     }
 
-    private func handle(_ event: Event, caches: inout Caches) async throws {
+    /// Handles an event; `local` when it happened on this instance, which alone sends its pushes
+    /// through the transports that reach devices anywhere (``PushTransport``).
+    private func handle(_ event: Event, local: Bool, caches: inout Caches) async throws {
         switch event {
         case .credentialsRevoked:
             // Handled as it arrives (``receive(from:)``); local ones by ``revoke(_:)``.
@@ -175,14 +178,14 @@ final class PushHub: Service {
         case .subscriptionsChanged(let database):
             caches.subscriptions[database] = nil
         case .delivery(let database, let subscriber, let notification, let origin):
-            send([subscriber: [notification]], in: database, origin: origin)
+            send([subscriber: [notification]], in: database, origin: origin, local: local)
         case .records(let database, let zone, let changes, let origin):
             let subscriptions = try await subscriptions(of: database, cache: &caches.subscriptions)
             if !subscriptions.isEmpty {
                 let schema = try await schema(matching: subscriptions, in: database)
                 let firings = SubscriptionMatcher(database: database, schema: schema)
                     .firings(of: changes, zone: zone, subscriptions: subscriptions)
-                try await deliver(firings, database: database, origin: origin, cache: &caches.subscriptions)
+                try await deliver(firings, database: database, origin: origin, local: local, cache: &caches.subscriptions)
             }
             guard database.scope == .private, zone != ZoneID.defaultZoneName else { return }
             // The zone's participants hear of it through their shared databases.
@@ -196,7 +199,7 @@ final class PushHub: Service {
                 let schema = try await schema(matching: subscriptions, in: shared)
                 let firings = SubscriptionMatcher(database: shared, schema: schema, zoneOwner: database.owner)
                     .firings(of: heard, zone: zone, subscriptions: subscriptions)
-                try await deliver(firings, database: shared, origin: origin, cache: &caches.subscriptions)
+                try await deliver(firings, database: shared, origin: origin, local: local, cache: &caches.subscriptions)
             }
         case .zone(let database, let name, let deleted, let participants, let origin):
             var notified = [(database, database.owner)]
@@ -213,7 +216,7 @@ final class PushHub: Service {
                 guard !subscriptions.isEmpty else { continue }
                 let firings = SubscriptionMatcher(database: subscriber, schema: Schema(), zoneOwner: zoneOwner)
                     .firings(ofZone: name, deleted: deleted, subscriptions: subscriptions)
-                try await deliver(firings, database: subscriber, origin: origin, cache: &caches.subscriptions)
+                try await deliver(firings, database: subscriber, origin: origin, local: local, cache: &caches.subscriptions)
             }
         }
     }
@@ -245,10 +248,12 @@ final class PushHub: Service {
     /// another deleted one: a `firesOnce` subscription's notification goes out from the instance
     /// whose deletion of it succeeded, here and, through the bus, on the other instances.
     private func deliver(
-        _ firings: [SubscriptionMatcher.Firing], database: DatabaseLocator, origin: Origin?,
+        _ firings: [SubscriptionMatcher.Firing], database: DatabaseLocator, origin: Origin?, local: Bool,
         cache: inout [DatabaseLocator: [StoredSubscription]]
     ) async throws {
         var bySubscriber: [String: [PushNotificationDictionary]] = [:]
+        // A `firesOnce` notification is sent everywhere by the instance that deleted its subscription.
+        var firedOnce: [String: [PushNotificationDictionary]] = [:]
         for firing in firings {
             let subscription = firing.subscription
             if subscription.definition.firesOnce == true {
@@ -260,23 +265,31 @@ final class PushHub: Service {
                 guard deleted else { continue }
                 forward(
                     .delivery(database, subscriber: subscription.subscriber, notification: firing.notification, origin: origin))
+                firedOnce[subscription.subscriber, default: []].append(firing.notification)
+            } else {
+                bySubscriber[subscription.subscriber, default: []].append(firing.notification)
             }
-            bySubscriber[subscription.subscriber, default: []].append(firing.notification)
         }
-        send(bySubscriber, in: database, origin: origin)
+        if local {
+            send(bySubscriber.merging(firedOnce) { $0 + $1 }, in: database, origin: origin, local: true)
+        } else {
+            send(bySubscriber, in: database, origin: origin, local: false)
+            send(firedOnce, in: database, origin: origin, local: true)
+        }
     }
 
     /// Hands each subscriber's notifications to every transport at once, so that a device never
     /// sees half of an event; the device that made the change is skipped.
     private func send(
-        _ notifications: [String: [PushNotificationDictionary]], in database: DatabaseLocator, origin: Origin?
+        _ notifications: [String: [PushNotificationDictionary]], in database: DatabaseLocator, origin: Origin?,
+        local: Bool
     ) {
         for (subscriber, notifications) in notifications {
             let owner = PushDevice.Owner(
                 container: database.container, environment: database.environment, userRecordName: subscriber)
             let skipped = origin.flatMap { $0.userRecordName == subscriber ? $0.deviceID : nil }
             for transport in transports {
-                transport.deliver(notifications, to: owner, skippingDevice: skipped)
+                transport.deliver(notifications, to: owner, skippingDevice: skipped, originatedHere: local)
             }
         }
     }

@@ -10,7 +10,14 @@ import StratusModel
 protocol PushTransport: Sendable {
     /// Carries `notifications` to the devices of `owner` this transport reaches, except the one
     /// whose ``PushDevice/deviceID`` is `skippingDevice` (the device that made the change).
-    func deliver(_ notifications: [PushNotificationDictionary], to owner: PushDevice.Owner, skippingDevice: String?)
+    ///
+    /// Every instance is called for every event; `originatedHere` says whether the event happened
+    /// on this one. A transport of devices connected here delivers either way; one that reaches
+    /// devices wherever they are (a platform's push service) delivers only what originated here,
+    /// so that each push goes out once.
+    func deliver(
+        _ notifications: [PushNotificationDictionary], to owner: PushDevice.Owner, skippingDevice: String?,
+        originatedHere: Bool)
 
     /// Notifications may have been lost (an event failed, or messages of other instances were):
     /// every device is told to fetch with its change tokens.

@@ -115,25 +115,16 @@ package struct SyncTokenCodec: Sendable {
     /// `bytes` followed by their MAC, as base64url without padding: opaque to clients,
     /// tamper-evident, and the same escaped in a URL or not.
     func seal(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes + mac(bytes)).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
-    }
-
-    /// The bytes of `token` in base64url, padded or not, or in the standard base64 of the tokens
-    /// and tickets issued before (still honoured until they expire).
-    private static func decode(_ token: String) -> Data? {
-        var text = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        if text.count % 4 != 0 { text += String(repeating: "=", count: 4 - text.count % 4) }
-        return Data(base64Encoded: text)
+        Base64URL.encode(bytes + mac(bytes))
     }
 
     /// The bytes a ``seal(_:)`` result carries; `BAD_REQUEST` naming `field` when it is malformed,
     /// and `foreign` (by default the same) when it was not made under this server's secret or was
     /// altered.
     func open(_ token: String, field: String, what: String, foreign: StratusError? = nil) throws -> [UInt8] {
-        guard let data = Self.decode(token), data.count > Self.macLength else {
+        // Base64url, or the standard base64 of the tokens and tickets issued before (still honoured
+        // until they expire).
+        guard let data = Base64URL.decode(token), data.count > Self.macLength else {
             throw StratusError.badRequest("\(field) is not \(what) issued by this server")
         }
         let bytes = [UInt8](data)

@@ -88,6 +88,10 @@ public struct ServerConfiguration: Sendable {
     /// needs no admin rights; `nil` (the default) leaves the admin token alone.
     public var metricsToken: String?
 
+    /// Where the platforms' push services are (APNs, FCM, the browsers' Web Push services), whom to
+    /// trust, and how pushes are retried; the real services by default.
+    public var pushServices = PushServiceConfiguration()
+
     /// Whether each request is traced as a span through swift-distributed-tracing (off by default):
     /// `stratus serve --otel` turns it on and exports the spans over OTLP.
     public var tracesRequests: Bool = false

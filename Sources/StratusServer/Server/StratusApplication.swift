@@ -18,12 +18,16 @@ package enum StratusApplication {
             ServerBootstrap.tokenSecretSetting, to: SyncTokenCodec.makeSecret())
         let tokens = SyncTokenCodec(secret: secret)
         let credentials = CredentialCaches(clock: configuration.clock)
+        let devicePush = DevicePushTransport(
+            storage: storage, credentials: PushCredentialStore(storage: storage, clock: configuration.clock),
+            configuration: configuration, logger: logger)
         let hub = PushHub(
-            storage: storage, bus: storage.messageBus, credentials: credentials, configuration: configuration, logger: logger)
+            storage: storage, bus: storage.messageBus, credentials: credentials, configuration: configuration, logger: logger,
+            transports: [devicePush])
         let housekeeping = HousekeepingStatus()
         let routers = makeRouters(
-            storage: storage, configuration: configuration, tokens: tokens, hub: hub, credentials: credentials,
-            housekeeping: housekeeping)
+            storage: storage, configuration: configuration, tokens: tokens, hub: hub, devicePush: devicePush,
+            credentials: credentials, housekeeping: housekeeping)
         let heartbeat = TimeAmount.seconds(configuration.pushHeartbeatSeconds)
         let headTimeout = TimeAmount(configuration.requestHeadTimeout)
         let http = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
@@ -52,6 +56,7 @@ package enum StratusApplication {
                     storage: storage, assets: routers.assets, configuration: configuration, status: housekeeping,
                     logger: logger),
                 hub,
+                devicePush,
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
@@ -62,20 +67,25 @@ package enum StratusApplication {
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec
     ) -> Router<StratusRequestContext> {
         let credentials = CredentialCaches(clock: configuration.clock)
+        let logger = Logger(label: "stratus")
         return makeRouters(
             storage: storage, configuration: configuration, tokens: tokens,
             hub: PushHub(
                 storage: storage, bus: storage.messageBus, credentials: credentials, configuration: configuration,
-                logger: Logger(label: "stratus")),
+                logger: logger),
+            devicePush: DevicePushTransport(
+                storage: storage, credentials: PushCredentialStore(storage: storage, clock: configuration.clock),
+                configuration: configuration, logger: logger),
             credentials: credentials, housekeeping: HousekeepingStatus()
         ).http
     }
 
     /// The HTTP router, the push endpoints (which also authenticate WebSocket upgrades), and the
-    /// asset store. `credentials` are the credential caches `hub` shares.
+    /// asset store. `credentials` are the credential caches `hub` shares; `devicePush` is the hub's
+    /// transport through the platforms' push services.
     static func makeRouters(
         storage: any StratusStorage, configuration: ServerConfiguration, tokens: SyncTokenCodec, hub: PushHub,
-        credentials: CredentialCaches, housekeeping: HousekeepingStatus
+        devicePush: DevicePushTransport, credentials: CredentialCaches, housekeeping: HousekeepingStatus
     ) -> (http: Router<StratusRequestContext>, push: PushEndpoints, assets: AssetStore?) {
         let requestLog = RequestLog()
         let directory = configuration.assetsDirectory.map(DirectoryAssetBlobStore.init)
@@ -148,14 +158,18 @@ package enum StratusApplication {
         SubscriptionEndpoints(storage: storage, authenticator: authenticator, configuration: configuration, hub: hub)
             .addRoutes(to: router)
         let push = PushEndpoints(
-            storage: storage, accounts: accounts, authenticator: authenticator, hub: hub, configuration: configuration,
+            storage: storage, accounts: accounts, authenticator: authenticator, hub: hub, devicePush: devicePush,
+            configuration: configuration,
             refusedPolls: FailureBackoff(maximumLockSeconds: 60, clock: configuration.clock))
         push.addRoutes(to: router)
         AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration)
             .addRoutes(to: router)
         UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
             .addRoutes(to: router)
-        AdminEndpoints(storage: storage, accounts: accounts, credential: credential, quotas: quotas).addRoutes(to: router)
+        AdminEndpoints(
+            storage: storage, accounts: accounts, credential: credential, quotas: quotas,
+            pushCredentials: devicePush.credentials, clock: configuration.clock
+        ).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
         MetricsEndpoint(storage: storage, configuration: configuration, hub: hub, credential: credential)
             .addRoutes(to: router)

@@ -1,0 +1,393 @@
+import Crypto
+import Foundation
+import StratusModel
+import StratusStorage
+import Synchronization
+import _CryptoExtras
+
+/// What a container sends device pushes with, set by the operator through the admin API: an APNs
+/// token-signing key per environment, an FCM service account, and a VAPID key pair for Web Push.
+/// Private keys go in and are never shown again: ``summary(to:health:)`` writes everything else.
+struct PushCredentials: Sendable, Equatable {
+    /// An APNs token-signing key (a `.p8` file from the Apple developer account) and the app it
+    /// pushes to.
+    struct APNs: Sendable, Equatable {
+        var teamID: String
+        var keyID: String
+        /// The `.p8` file's text: a PKCS #8 P-256 private key in PEM.
+        var privateKey: String
+        /// The app's bundle ID (`apns-topic`).
+        var topic: String
+        var updatedAt: Int64
+
+        func signingKey() throws -> P256.Signing.PrivateKey {
+            try P256.Signing.PrivateKey(pemRepresentation: privateKey)
+        }
+    }
+
+    /// A Google service account allowed to send through FCM HTTP v1, as its JSON key file gives it.
+    struct FCM: Sendable, Equatable {
+        var projectID: String
+        var clientEmail: String
+        /// The service account's RSA private key in PEM.
+        var privateKey: String
+        /// Where access tokens are obtained (`token_uri`).
+        var tokenURI: String
+        var updatedAt: Int64
+
+        func signingKey() throws -> _RSA.Signing.PrivateKey {
+            try _RSA.Signing.PrivateKey(pemRepresentation: privateKey)
+        }
+    }
+
+    /// The container's VAPID key pair (RFC 8292): web apps subscribe with its public key.
+    struct WebPush: Sendable, Equatable {
+        /// The P-256 private key, raw 32 bytes in base64url.
+        var privateKey: String
+        /// Who the push services may contact: a `mailto:` or `https:` URL.
+        var subject: String
+        var updatedAt: Int64
+
+        func signingKey() throws -> P256.Signing.PrivateKey {
+            guard let raw = Base64URL.decode(privateKey) else {
+                throw StratusError(.internalError, "the stored VAPID key is not base64url")
+            }
+            return try P256.Signing.PrivateKey(rawRepresentation: raw)
+        }
+
+        /// The public key as web apps pass it to `PushManager.subscribe` (`applicationServerKey`):
+        /// the uncompressed point in base64url.
+        var publicKey: String {
+            (try? signingKey()).map { Base64URL.encode($0.publicKey.x963Representation) } ?? ""
+        }
+    }
+
+    var apnsDevelopment: APNs?
+    var apnsProduction: APNs?
+    var fcm: FCM?
+    var webPush: WebPush?
+
+    var isEmpty: Bool { apnsDevelopment == nil && apnsProduction == nil && fcm == nil && webPush == nil }
+
+    /// Whether pushes of `channel` can be sent.
+    func configures(_ channel: PushEndpointInfo.Channel) -> Bool { updatedAt(channel) != nil }
+
+    /// When `channel`'s credentials were set; `nil` when they are not.
+    func updatedAt(_ channel: PushEndpointInfo.Channel) -> Int64? {
+        switch channel {
+        case .apnsDevelopment: apnsDevelopment?.updatedAt
+        case .apnsProduction: apnsProduction?.updatedAt
+        case .fcm: fcm?.updatedAt
+        case .webPush: webPush?.updatedAt
+        }
+    }
+
+    /// Whether `channel`'s credentials are the same in `other`.
+    func hasSameCredentials(for channel: PushEndpointInfo.Channel, as other: PushCredentials) -> Bool {
+        switch channel {
+        case .apnsDevelopment: apnsDevelopment == other.apnsDevelopment
+        case .apnsProduction: apnsProduction == other.apnsProduction
+        case .fcm: fcm == other.fcm
+        case .webPush: webPush == other.webPush
+        }
+    }
+
+    /// Removes `channel`'s credentials.
+    mutating func remove(_ channel: PushEndpointInfo.Channel) {
+        switch channel {
+        case .apnsDevelopment: apnsDevelopment = nil
+        case .apnsProduction: apnsProduction = nil
+        case .fcm: fcm = nil
+        case .webPush: webPush = nil
+        }
+    }
+
+    // MARK: What the operator sends
+
+    /// APNs credentials from `PUT …/push/apns/{environment}`: `teamID`, `keyID` (ten letters or
+    /// digits each, as Apple issues them), `privateKey` (the `.p8` file's text) and `topic` (the
+    /// bundle ID).
+    static func apns(json: JSONValue, at now: Int64) throws -> APNs {
+        let object = try json.object()
+        let credentials = APNs(
+            teamID: try object.decode("teamID"), keyID: try object.decode("keyID"),
+            privateKey: try object.decode("privateKey"), topic: try object.decode("topic"), updatedAt: now)
+        for (field, value) in [("teamID", credentials.teamID), ("keyID", credentials.keyID)] {
+            guard value.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw StratusError.badRequest("\(field) must be the ten letters and digits Apple issued, not '\(value)'")
+            }
+        }
+        guard (1...255).contains(credentials.topic.utf8.count), !credentials.topic.contains(where: \.isWhitespace) else {
+            throw StratusError.badRequest("topic must be the app's bundle ID (1 to 255 characters, no spaces)")
+        }
+        do {
+            _ = try credentials.signingKey()
+        } catch {
+            throw StratusError.badRequest(
+                "privateKey must be the text of the .p8 key file (a P-256 private key, -----BEGIN PRIVATE KEY-----)")
+        }
+        return credentials
+    }
+
+    /// FCM credentials from `PUT …/push/fcm`: the service account's JSON key file as Google
+    /// gives it (`type` `service_account`, `project_id`, `client_email`, `private_key`, and
+    /// `token_uri`, Google's by default).
+    static func fcm(json: JSONValue, at now: Int64) throws -> FCM {
+        let object = try json.object()
+        let type: String = try object.decode("type")
+        guard type == "service_account" else {
+            throw StratusError.badRequest("type must be 'service_account' (the JSON key file of a Google service account)")
+        }
+        let credentials = FCM(
+            projectID: try object.decode("project_id"), clientEmail: try object.decode("client_email"),
+            privateKey: try object.decode("private_key"),
+            tokenURI: try object.decodeIfPresent("token_uri") ?? "https://oauth2.googleapis.com/token", updatedAt: now)
+        guard !credentials.projectID.isEmpty, credentials.projectID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") })
+        else {
+            throw StratusError.badRequest("project_id must be a Firebase project ID (letters, digits and hyphens)")
+        }
+        guard credentials.clientEmail.contains("@") else {
+            throw StratusError.badRequest("client_email must be the service account's e-mail address")
+        }
+        guard URLComponents(string: credentials.tokenURI)?.scheme == "https" else {
+            throw StratusError.badRequest("token_uri must be an https URL")
+        }
+        do {
+            _ = try credentials.signingKey()
+        } catch {
+            throw StratusError.badRequest("private_key must be the service account's RSA private key in PEM")
+        }
+        return credentials
+    }
+
+    /// A new VAPID key pair for `POST …/push/webpush`, with its `subject`.
+    static func webPush(json: JSONValue, at now: Int64) throws -> WebPush {
+        let subject: String = try json.object().decode("subject")
+        guard subject.hasPrefix("mailto:") || subject.hasPrefix("https://"), subject.utf8.count <= 255 else {
+            throw StratusError.badRequest(
+                "subject must be a mailto: or https: URL the push services can reach the operator at (RFC 8292 §2.1)")
+        }
+        return WebPush(
+            privateKey: Base64URL.encode(P256.Signing.PrivateKey().rawRepresentation), subject: subject, updatedAt: now)
+    }
+
+    // MARK: Stored form
+
+    /// The stored form: every key, as the operator gave it.
+    var storedJSON: String {
+        var writer = JSONWriter()
+        writer.beginObject()
+        for (name, apns) in [("apnsDevelopment", apnsDevelopment), ("apnsProduction", apnsProduction)] {
+            guard let apns else { continue }
+            writer.key(name)
+            writer.beginObject()
+            writer.field("teamID", apns.teamID)
+            writer.field("keyID", apns.keyID)
+            writer.field("privateKey", apns.privateKey)
+            writer.field("topic", apns.topic)
+            writer.field("updated", apns.updatedAt)
+            writer.endObject()
+        }
+        if let fcm {
+            writer.key("fcm")
+            writer.beginObject()
+            writer.field("projectID", fcm.projectID)
+            writer.field("clientEmail", fcm.clientEmail)
+            writer.field("privateKey", fcm.privateKey)
+            writer.field("tokenURI", fcm.tokenURI)
+            writer.field("updated", fcm.updatedAt)
+            writer.endObject()
+        }
+        if let webPush {
+            writer.key("webPush")
+            writer.beginObject()
+            writer.field("privateKey", webPush.privateKey)
+            writer.field("subject", webPush.subject)
+            writer.field("updated", webPush.updatedAt)
+            writer.endObject()
+        }
+        writer.endObject()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    init() {}
+
+    /// Reads the stored form.
+    init(storedJSON text: String) throws {
+        let object = try JSONValue.parse(Array(text.utf8)).object()
+        func apns(_ key: String) throws -> APNs? {
+            try object.decodeIfPresent(key, as: JSONValue.self).map { value in
+                let apns = try value.object()
+                return APNs(
+                    teamID: try apns.decode("teamID"), keyID: try apns.decode("keyID"),
+                    privateKey: try apns.decode("privateKey"), topic: try apns.decode("topic"),
+                    updatedAt: try apns.decode("updated"))
+            }
+        }
+        apnsDevelopment = try apns("apnsDevelopment")
+        apnsProduction = try apns("apnsProduction")
+        fcm = try object.decodeIfPresent("fcm", as: JSONValue.self).map { value in
+            let fcm = try value.object()
+            return FCM(
+                projectID: try fcm.decode("projectID"), clientEmail: try fcm.decode("clientEmail"),
+                privateKey: try fcm.decode("privateKey"), tokenURI: try fcm.decode("tokenURI"),
+                updatedAt: try fcm.decode("updated"))
+        }
+        webPush = try object.decodeIfPresent("webPush", as: JSONValue.self).map { value in
+            let webPush = try value.object()
+            return WebPush(
+                privateKey: try webPush.decode("privateKey"), subject: try webPush.decode("subject"),
+                updatedAt: try webPush.decode("updated"))
+        }
+    }
+
+    // MARK: What the admin API shows
+
+    /// Everything but the private keys, with each channel's health on this instance.
+    func summary(to writer: inout JSONWriter, health: [PushEndpointInfo.Channel: PushChannelHealth]) {
+        writer.beginObject()
+        for channel in PushEndpointInfo.Channel.allCases {
+            writer.key(channel.rawValue)
+            guard let updated = updatedAt(channel) else {
+                writer.null()
+                continue
+            }
+            writer.beginObject()
+            switch channel {
+            case .apnsDevelopment, .apnsProduction:
+                let apns = channel == .apnsDevelopment ? apnsDevelopment! : apnsProduction!
+                writer.field("teamID", apns.teamID)
+                writer.field("keyID", apns.keyID)
+                writer.field("topic", apns.topic)
+            case .fcm:
+                writer.field("projectID", fcm!.projectID)
+                writer.field("clientEmail", fcm!.clientEmail)
+            case .webPush:
+                writer.field("publicKey", webPush!.publicKey)
+                writer.field("subject", webPush!.subject)
+            }
+            writer.field("updated", updated)
+            let health = health[channel] ?? PushChannelHealth()
+            writer.field("healthy", health.problem == nil)
+            writer.field("problem", health.problem)
+            writer.field("lastSuccess", health.lastSuccess)
+            writer.field("lastFailure", health.lastFailure)
+            writer.endObject()
+        }
+        writer.endObject()
+    }
+}
+
+/// How a container's push channel fares on this instance.
+struct PushChannelHealth: Sendable, Equatable {
+    /// Why sends stopped: the service refused the credentials. `nil` while they work.
+    var problem: String?
+    /// When the problem was seen, in milliseconds since 1970.
+    var problemAt: Int64?
+    /// When a push last went through, in milliseconds since 1970.
+    var lastSuccess: Int64?
+    /// When a push last failed for any reason, in milliseconds since 1970.
+    var lastFailure: Int64?
+}
+
+/// The push credentials of every container, kept in the storage's settings and read again at most
+/// every ``refreshMilliseconds`` (a change reaches every instance within that time, this one at
+/// once), and how each channel fares here.
+final class PushCredentialStore: Sendable {
+    private let storage: any SettingsStorage
+    private let clock: ServerClock
+    private let cache = Mutex<[String: (credentials: PushCredentials, read: Int64)]>([:])
+    private let health = Mutex<[String: [PushEndpointInfo.Channel: PushChannelHealth]]>([:])
+
+    /// How long credentials read are used before they are read again.
+    static let refreshMilliseconds: Int64 = 10_000
+    /// How long a channel whose credentials were refused rests before it is tried again, when the
+    /// operator changes nothing.
+    static let unhealthyRestMilliseconds: Int64 = 300_000
+
+    init(storage: any SettingsStorage, clock: ServerClock) {
+        self.storage = storage
+        self.clock = clock
+    }
+
+    private static func settingKey(_ container: String) -> String { "push:\(container)" }
+
+    /// `container`'s credentials; empty when it has none.
+    func credentials(container: String) async throws -> PushCredentials {
+        let now = clock.milliseconds
+        if let cached = cache.withLock({ $0[container] }), now - cached.read < Self.refreshMilliseconds {
+            return cached.credentials
+        }
+        let credentials = try await storage.setting(Self.settingKey(container)).flatMap { $0.isEmpty ? nil : $0 }.map {
+            try PushCredentials(storedJSON: $0)
+        } ?? PushCredentials()
+        cache.withLock { $0[container] = (credentials, now) }
+        return credentials
+    }
+
+    /// Changes `container`'s credentials; a channel whose credentials change is healthy again.
+    func update(container: String, _ change: (inout PushCredentials) throws -> Void) async throws -> PushCredentials {
+        var credentials = try await credentials(container: container)
+        cache.withLock { $0[container] = nil }
+        let before = credentials
+        try change(&credentials)
+        try await storage.setSetting(Self.settingKey(container), to: credentials.isEmpty ? "" : credentials.storedJSON)
+        cache.withLock { $0[container] = (credentials, clock.milliseconds) }
+        health.withLock { health in
+            for channel in PushEndpointInfo.Channel.allCases where !before.hasSameCredentials(for: channel, as: credentials) {
+                health[container]?[channel] = nil
+            }
+        }
+        return credentials
+    }
+
+    // MARK: Health
+
+    /// How each of `container`'s channels fares here.
+    func health(container: String) -> [PushEndpointInfo.Channel: PushChannelHealth] {
+        health.withLock { $0[container] ?? [:] }
+    }
+
+    /// Whether pushes of `channel` may be sent: not while the service refuses the credentials,
+    /// until they change or ``unhealthyRestMilliseconds`` pass.
+    func maySend(container: String, channel: PushEndpointInfo.Channel) -> Bool {
+        let now = clock.milliseconds
+        return health.withLock { health in
+            guard let at = health[container]?[channel]?.problemAt else { return true }
+            return now - at >= Self.unhealthyRestMilliseconds
+        }
+    }
+
+    /// Notes a push that went through.
+    func succeeded(container: String, channel: PushEndpointInfo.Channel) {
+        let now = clock.milliseconds
+        health.withLock { health in
+            var entry = health[container]?[channel] ?? PushChannelHealth()
+            entry.problem = nil
+            entry.problemAt = nil
+            entry.lastSuccess = now
+            health[container, default: [:]][channel] = entry
+        }
+    }
+
+    /// Notes a push that failed; with `problem`, the service refused the credentials, and the
+    /// channel rests.
+    func failed(container: String, channel: PushEndpointInfo.Channel, problem: String? = nil) {
+        let now = clock.milliseconds
+        health.withLock { health in
+            var entry = health[container]?[channel] ?? PushChannelHealth()
+            entry.lastFailure = now
+            if let problem {
+                entry.problem = problem
+                entry.problemAt = now
+            }
+            health[container, default: [:]][channel] = entry
+        }
+    }
+
+    /// How many of the channels with credentials are refused by their service here, over every
+    /// container (for `/metrics`).
+    var unhealthyChannels: Int {
+        health.withLock { $0.values.reduce(0) { $0 + $1.values.count(where: { $0.problem != nil }) } }
+    }
+}
