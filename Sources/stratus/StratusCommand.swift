@@ -212,6 +212,22 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Minutes a disconnected device keeps its waiting notifications.")
     var pushRetentionMinutes = 60
 
+    @Option(help: "The APNs server device pushes go to in both environments (a relay or a stand-in); Apple's own by default.")
+    var apnsEndpoint: String?
+
+    @Option(help: "The FCM HTTP v1 server messages go to (a relay or a stand-in); https://fcm.googleapis.com by default.")
+    var fcmEndpoint: String?
+
+    @Option(help: "A PEM file of CA certificates trusted for the push services besides the system's.")
+    var pushCAFile: String?
+
+    @Option(
+        name: .customLong("web-push-host"),
+        help: ArgumentHelp(
+            "A host Web Push subscriptions may point at, with its subdomains (repeat for several); by default the "
+                + "browsers' services: fcm.googleapis.com, push.services.mozilla.com, push.apple.com, notify.windows.com."))
+    var webPushHosts: [String] = []
+
     @Option(help: "Seconds a new connection has to send its first request's head before it is closed.")
     var requestHeadTimeoutSeconds = 10
 
@@ -323,6 +339,14 @@ struct Serve: AsyncParsableCommand {
             guard rateLimit != nil else { throw ValidationError("--rate-limit-burst needs --rate-limit") }
             guard rateLimitBurst >= 1 else { throw ValidationError("--rate-limit-burst must be at least 1, not \(rateLimitBurst)") }
         }
+        for (name, value) in [("--apns-endpoint", apnsEndpoint), ("--fcm-endpoint", fcmEndpoint)] {
+            if let value, URLComponents(string: value)?.scheme != "https" {
+                throw ValidationError("\(name) must be an https URL, not '\(value)'")
+            }
+        }
+        if let pushCAFile, !FileManager.default.isReadableFile(atPath: pushCAFile) {
+            throw ValidationError("--push-ca-file: cannot read \(pushCAFile)")
+        }
         guard (tlsCert == nil) == (tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together: give both, or neither")
         }
@@ -375,6 +399,13 @@ struct Serve: AsyncParsableCommand {
             maxBufferedRequestBytes: maxBufferedRequestBytes,
             tls: tlsCert.flatMap { cert in tlsKey.map { TLSIdentity(certificateChainPath: cert, privateKeyPath: $0) } },
             metricsToken: metricsToken ?? ProcessInfo.processInfo.environment["STRATUS_METRICS_TOKEN"])
+        if let apnsEndpoint {
+            serverConfiguration.pushServices.apnsDevelopmentURL = apnsEndpoint
+            serverConfiguration.pushServices.apnsProductionURL = apnsEndpoint
+        }
+        if let fcmEndpoint { serverConfiguration.pushServices.fcmURL = fcmEndpoint }
+        serverConfiguration.pushServices.trustedCertificatesFile = pushCAFile
+        if !webPushHosts.isEmpty { serverConfiguration.pushServices.webPushHosts = webPushHosts }
         // Libraries' own metrics go to the same registry as the server's.
         MetricsSystem.bootstrap(serverConfiguration.metrics.factory)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
@@ -433,7 +464,8 @@ struct Admin: AsyncParsableCommand {
         abstract: "Manage containers, API tokens and users directly in the data directory.",
         subcommands: [
             CreateContainer.self, CreateToken.self, CreateUser.self, CreateKey.self, RevokeKey.self, ListKeys.self,
-            ListContainers.self, Migrate.self, Export.self, Import.self,
+            ListContainers.self, Migrate.self, Export.self, Import.self, SetAPNs.self, SetFCM.self,
+            CreateWebPushKey.self, PushStatus.self, RemovePush.self,
         ])
 
     struct Migrate: AsyncParsableCommand {
@@ -643,6 +675,108 @@ struct Admin: AsyncParsableCommand {
         }
     }
 
+    struct SetAPNs: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-apns",
+            abstract: "Set the APNs token-signing key a container's device pushes go out with, for one APNs environment.",
+            discussion: """
+                Make the key in the Apple developer account (Certificates, Identifiers & Profiles → Keys, with \
+                Apple Push Notification service) and download its .p8 file once. Its key is never printed again.
+                """)
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "development (the APNs sandbox, for development builds) or production (TestFlight, the App Store).")
+        var environment: ContainerEnvironment = .production
+        @Option(help: "The developer team ID (ten letters and digits).")
+        var teamID: String
+        @Option(help: "The key's ID (ten letters and digits).")
+        var keyID: String
+        @Option(help: "The .p8 key file.")
+        var keyFile: String
+        @Option(help: "The app's bundle ID.")
+        var topic: String
+
+        func run() async throws {
+            let key = try String(contentsOfFile: keyFile, encoding: .utf8)
+            let body = JSONValue.object([
+                "teamID": .string(teamID), "keyID": .string(keyID), "privateKey": .string(key), "topic": .string(topic),
+            ])
+            try await PushCommands.update(container, storageOptions, "admin set-apns \(container) \(environment.rawValue)") {
+                let apns = try PushCredentials.apns(json: body, at: Timestamp.now.milliseconds)
+                if environment == .production { $0.apnsProduction = apns } else { $0.apnsDevelopment = apns }
+            }
+        }
+    }
+
+    struct SetFCM: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-fcm",
+            abstract: "Set the Firebase service account (its JSON key file) a container's FCM messages go out with.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The service account's JSON key file, as Firebase's console downloads it.")
+        var serviceAccount: String
+
+        func run() async throws {
+            let json = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: serviceAccount))))
+            try await PushCommands.update(container, storageOptions, "admin set-fcm \(container)") {
+                $0.fcm = try PushCredentials.fcm(json: json, at: Timestamp.now.milliseconds)
+            }
+        }
+    }
+
+    struct CreateWebPushKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "create-web-push-key",
+            abstract: "Make a new VAPID key pair for a container's Web Push and print its public key.",
+            discussion: "Web apps subscribe with the public key (tokens/create answers it); subscriptions made with an earlier key end.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "A mailto: or https: URL the push services may contact you at.")
+        var subject: String
+
+        func run() async throws {
+            let body = JSONValue.object(["subject": .string(subject)])
+            try await PushCommands.update(container, storageOptions, "admin create-web-push-key \(container)") {
+                $0.webPush = try PushCredentials.webPush(json: body, at: Timestamp.now.milliseconds)
+            }
+        }
+    }
+
+    struct PushStatus: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "push-status", abstract: "Print a container's push credentials (never their private keys).")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            try await PushCommands.update(container, storageOptions, nil) { _ in }
+        }
+    }
+
+    struct RemovePush: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "remove-push", abstract: "Forget a container's credentials of one push channel.")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "apns-development, apns-production, fcm or webpush.")
+        var channel: String
+
+        func run() async throws {
+            guard let channel = PushEndpointInfo.Channel(rawValue: channel) else {
+                throw ValidationError("the channel must be apns-development, apns-production, fcm or webpush, not '\(channel)'")
+            }
+            try await PushCommands.update(container, storageOptions, "admin remove-push \(container) \(channel.rawValue)") {
+                $0.remove(channel)
+            }
+        }
+    }
+
     struct ListContainers: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list-containers", abstract: "List containers.")
         @OptionGroup var storageOptions: DataOptions
@@ -756,5 +890,26 @@ struct NDJSONLines: Sequence, IteratorProtocol {
             let chunk = (try? handle.read(upToCount: 1 << 20)) ?? nil
             if let chunk, !chunk.isEmpty { buffer += chunk } else { finished = true }
         }
+    }
+}
+
+/// What the push subcommands of `stratus admin` share: a change to a container's push credentials,
+/// then what they are, as the admin API shows them.
+enum PushCommands {
+    static func update(
+        _ container: String, _ storageOptions: DataOptions, _ audit: String?,
+        _ change: @escaping @Sendable (inout PushCredentials) throws -> Void
+    ) async throws {
+        let body: @Sendable (any StratusStorage) async throws -> String = { storage in
+            guard try await storage.container(container) != nil else {
+                throw StratusError(.notFound, "container '\(container)' does not exist")
+            }
+            let store = PushCredentialStore(storage: storage, clock: .system)
+            let credentials = try await store.update(container: container, change)
+            var writer = JSONWriter()
+            credentials.summary(to: &writer, health: [:])
+            return String(decoding: writer.bytes, as: UTF8.self)
+        }
+        print(try await storageOptions.withStorage(audited: audit, body))
     }
 }

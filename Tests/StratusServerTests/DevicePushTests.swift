@@ -359,4 +359,44 @@ struct DevicePushTests {
             #expect(anonymousAdmin.status == 401)
         }
     }
+
+    @Test(
+        "two instances on one PostgreSQL database: each push goes out once, from the instance that handled the change",
+        .enabled(if: TestServer.usesPostgres))
+    func twoInstances() async throws {
+        try await withPushServer { first, standIn in
+            var configuration = first.configuration
+            configuration.port = 0
+            configuration.metrics = ServerMetrics()
+            let second = try await TestServer.start(directory: first.directory, configuration: configuration)
+            do {
+                try await configureAPNs(first, standIn)
+                let alice = try await first.signUp("alice").token
+                try await first.createZone("Notes", user: alice)
+                try await subscribeToZone(first, user: alice)
+                let phone = Self.deviceToken(30)
+                #expect(try await register(second, user: alice, device: "phone", ["apnsToken": phone]).status == 200)
+
+                // Alternate the instance the changes go through; wait for each push before the next.
+                for (index, server) in [first, second, first].enumerated() {
+                    try await save(server, "n\(index)", user: alice, device: "laptop")
+                    _ = try await requests(standIn, "apns", token: phone, count: index + 1)
+                }
+                func delivered(_ server: TestServer) async throws -> String {
+                    let metrics = try await server.request(
+                        .GET, "/metrics", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+                    return metrics.text.split(separator: "\n").first {
+                        $0.hasPrefix("stratus_device_pushes_total{") && $0.contains(#"outcome="delivered""#)
+                    }.map { String($0.split(separator: " ").last ?? "") } ?? "0"
+                }
+                #expect(try await delivered(first) == "2")
+                #expect(try await delivered(second) == "1")
+                #expect(try await standIn.requests("apns").count == 3, "never twice")
+            } catch {
+                try? await second.stop()
+                throw error
+            }
+            try await second.stop()
+        }
+    }
 }

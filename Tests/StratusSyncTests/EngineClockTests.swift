@@ -11,13 +11,17 @@ import Testing
 final class ThrottlingTransport: SyncTransport {
     let database: Database
     let retryAfterSeconds: Double
+    /// Whether the server's push channel reaches the engine; when not, it hears nothing until
+    /// cancelled, as an app in the background whose WebSocket is gone.
+    let hearsPushChannel: Bool
     private let refusalsLeft: Mutex<Int>
     /// How many record writes the engine asked for, refused ones included.
     let writes = Atomic(0)
 
-    init(_ database: Database, refusing refusals: Int, retryAfterSeconds: Double) {
+    init(_ database: Database, refusing refusals: Int, retryAfterSeconds: Double, hearsPushChannel: Bool = true) {
         self.database = database
         self.retryAfterSeconds = retryAfterSeconds
+        self.hearsPushChannel = hearsPushChannel
         refusalsLeft = Mutex(refusals)
     }
 
@@ -53,7 +57,9 @@ final class ThrottlingTransport: SyncTransport {
             saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically)
     }
     func serverLimits() async throws -> ServerLimits { try await database.serverLimits() }
-    func notifications() -> AsyncThrowingStream<PushEvent, any Error> { database.notifications() }
+    func notifications() -> AsyncThrowingStream<PushEvent, any Error> {
+        hearsPushChannel ? database.notifications() : AsyncThrowingStream { _ in }
+    }
 }
 
 /// The engine's scheduling on a clock the test moves: waits of minutes take no time.
@@ -96,6 +102,43 @@ struct EngineClockTests {
                 let saved = try? await container.privateCloudDatabase.records(for: [ContactsDevice.recordID("c1")])
                 return saved?.values.contains { (try? $0.get())?["name"] != nil } ?? false
             })
+        }
+    }
+
+    @Test("an APNs payload the app hands the engine makes it fetch at once, with no push channel and no catch-up due; one of another database does not")
+    func remoteNotificationFetches() async throws {
+        try await withServer(clientsInProcess: true) { server in
+            let container = try await server.signedInContainer("ada", device: "phone")
+            _ = try await container.privateCloudDatabase.save(RecordZone(zoneID: ContactsDevice.zoneID))
+            let clock = ManualSyncClock()
+            let transport = ThrottlingTransport(
+                container.privateCloudDatabase, refusing: 0, retryAfterSeconds: 0, hearsPushChannel: false)
+            let phone = try await ContactsDevice("phone", container: container, automaticallySync: true) { configuration in
+                configuration.transport = transport
+                configuration.clock = clock
+                configuration.sendDebounce = .zero
+            }
+            // The start's fetch ends; the next catch-up is an hour away on a clock that does not move.
+            #expect(await Self.eventually { await phone.events.contains { if case .didFetchChanges = $0 { true } else { false } } })
+            let laptop = try await server.device(of: "ada")
+            var record = Record(recordType: "Contact", recordID: ContactsDevice.recordID("c1"))
+            record["name"] = "Ada Lovelace"
+            _ = try await laptop.privateCloudDatabase.save(record)
+
+            let payload = { (database: Int) in
+                Data(
+                    """
+                    {"aps": {"content-available": 1}, "ck": {"nid": "n1", "cid": "\(server.container)", "ckuserid": "_ada",
+                     "fet": {"sid": "contacts", "dbs": \(database), "zid": "Contacts"}}}
+                    """.utf8)
+            }
+            let shared = try #require(RemoteNotification(payload: payload(3)))
+            #expect(shared.databaseScope == .shared && shared.zoneName == "Contacts")
+            let engine = try #require(await phone.engine)
+            #expect(!engine.handleRemoteNotification(shared), "the shared database's engine fetches that")
+            let own = try #require(RemoteNotification(payload: payload(1)))
+            #expect(engine.handleRemoteNotification(own))
+            #expect(await Self.eventually { await phone.contacts["c1"] == "Ada Lovelace" })
         }
     }
 }

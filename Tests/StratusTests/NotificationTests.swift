@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import NIOHTTP1
@@ -9,6 +10,50 @@ import WSClient
 
 @Suite("SDK: subscriptions and notifications")
 struct NotificationTests {
+    @Test("registerForRemoteNotifications(apnsToken:) registers the device; the silent push APNs delivers reads back as a RemoteNotification of its database")
+    func apnsRegistration() async throws {
+        let standIn = try await PushServiceStandIn.start()
+        defer { standIn.stop() }
+        var configuration = ServerConfiguration(port: 0, passwordHashCost: 4)
+        configuration.pushServices = standIn.serviceConfiguration
+        try await withServer(configuration) { server in
+            let key = P256.Signing.PrivateKey()
+            let set = try await server.request(
+                .PUT, "/admin/1/containers/\(server.container)/push/apns/development",
+                body: ["teamID": "TEAM123456", "keyID": "KEY1234567", "privateKey": key.pemRepresentation, "topic": "com.example.notes"],
+                headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            #expect(set.status == 200, "\(set.text)")
+            try await standIn.configure(apns: ("TEAM123456", "KEY1234567", key.publicKey.pemRepresentation, "com.example.notes"))
+            let phone = try await server.signedInContainer("mei", device: "phone")
+            let laptop = try await server.device(of: "mei")
+            let zone = try await laptop.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
+            _ = try await phone.privateCloudDatabase.save(Subscription.recordZone(zoneID: zone, subscriptionID: "notes"))
+            let deviceToken = Data((0..<32).map { UInt8($0) })
+            try await phone.registerForRemoteNotifications(apnsToken: deviceToken, environment: .development)
+
+            var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: zone))
+            record["title"] = "Pay rent"
+            _ = try await laptop.privateCloudDatabase.save(record)
+            let hex = deviceToken.map { String(format: "%02x", $0) }.joined()
+            var pushes: [[String: Any]] = []
+            #expect(await eventually {
+                pushes = ((try? await standIn.requests("apns")) ?? []).filter { $0["token"] as? String == hex }
+                return !pushes.isEmpty
+            })
+            let push = try #require(pushes.first)
+            #expect(push["errors"] as? [String] == [], "\(push)")
+            let body = try JSONSerialization.data(withJSONObject: try #require(push["body"] as? [String: Any]))
+            let notification = try #require(RemoteNotification(payload: body))
+            #expect(notification.containerIdentifier == server.container)
+            #expect(notification.databaseScope == .private && notification.subscriptionID == "notes" && notification.zoneName == "Notes")
+            #expect(RemoteNotification(userInfo: try #require(push["body"] as? [String: Any])) == notification)
+            // FCM's data carries the same dictionary as JSON text.
+            let ck = try JSONSerialization.data(withJSONObject: try #require((push["body"] as? [String: Any])?["ck"]))
+            #expect(RemoteNotification(userInfo: ["ck": String(decoding: ck, as: UTF8.self)]) == notification)
+            #expect(RemoteNotification(payload: Data(#"{"aps": {"alert": "hi"}}"#.utf8)) == nil)
+        }
+    }
+
     @Test("subscriptions: save, fetch, list, delete, and per-item errors")
     func subscriptions() async throws {
         try await withServer { server in

@@ -1,17 +1,17 @@
 import Crypto
 import Foundation
-import StratusModel
-import StratusStorage
+package import StratusModel
+package import StratusStorage
 import Synchronization
 import _CryptoExtras
 
 /// What a container sends device pushes with, set by the operator through the admin API: an APNs
 /// token-signing key per environment, an FCM service account, and a VAPID key pair for Web Push.
 /// Private keys go in and are never shown again: ``summary(to:health:)`` writes everything else.
-struct PushCredentials: Sendable, Equatable {
+package struct PushCredentials: Sendable, Equatable {
     /// An APNs token-signing key (a `.p8` file from the Apple developer account) and the app it
     /// pushes to.
-    struct APNs: Sendable, Equatable {
+    package struct APNs: Sendable, Equatable {
         var teamID: String
         var keyID: String
         /// The `.p8` file's text: a PKCS #8 P-256 private key in PEM.
@@ -26,7 +26,7 @@ struct PushCredentials: Sendable, Equatable {
     }
 
     /// A Google service account allowed to send through FCM HTTP v1, as its JSON key file gives it.
-    struct FCM: Sendable, Equatable {
+    package struct FCM: Sendable, Equatable {
         var projectID: String
         var clientEmail: String
         /// The service account's RSA private key in PEM.
@@ -41,7 +41,7 @@ struct PushCredentials: Sendable, Equatable {
     }
 
     /// The container's VAPID key pair (RFC 8292): web apps subscribe with its public key.
-    struct WebPush: Sendable, Equatable {
+    package struct WebPush: Sendable, Equatable {
         /// The P-256 private key, raw 32 bytes in base64url.
         var privateKey: String
         /// Who the push services may contact: a `mailto:` or `https:` URL.
@@ -57,15 +57,15 @@ struct PushCredentials: Sendable, Equatable {
 
         /// The public key as web apps pass it to `PushManager.subscribe` (`applicationServerKey`):
         /// the uncompressed point in base64url.
-        var publicKey: String {
+        package var publicKey: String {
             (try? signingKey()).map { Base64URL.encode($0.publicKey.x963Representation) } ?? ""
         }
     }
 
-    var apnsDevelopment: APNs?
-    var apnsProduction: APNs?
-    var fcm: FCM?
-    var webPush: WebPush?
+    package var apnsDevelopment: APNs?
+    package var apnsProduction: APNs?
+    package var fcm: FCM?
+    package var webPush: WebPush?
 
     var isEmpty: Bool { apnsDevelopment == nil && apnsProduction == nil && fcm == nil && webPush == nil }
 
@@ -93,7 +93,7 @@ struct PushCredentials: Sendable, Equatable {
     }
 
     /// Removes `channel`'s credentials.
-    mutating func remove(_ channel: PushEndpointInfo.Channel) {
+    package mutating func remove(_ channel: PushEndpointInfo.Channel) {
         switch channel {
         case .apnsDevelopment: apnsDevelopment = nil
         case .apnsProduction: apnsProduction = nil
@@ -107,7 +107,7 @@ struct PushCredentials: Sendable, Equatable {
     /// APNs credentials from `PUT …/push/apns/{environment}`: `teamID`, `keyID` (ten letters or
     /// digits each, as Apple issues them), `privateKey` (the `.p8` file's text) and `topic` (the
     /// bundle ID).
-    static func apns(json: JSONValue, at now: Int64) throws -> APNs {
+    package static func apns(json: JSONValue, at now: Int64) throws -> APNs {
         let object = try json.object()
         let credentials = APNs(
             teamID: try object.decode("teamID"), keyID: try object.decode("keyID"),
@@ -132,7 +132,7 @@ struct PushCredentials: Sendable, Equatable {
     /// FCM credentials from `PUT …/push/fcm`: the service account's JSON key file as Google
     /// gives it (`type` `service_account`, `project_id`, `client_email`, `private_key`, and
     /// `token_uri`, Google's by default).
-    static func fcm(json: JSONValue, at now: Int64) throws -> FCM {
+    package static func fcm(json: JSONValue, at now: Int64) throws -> FCM {
         let object = try json.object()
         let type: String = try object.decode("type")
         guard type == "service_account" else {
@@ -161,7 +161,7 @@ struct PushCredentials: Sendable, Equatable {
     }
 
     /// A new VAPID key pair for `POST …/push/webpush`, with its `subject`.
-    static func webPush(json: JSONValue, at now: Int64) throws -> WebPush {
+    package static func webPush(json: JSONValue, at now: Int64) throws -> WebPush {
         let subject: String = try json.object().decode("subject")
         guard subject.hasPrefix("mailto:") || subject.hasPrefix("https://"), subject.utf8.count <= 255 else {
             throw StratusError.badRequest(
@@ -244,7 +244,7 @@ struct PushCredentials: Sendable, Equatable {
     // MARK: What the admin API shows
 
     /// Everything but the private keys, with each channel's health on this instance.
-    func summary(to writer: inout JSONWriter, health: [PushEndpointInfo.Channel: PushChannelHealth]) {
+    package func summary(to writer: inout JSONWriter, health: [PushEndpointInfo.Channel: PushChannelHealth]) {
         writer.beginObject()
         for channel in PushEndpointInfo.Channel.allCases {
             writer.key(channel.rawValue)
@@ -279,7 +279,7 @@ struct PushCredentials: Sendable, Equatable {
 }
 
 /// How a container's push channel fares on this instance.
-struct PushChannelHealth: Sendable, Equatable {
+package struct PushChannelHealth: Sendable, Equatable {
     /// Why sends stopped: the service refused the credentials. `nil` while they work.
     var problem: String?
     /// When the problem was seen, in milliseconds since 1970.
@@ -293,7 +293,7 @@ struct PushChannelHealth: Sendable, Equatable {
 /// The push credentials of every container, kept in the storage's settings and read again at most
 /// every ``refreshMilliseconds`` (a change reaches every instance within that time, this one at
 /// once), and how each channel fares here.
-final class PushCredentialStore: Sendable {
+package final class PushCredentialStore: Sendable {
     private let storage: any SettingsStorage
     private let clock: ServerClock
     private let cache = Mutex<[String: (credentials: PushCredentials, read: Int64)]>([:])
@@ -305,7 +305,7 @@ final class PushCredentialStore: Sendable {
     /// operator changes nothing.
     static let unhealthyRestMilliseconds: Int64 = 300_000
 
-    init(storage: any SettingsStorage, clock: ServerClock) {
+    package init(storage: any SettingsStorage, clock: ServerClock) {
         self.storage = storage
         self.clock = clock
     }
@@ -313,7 +313,7 @@ final class PushCredentialStore: Sendable {
     private static func settingKey(_ container: String) -> String { "push:\(container)" }
 
     /// `container`'s credentials; empty when it has none.
-    func credentials(container: String) async throws -> PushCredentials {
+    package func credentials(container: String) async throws -> PushCredentials {
         let now = clock.milliseconds
         if let cached = cache.withLock({ $0[container] }), now - cached.read < Self.refreshMilliseconds {
             return cached.credentials
@@ -326,7 +326,7 @@ final class PushCredentialStore: Sendable {
     }
 
     /// Changes `container`'s credentials; a channel whose credentials change is healthy again.
-    func update(container: String, _ change: (inout PushCredentials) throws -> Void) async throws -> PushCredentials {
+    package func update(container: String, _ change: (inout PushCredentials) throws -> Void) async throws -> PushCredentials {
         var credentials = try await credentials(container: container)
         cache.withLock { $0[container] = nil }
         let before = credentials
@@ -344,7 +344,7 @@ final class PushCredentialStore: Sendable {
     // MARK: Health
 
     /// How each of `container`'s channels fares here.
-    func health(container: String) -> [PushEndpointInfo.Channel: PushChannelHealth] {
+    package func health(container: String) -> [PushEndpointInfo.Channel: PushChannelHealth] {
         health.withLock { $0[container] ?? [:] }
     }
 
