@@ -54,7 +54,8 @@ struct PostgresConformanceTests {
         let reopened = try PostgresStorage(url: database.url, maximumConnections: 2)
         try await reopened.whileRunning {
             try await IndexOrderCheck.checkOrder(reopened)
-            #expect(try await reopened.migrationStatus().applied.suffix(3) == ["8", "9", "10"])
+            let status = try await reopened.migrationStatus()
+            #expect(status.applied == (1...(Int(status.latest) ?? 0)).map(String.init), "8 and 9 ran again")
         }
     }
 
