@@ -190,6 +190,19 @@ struct DevicePushTests {
                 .GET, "/metrics", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
             #expect(metrics.text.contains(#"stratus_device_pushes_total{channel="apns-development",outcome="gone",reason="Unregistered"} 1"#), "\(metrics.text)")
             #expect(metrics.text.contains(#"outcome="retry",reason="ServiceUnavailable"} 2"#))
+
+            // The console shows the channel working, and each device left with its channel and last result.
+            let session = try await ConsoleTests.signIn(server)
+            let people = try await server.request(
+                .GET, "/console/containers/\(server.container)/people", query: ["user": aliceID],
+                headers: ["Cookie": session.cookie])
+            #expect(people.text.contains("<td>busy</td><td>development</td><td>apns-development</td>"), "\(people.text)")
+            #expect(people.text.contains("<td>delivered</td>"), "\(people.text)")
+            #expect(!people.text.contains("<td>gone</td><td>development</td>"), "a deleted endpoint is not listed")
+            let container = try await server.request(
+                .GET, "/console/containers/\(server.container)", headers: ["Cookie": session.cookie])
+            #expect(container.text.contains("<td>apns-development</td>") && container.text.contains("<td>working</td>"))
+            #expect(!container.text.contains("PRIVATE KEY"))
         }
     }
 
@@ -208,6 +221,12 @@ struct DevicePushTests {
             var status = try await admin(server, .GET, "push")
             var development = try #require(status.body["apns-development"] as? [String: Any])
             #expect(development["healthy"] as? Bool == false && development["problem"] as? String == "InvalidProviderToken", "\(status.text)")
+            let session = try await ConsoleTests.signIn(server)
+            let page = try await server.request(
+                .GET, "/console/containers/\(server.container)", headers: ["Cookie": session.cookie])
+            #expect(page.text.contains("refused by the service: InvalidProviderToken"), "\(page.text)")
+            let health = try await server.request(.GET, "/console/health", headers: ["Cookie": session.cookie])
+            #expect(health.text.contains("1: see each container"), "\(health.text)")
 
             // Resting: another change sends nothing.
             try await save(server, "n2", user: alice, device: "laptop")

@@ -15,6 +15,8 @@ struct ConsoleEndpoints: Sendable {
     let credential: AdminCredential
     let log: RequestLog
     let hub: PushHub
+    /// Device pushes through APNs, FCM and Web Push: the containers' credentials, each device's last result.
+    let devicePush: DevicePushTransport
     let housekeeping: HousekeepingStatus
     let quotas: QuotaKeeper
 
@@ -181,10 +183,23 @@ struct ConsoleEndpoints: Sendable {
                 "zones": try await storage.zones(in: database).count,
             ])
         }
+        let push = try await devicePush.credentials.credentials(container: container)
+        let pushHealth = devicePush.credentials.health(container: container)
+        let channels = PushEndpointInfo.Channel.allCases.map { channel -> [String: Any] in
+            let health = pushHealth[channel] ?? PushChannelHealth()
+            return [
+                "channel": channel.rawValue, "api": api, "configured": push.updatedAt(channel).map(Self.time) ?? "",
+                "state": push.configures(channel)
+                    ? health.problem.map { "refused by the service: \($0); resting until the credentials change" } ?? "working"
+                    : "not set",
+                "lastSuccess": health.lastSuccess.map(Self.time) ?? "", "lastFailure": health.lastFailure.map(Self.time) ?? "",
+            ]
+        }
         return (
             "container",
             [
-                "users": users, "tokens": tokens, "keys": keys, "api": api, "databases": databases,
+                "users": users, "tokens": tokens, "keys": keys, "api": api, "databases": databases, "pushChannels": channels,
+                "webPushKey": push.webPush?.publicKey ?? "",
                 "userQuota": limits(quotas.perUser, pending: .some(quotas.perUserPendingUploadBytes)),
                 "containerQuota": limits(quotas.perContainer, pending: nil),
                 "quotaSource": quotas == self.quotas.defaults ? "the server's defaults" : "set for this container",
@@ -288,6 +303,21 @@ struct ConsoleEndpoints: Sendable {
                 "lastSeen": Self.time(device.lastSeen),
             ]
         }
+        var platformDevices: [[String: Any]] = []
+        for environment in ContainerEnvironment.allCases {
+            for endpoint in try await storage.pushEndpoints(
+                container: container, environment: environment, userRecordName: user.recordName)
+            {
+                let last = devicePush.lastResult(of: endpoint.id)
+                platformDevices.append([
+                    "deviceID": endpoint.deviceID ?? "(unnamed)", "environment": environment.rawValue,
+                    "channel": endpoint.channel.rawValue, "registered": Self.time(endpoint.usedAt),
+                    "lastResult": last.map { [$0.outcome, $0.reason].compactMap { $0 }.joined(separator: ": ") }
+                        ?? "nothing sent by this instance yet",
+                    "lastResultAt": last.map { Self.time($0.at) } ?? "",
+                ])
+            }
+        }
         var subscriptions: [[String: Any]] = []
         var shares: [[String: Any]] = []
         for environment in ContainerEnvironment.allCases {
@@ -343,7 +373,7 @@ struct ConsoleEndpoints: Sendable {
                     || (entry.userRecordName == nil && entry.deviceID.map(deviceIDs.contains) == true))
         }
         values["user"] = [
-            "devices": devices, "subscriptions": subscriptions, "shares": shares,
+            "devices": devices, "platformDevices": platformDevices, "subscriptions": subscriptions, "shares": shares,
             "requests": ConsoleTemplates.render("requestTable", ["entries": recent.map(Self.row)]),
         ]
         values["title"] = "Devices and subscriptions of \(user.username)"
@@ -473,6 +503,9 @@ struct ConsoleEndpoints: Sendable {
             ("Asset store", configuration.assetsBucket.map { "S3 bucket \($0.bucket) at \($0.endpoint)" }
                 ?? configuration.assetsDirectory.map { "directory \($0)" } ?? "none (assets refused)"),
             ("Push devices (this instance)", "\(hub.registry.counts.connected) connected, \(hub.registry.counts.queued) with a queue"),
+            ("Device push channels refused (this instance)",
+                devicePush.credentials.unhealthyChannels == 0
+                    ? "none" : "\(devicePush.credentials.unhealthyChannels): see each container's page"),
             ("Request body bytes budget", ByteCountFormatter.string(fromByteCount: Int64(configuration.maxBufferedRequestBytes), countStyle: .memory)),
             ("TLS", configuration.tls == nil ? "off (put a TLS proxy in front, or use --tls-cert)" : "on"),
         ]

@@ -91,6 +91,13 @@ enum ConsoleTemplates {
             <form data-api="{{api}}/keys" data-method="POST"><label>Environment <select name="environment">
             <option>development</option><option>production</option></select></label>
             <label>Public key (PEM) <textarea name="publicKey" rows="4" required></textarea></label><button>Register key</button><output></output></form>
+            <h2>Device push</h2>
+            <p>The credentials APNs, FCM and Web Push are sent with (set them with <code>stratus admin set-apns</code>,
+            <code>set-fcm</code> and <code>create-web-push-key</code>, or the admin API); their private keys are never shown.
+            {{#webPushKey}}Web apps subscribe with <code>{{webPushKey}}</code>.{{/webPushKey}}</p>
+            <table id="push-channels"><tr><th>Channel</th><th>Set</th><th>State on this instance</th><th>Last push through</th><th>Last failure</th><th></th></tr>
+            {{#pushChannels}}<tr><td>{{channel}}</td><td>{{configured}}</td><td>{{state}}</td><td>{{lastSuccess}}</td><td>{{lastFailure}}</td>
+            <td>{{#configured}}<form class="inline" data-api="{{api}}/push/{{channel}}" data-method="DELETE"><button>Stop</button><output></output></form>{{/configured}}</td></tr>{{/pushChannels}}</table>
             <h2>Quotas</h2>
             <p>What each user (their private database, and what they created in the public one), and the container in
             all, may hold: {{quotaSource}}. An empty field is no limit. The container holds {{holds}}.</p>
@@ -160,6 +167,10 @@ enum ConsoleTemplates {
             {{#hasWaiting}}<tr><td colspan="6"><table class="waiting"><tr><th>Waiting notification of subscription</th><th>Database</th><th>Zone</th><th>Record</th><th>Waiting for</th></tr>
             {{#waiting}}<tr><td>{{subscription}}</td><td>{{database}}</td><td>{{zone}}</td><td>{{record}}</td><td>{{age}}</td></tr>{{/waiting}}</table></td></tr>{{/hasWaiting}}{{/devices}}</table>
             {{^devices}}<p>No push device of this user is known to this instance.</p>{{/devices}}
+            <h2>Devices woken through APNs, FCM and Web Push</h2>
+            <table id="platform-devices"><tr><th>Device</th><th>Environment</th><th>Channel</th><th>Registered</th><th>Last result (this instance)</th><th>At</th></tr>
+            {{#platformDevices}}<tr><td>{{deviceID}}</td><td>{{environment}}</td><td>{{channel}}</td><td>{{registered}}</td><td>{{lastResult}}</td><td>{{lastResultAt}}</td></tr>{{/platformDevices}}</table>
+            {{^platformDevices}}<p>This user registered no device token.</p>{{/platformDevices}}
             <h2>Subscriptions</h2>
             <table id="subscriptions"><tr><th>Environment</th><th>Database</th><th>Subscription</th></tr>
             {{#subscriptions}}<tr><td>{{environment}}</td><td>{{database}}</td><td><code>{{definition}}</code></td></tr>{{/subscriptions}}</table>

@@ -175,7 +175,7 @@ package enum StratusApplication {
             .addRoutes(to: router)
         ConsoleEndpoints(
             storage: storage, configuration: configuration, credential: credential, log: requestLog, hub: hub,
-            housekeeping: housekeeping, quotas: quotas
+            devicePush: devicePush, housekeeping: housekeeping, quotas: quotas
         ).addRoutes(to: router)
         routes.record(router.routes)
         return (router, push, assets)
