@@ -71,23 +71,20 @@ final class APNsClient: PushServiceClient {
         if silent { request.headers.add(name: "apns-collapse-id", value: Self.collapseID(notification)) }
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(Self.payload(notification, userRecordName: userRecordName))
-        let answer: (status: Int, retryAfter: Duration?, body: [UInt8])
-        switch await PushHTTP.execute(request, on: http) {
-        case .success(let response): answer = response
-        case .failure(let failure): return failure.outcome
-        }
-        let reason = PushHTTP.string("reason", in: answer.body) ?? "HTTP \(answer.status)"
-        switch answer.status {
-        case 200: return .delivered
-        // The app was removed from the device, or the token is not one of this app's.
-        case 410: return .gone(reason: reason)
-        case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason): return .gone(reason: reason)
-        case 403 where ["InvalidProviderToken", "MissingProviderToken", "ExpiredProviderToken"].contains(reason):
-            return .refusedCredentials(reason: reason)
-        case 403 where reason == "BadCertificateEnvironment" || reason == "BadCertificate":
-            return .refusedCredentials(reason: reason)
-        case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
-        default: return .failed(reason: reason)
+        return await PushHTTP.send(request, on: http) { answer in
+            let reason = PushHTTP.string("reason", in: answer.body) ?? "HTTP \(answer.status)"
+            switch answer.status {
+            case 200: return .delivered
+            // The app was removed from the device, or the token is not one of this app's.
+            case 410: return .gone(reason: reason)
+            case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason): return .gone(reason: reason)
+            case 403
+            where ["InvalidProviderToken", "MissingProviderToken", "ExpiredProviderToken", "BadCertificateEnvironment",
+                "BadCertificate"].contains(reason):
+                return .refusedCredentials(reason: reason)
+            case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
+            default: return .failed(reason: reason)
+            }
         }
     }
 

@@ -59,23 +59,20 @@ final class FCMClient: PushServiceClient {
         request.headers.add(name: "authorization", value: "Bearer " + token)
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(Self.message(notification, userRecordName: userRecordName, token: endpoint.address))
-        let answer: (status: Int, retryAfter: Duration?, body: [UInt8])
-        switch await PushHTTP.execute(request, on: http) {
-        case .success(let response): answer = response
-        case .failure(let failure): return failure.outcome
-        }
-        guard answer.status != 200 else { return .delivered }
-        let (status, code) = Self.error(in: answer.body)
-        let reason = code ?? status ?? "HTTP \(answer.status)"
-        switch answer.status {
-        // The app was uninstalled or the token expired; or the token is another project's.
-        case 404 where code == "UNREGISTERED" || status == "NOT_FOUND": return .gone(reason: reason)
-        case 400 where code == "UNREGISTERED": return .gone(reason: reason)
-        case 403 where code == "SENDER_ID_MISMATCH": return .gone(reason: reason)
-        case 401: return .refusedCredentials(reason: "UNAUTHENTICATED")
-        case 403: return .refusedCredentials(reason: reason)
-        case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
-        default: return .failed(reason: reason)
+        return await PushHTTP.send(request, on: http) { answer in
+            guard answer.status != 200 else { return .delivered }
+            let (status, code) = Self.error(in: answer.body)
+            let reason = code ?? status ?? "HTTP \(answer.status)"
+            switch answer.status {
+            // The app was uninstalled or the token expired; or the token is another project's.
+            case 404 where code == "UNREGISTERED" || status == "NOT_FOUND": return .gone(reason: reason)
+            case 400 where code == "UNREGISTERED": return .gone(reason: reason)
+            case 403 where code == "SENDER_ID_MISMATCH": return .gone(reason: reason)
+            case 401: return .refusedCredentials(reason: "UNAUTHENTICATED")
+            case 403: return .refusedCredentials(reason: reason)
+            case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
+            default: return .failed(reason: reason)
+            }
         }
     }
 
@@ -145,10 +142,11 @@ final class FCMClient: PushServiceClient {
         request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(
             ByteBuffer(string: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion))
-        let answer: (status: Int, retryAfter: Duration?, body: [UInt8])
-        switch await PushHTTP.execute(request, on: http) {
-        case .success(let response): answer = response
-        case .failure(let failure): return .failure(failure)
+        let answer: PushHTTP.Answer
+        do {
+            answer = try await PushHTTP.execute(request, on: http)
+        } catch {
+            return .failure(error)
         }
         switch answer.status {
         case 200:

@@ -111,18 +111,34 @@ enum PushHTTP {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
     }
 
-    /// Sends `request`; the status, the `Retry-After` seconds and up to 64 KiB of the body, or the
-    /// failure as an outcome to retry.
-    static func execute(_ request: HTTPClientRequest, on client: HTTPClient) async -> Result<
-        (status: Int, retryAfter: Duration?, body: [UInt8]), PushFailure
-    > {
+    /// What a service answered: the status, its `Retry-After` and up to 64 KiB of the body.
+    struct Answer {
+        var status: Int
+        var retryAfter: Duration?
+        var body: [UInt8]
+    }
+
+    /// Sends `request` and reads the answer; a request that got no answer throws the outcome to
+    /// retry (``PushFailure``).
+    static func execute(_ request: HTTPClientRequest, on client: HTTPClient) async throws(PushFailure) -> Answer {
         do {
             let response = try await client.execute(request, timeout: timeout)
             let body = try await response.body.collect(upTo: 64 << 10)
             let retryAfter = response.headers.first(name: "retry-after").flatMap(Int.init).map { Duration.seconds(max(0, $0)) }
-            return .success((Int(response.status.code), retryAfter, Array(buffer: body)))
+            return Answer(status: Int(response.status.code), retryAfter: retryAfter, body: Array(buffer: body))
         } catch {
-            return .failure(PushFailure(outcome: .retry(reason: "unreachable: \(error)", after: nil)))
+            throw PushFailure(outcome: .retry(reason: "unreachable: \(error)", after: nil))
+        }
+    }
+
+    /// Sends a push and reads its answer with `outcome`; a push that got no answer is to be retried.
+    static func send(
+        _ request: HTTPClientRequest, on client: HTTPClient, outcome: (Answer) -> PushOutcome
+    ) async -> PushOutcome {
+        do {
+            return outcome(try await execute(request, on: client))
+        } catch {
+            return error.outcome
         }
     }
 

@@ -60,18 +60,15 @@ final class WebPushClient: PushServiceClient {
         request.headers.add(name: "urgency", value: silent ? "normal" : "high")
         if silent { request.headers.add(name: "topic", value: Self.topic(notification)) }
         request.body = .bytes(ByteBuffer(bytes: body))
-        let answer: (status: Int, retryAfter: Duration?, body: [UInt8])
-        switch await PushHTTP.execute(request, on: http) {
-        case .success(let response): answer = response
-        case .failure(let failure): return failure.outcome
-        }
-        let reason = "HTTP \(answer.status)"
-        switch answer.status {
-        case 200...299: return .delivered
-        // The subscription ended, or was made for another VAPID key (the container's was replaced).
-        case 404, 410, 401, 403: return .gone(reason: reason)
-        case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
-        default: return .failed(reason: reason)
+        return await PushHTTP.send(request, on: http) { answer in
+            let reason = "HTTP \(answer.status)"
+            switch answer.status {
+            case 200...299: return .delivered
+            // The subscription ended, or was made for another VAPID key (the container's was replaced).
+            case 404, 410, 401, 403: return .gone(reason: reason)
+            case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
+            default: return .failed(reason: reason)
+            }
         }
     }
 
