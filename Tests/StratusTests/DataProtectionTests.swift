@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -24,11 +25,12 @@ struct DataProtectionTests {
     }
 
     /// Sends `body` as JSON and returns the answer's JSON object.
-    static func call(_ url: String, _ body: Any? = nil, method: HTTPMethod = .POST, raw: [UInt8]? = nil) async throws
-        -> [String: Any]
-    {
+    static func call(
+        _ url: String, _ body: Any? = nil, method: HTTPMethod = .POST, raw: [UInt8]? = nil, headers: [String: String] = [:]
+    ) async throws -> [String: Any] {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let raw { request.body = .bytes(ByteBuffer(bytes: raw)) }
         if let body { request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body))) }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
@@ -64,7 +66,15 @@ struct DataProtectionTests {
         #expect((saved["records"] as? [[String: Any]])?.first?["serverErrorCode"] == nil, "\(saved)")
         let forged = "forged-\(UUID().uuidString)"
         _ = try await call("\(database)/zones/list?\(app)&ckWebAuthToken=\(forged)", method: .GET)
-        return [password, wrongPassword, token, ticket, receipt, forged]
+        // An APNs key set through the admin API: its PEM's body is the secret.
+        let apnsKey = P256.Signing.PrivateKey().pemRepresentation
+        let set = try await call(
+            "\(server.url)/admin/1/containers/\(credentials.container)/push/apns/production",
+            ["teamID": "TEAM123456", "keyID": "KEY1234567", "privateKey": apnsKey, "topic": "com.example.notes"],
+            method: .PUT, headers: ["Authorization": "Bearer \(credentials.adminToken)"])
+        #expect(set["apns-production"] is [String: Any], "\(set)")
+        let keyBody = apnsKey.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        return [password, wrongPassword, token, ticket, receipt, forged, String(keyBody.prefix(40))]
     }
 
     static func mode(_ url: URL) throws -> Int {
@@ -133,7 +143,9 @@ struct DataProtectionTests {
         let named = [
             ("S3 secret key", secretKey), ("S3 access key", accessKey), ("API token", credentials.apiToken),
             ("admin token", credentials.adminToken),
-        ] + zip(["password", "wrong password", "web auth token", "upload ticket", "receipt", "forged token"], secrets).map { ($0, $1) }
+        ] + zip(
+            ["password", "wrong password", "web auth token", "upload ticket", "receipt", "forged token", "APNs key"], secrets
+        ).map { ($0, $1) }
         for (name, secret) in named {
             #expect(!text.contains(secret), "the log holds the \(name)")
         }

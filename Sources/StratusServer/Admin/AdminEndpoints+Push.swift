@@ -50,6 +50,14 @@ extension AdminEndpoints {
                 json: try await request.decodeJSON(JSONValue.self, limit: 64 << 10), at: clock.milliseconds)
             return try await update(context) { $0.webPush = webPush }
         }
+        // `push/fcm` and `push/webpush` are routes of their own (a path's literal segment wins over
+        // `:channel`), so each takes its DELETE itself.
+        admin.delete("containers/:container/push/fcm") { request, context in
+            try await update(context) { $0.remove(.fcm) }
+        }
+        admin.delete("containers/:container/push/webpush") { request, context in
+            try await update(context) { $0.remove(.webPush) }
+        }
         admin.delete("containers/:container/push/:channel") { request, context in
             let name = try context.parameters.require("channel")
             guard let channel = PushEndpointInfo.Channel(rawValue: name) else {
