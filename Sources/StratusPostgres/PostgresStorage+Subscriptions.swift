@@ -125,10 +125,8 @@ extension PostgresStorage {
                 VALUES (\(endpoint.id), \(endpoint.container), \(endpoint.environment.rawValue),
                     \(endpoint.userRecordName), \(endpoint.deviceID), \(endpoint.channel.rawValue), \(endpoint.address),
                     \(endpoint.publicKey), \(endpoint.authSecret), \(endpoint.createdAt), \(endpoint.usedAt))
-                ON CONFLICT (endpoint_id) DO UPDATE SET container_id = excluded.container_id,
-                    environment = excluded.environment, user_record_name = excluded.user_record_name,
-                    device_id = excluded.device_id, public_key = excluded.public_key,
-                    auth_secret = excluded.auth_secret, used_ms = excluded.used_ms
+                ON CONFLICT (endpoint_id) DO UPDATE SET user_record_name = excluded.user_record_name,
+                    device_id = excluded.device_id, used_ms = excluded.used_ms
                 """, logger: logger)
             try await connection.run(
                 """

@@ -132,10 +132,8 @@ extension SQLiteStorage {
                     INSERT INTO push_endpoints (endpoint_id, container_id, environment, user_record_name, device_id,
                         channel, address, public_key, auth_secret, created_ms, used_ms)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (endpoint_id) DO UPDATE SET container_id = excluded.container_id,
-                        environment = excluded.environment, user_record_name = excluded.user_record_name,
-                        device_id = excluded.device_id, public_key = excluded.public_key,
-                        auth_secret = excluded.auth_secret, used_ms = excluded.used_ms
+                    ON CONFLICT (endpoint_id) DO UPDATE SET user_record_name = excluded.user_record_name,
+                        device_id = excluded.device_id, used_ms = excluded.used_ms
                     """,
                 arguments: [
                     endpoint.id, endpoint.container, endpoint.environment.rawValue, endpoint.userRecordName,

@@ -242,8 +242,9 @@ public protocol SubscriptionStorage: Sendable {
     func purgePushTokens(unusedSince timestamp: Int64) async throws -> Int
 
     /// Registers a device's push endpoint, or registers it again (to another user, when another
-    /// signed in on the device) and marks it used; the user's least recently registered endpoints
-    /// beyond `limit` are deleted in the same transaction.
+    /// signed in on the device) and marks it used, keeping the keys it was first registered with;
+    /// the user's least recently registered endpoints beyond `limit` are deleted in the same
+    /// transaction.
     func registerPushEndpoint(_ endpoint: PushEndpointInfo, keepingAtMost limit: Int) async throws
     /// The push endpoints registered to a user, most recently registered first.
     func pushEndpoints(container: String, environment: ContainerEnvironment, userRecordName: String) async throws

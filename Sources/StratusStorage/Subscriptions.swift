@@ -68,8 +68,8 @@ public struct PushEndpointInfo: Hashable, Sendable {
         case webPush = "webpush"
     }
 
-    /// The registration's key: the hash of the channel and the address, so that one address is
-    /// registered once.
+    /// The registration's key: the hash of the container, environment, channel and address, so that
+    /// an address is registered once per container and environment.
     public var id: String
     /// The container it delivers for.
     public var container: String

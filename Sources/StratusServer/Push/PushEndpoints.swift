@@ -176,7 +176,8 @@ struct PushEndpoints: Sendable {
         let now = configuration.clock.milliseconds
         try await storage.registerPushEndpoint(
             PushEndpointInfo(
-                id: Secrets.hash(channel.rawValue + " " + address), container: container, environment: environment,
+                id: Secrets.hash([container, environment.rawValue, channel.rawValue, address].joined(separator: "\u{0}")),
+                container: container, environment: environment,
                 userRecordName: user, deviceID: request.headers[.stratusDeviceID], channel: channel, address: address,
                 publicKey: keys?.p256dh, authSecret: keys?.auth, createdAt: now, usedAt: now),
             keepingAtMost: configuration.pushServices.endpointsPerUser)

@@ -70,14 +70,21 @@ final class APNsClient: PushServiceClient {
         request.headers.add(name: "apns-priority", value: silent ? "5" : "10")
         if silent { request.headers.add(name: "apns-collapse-id", value: Self.collapseID(notification)) }
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(Self.payload(notification, userRecordName: userRecordName))
+        request.body = .bytes(
+            ByteBuffer(
+                bytes: ApplePushPayload(
+                    PushPayload.fitting(notification, userRecordName: userRecordName, limit: Self.maxPayloadBytes),
+                    userRecordName: userRecordName
+                ).jsonBytes))
         return await PushHTTP.send(request, on: http) { answer in
             let reason = PushHTTP.string("reason", in: answer.body) ?? "HTTP \(answer.status)"
             switch answer.status {
             case 200: return .delivered
             // The app was removed from the device, or the token is not one of this app's.
             case 410: return .gone(reason: reason)
-            case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason): return .gone(reason: reason)
+            // Also what a wrong topic or environment in the container's credentials gives.
+            case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason):
+                return .gone(reason: reason, certain: false)
             case 403
             where ["InvalidProviderToken", "MissingProviderToken", "ExpiredProviderToken", "BadCertificateEnvironment",
                 "BadCertificate"].contains(reason):
@@ -93,16 +100,18 @@ final class APNsClient: PushServiceClient {
     private func providerToken(_ apns: PushCredentials.APNs) throws -> String {
         let now = clock.milliseconds
         let key = Self.tokenKey(apns)
-        if let cached = tokens.withLock({ $0[key] }), now - cached.issuedAt < Self.tokenLifetimeMilliseconds {
-            return cached.token
+        // Under the lock: sends that find the token stale together sign one new token, not one each
+        // (Apple refuses frequent token updates).
+        return try tokens.withLock { tokens in
+            if let cached = tokens[key], now - cached.issuedAt < Self.tokenLifetimeMilliseconds { return cached.token }
+            let token = try JSONWebToken.sign(
+                claims: { claims in
+                    claims.field("iss", apns.teamID)
+                    claims.field("iat", now / 1000)
+                }, keyID: apns.keyID, with: .es256(try apns.signingKey()))
+            tokens[key] = (token, now)
+            return token
         }
-        let token = try JSONWebToken.sign(
-            claims: { claims in
-                claims.field("iss", apns.teamID)
-                claims.field("iat", now / 1000)
-            }, keyID: apns.keyID, with: .es256(try apns.signingKey()))
-        tokens.withLock { $0[key] = (token, now) }
-        return token
     }
 
     /// Which provider tokens a key signs: its team, ID and the key itself (an operator who fixes a
@@ -116,15 +125,5 @@ final class APNsClient: PushServiceClient {
         let id = notification.databaseScope.rawValue + ":" + notification.subscriptionID
         guard id.utf8.count > 64 else { return id }
         return SHA256.hash(data: Data(id.utf8)).prefix(32).map { String(format: "%02x", $0) }.joined()
-    }
-
-    /// The payload CloudKit sends; when the record's desired fields would make it larger than APNs
-    /// takes, without them (the app fetches the record anyway).
-    static func payload(_ notification: PushNotificationDictionary, userRecordName: String) -> ByteBuffer {
-        let bytes = ApplePushPayload(notification, userRecordName: userRecordName).jsonBytes
-        guard bytes.count > maxPayloadBytes, notification.recordFields != nil else { return ByteBuffer(bytes: bytes) }
-        var pruned = notification
-        pruned.recordFields = nil
-        return ByteBuffer(bytes: ApplePushPayload(pruned, userRecordName: userRecordName).jsonBytes)
     }
 }

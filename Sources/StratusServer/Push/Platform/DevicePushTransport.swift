@@ -53,6 +53,10 @@ final class DevicePushTransport: PushTransport, Service {
 
     /// How many users' notifications wait to be sent at most; more are dropped and counted.
     static let queueLimit = 100_000
+    /// How many devices' pushes are being sent at once at most; the queue waits beyond.
+    static let maxConcurrentSends = 256
+    /// How many devices' last results are kept for the console at most.
+    static let lastResultsLimit = 100_000
 
     init(
         storage: any SubscriptionStorage, credentials: PushCredentialStore, configuration: ServerConfiguration,
@@ -96,11 +100,17 @@ final class DevicePushTransport: PushTransport, Service {
             .webPush: WebPushClient(http: http, clock: configuration.clock),
         ]
         await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
+            await withTaskGroup(of: Void.self) { group in
+                var running = 0
                 for await job in self.jobs {
                     for push in await self.pushes(of: job) {
                         guard let key = self.begin(push) else { continue }
+                        if running >= Self.maxConcurrentSends {
+                            await group.next()
+                            running -= 1
+                        }
                         group.addTask { await self.drain(key, first: push, clients: clients) }
+                        running += 1
                     }
                 }
             }
@@ -183,15 +193,15 @@ final class DevicePushTransport: PushTransport, Service {
         let services = configuration.pushServices
         var delay = services.retryDelay
         for attempt in 1...max(1, services.maxAttempts) {
-            guard credentials.maySend(container: container, channel: channel) else {
-                configuration.metrics.devicePushDropped(channel: channel.rawValue, reason: "refused-credentials")
-                return
-            }
             let credentials: PushCredentials
             do {
                 credentials = try await self.credentials.credentials(container: container)
             } catch {
                 configuration.metrics.devicePushDropped(channel: channel.rawValue, reason: "failed")
+                return
+            }
+            guard self.credentials.maySend(container: container, channel: channel, with: credentials) else {
+                configuration.metrics.devicePushDropped(channel: channel.rawValue, reason: "refused-credentials")
                 return
             }
             let started = ContinuousClock.now
@@ -202,8 +212,17 @@ final class DevicePushTransport: PushTransport, Service {
             case .delivered:
                 self.credentials.succeeded(container: container, channel: channel)
                 return
-            case .gone(let reason):
+            case .gone(let reason, let certain):
                 self.credentials.failed(container: container, channel: channel)
+                guard certain || self.credentials.haveDelivered(container: container, channel: channel, with: credentials)
+                else {
+                    // Until these credentials deliver, the answer may be about them: keep the address.
+                    logger.warning(
+                        "push: the service refused a device the container's credentials never delivered to; check them",
+                        metadata: ["channel": "\(channel.rawValue)", "reason": "\(reason)"])
+                    configuration.metrics.devicePushDropped(channel: channel.rawValue, reason: "failed")
+                    return
+                }
                 logger.info(
                     "push: the service says a device is gone; its endpoint is deleted",
                     metadata: ["channel": "\(channel.rawValue)", "reason": "\(reason)"])
@@ -251,7 +270,10 @@ final class DevicePushTransport: PushTransport, Service {
         configuration.metrics.devicePushAnswered(
             channel: push.endpoint.channel.rawValue, outcome: name, reason: outcome.reason, duration: duration)
         let result = LastResult(outcome: name, reason: outcome.reason, at: configuration.clock.milliseconds)
-        lastResults.withLock { $0[push.endpoint.id] = result }
+        lastResults.withLock { results in
+            if results.count >= Self.lastResultsLimit, results[push.endpoint.id] == nil { results.removeAll() }
+            results[push.endpoint.id] = result
+        }
     }
 
     /// What each endpoint heard last from its service on this instance, by endpoint ID.

@@ -22,6 +22,8 @@ final class FCMClient: PushServiceClient {
 
     /// How long before its expiry an access token is replaced.
     static let refreshMarginMilliseconds: Int64 = 5 * 60 * 1000
+    /// The most bytes of data FCM takes in a message.
+    static let maxDataBytes = 4000
     /// The scope that may send messages.
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
 
@@ -58,16 +60,20 @@ final class FCMClient: PushServiceClient {
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer " + token)
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(Self.message(notification, userRecordName: userRecordName, token: endpoint.address))
+        request.body = .bytes(
+            Self.message(
+                PushPayload.fitting(notification, userRecordName: userRecordName, limit: Self.maxDataBytes),
+                userRecordName: userRecordName, token: endpoint.address))
         return await PushHTTP.send(request, on: http) { answer in
             guard answer.status != 200 else { return .delivered }
             let (status, code) = Self.error(in: answer.body)
             let reason = code ?? status ?? "HTTP \(answer.status)"
             switch answer.status {
             // The app was uninstalled or the token expired; or the token is another project's.
-            case 404 where code == "UNREGISTERED" || status == "NOT_FOUND": return .gone(reason: reason)
-            case 400 where code == "UNREGISTERED": return .gone(reason: reason)
-            case 403 where code == "SENDER_ID_MISMATCH": return .gone(reason: reason)
+            case 404 where code == "UNREGISTERED", 400 where code == "UNREGISTERED": return .gone(reason: reason)
+            // Also what a service account of another project gives.
+            case 404 where status == "NOT_FOUND", 403 where code == "SENDER_ID_MISMATCH":
+                return .gone(reason: reason, certain: false)
             case 401: return .refusedCredentials(reason: "UNAUTHENTICATED")
             case 403: return .refusedCredentials(reason: reason)
             case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)

@@ -314,10 +314,15 @@ package final class PushCredentialStore: Sendable {
 
     /// `container`'s credentials; empty when it has none.
     package func credentials(container: String) async throws -> PushCredentials {
-        let now = clock.milliseconds
-        if let cached = cache.withLock({ $0[container] }), now - cached.read < Self.refreshMilliseconds {
+        if let cached = cache.withLock({ $0[container] }), clock.milliseconds - cached.read < Self.refreshMilliseconds {
             return cached.credentials
         }
+        return try await read(container: container)
+    }
+
+    /// `container`'s credentials as stored now.
+    private func read(container: String) async throws -> PushCredentials {
+        let now = clock.milliseconds
         let credentials = try await storage.setting(Self.settingKey(container)).flatMap { $0.isEmpty ? nil : $0 }.map {
             try PushCredentials(storedJSON: $0)
         } ?? PushCredentials()
@@ -325,10 +330,10 @@ package final class PushCredentialStore: Sendable {
         return credentials
     }
 
-    /// Changes `container`'s credentials; a channel whose credentials change is healthy again.
+    /// Changes `container`'s credentials, as stored now (not as cached: another instance may have
+    /// changed another channel's); a channel whose credentials change is healthy again.
     package func update(container: String, _ change: (inout PushCredentials) throws -> Void) async throws -> PushCredentials {
-        var credentials = try await credentials(container: container)
-        cache.withLock { $0[container] = nil }
+        var credentials = try await read(container: container)
         let before = credentials
         try change(&credentials)
         try await storage.setSetting(Self.settingKey(container), to: credentials.isEmpty ? "" : credentials.storedJSON)
@@ -348,13 +353,22 @@ package final class PushCredentialStore: Sendable {
         health.withLock { $0[container] ?? [:] }
     }
 
-    /// Whether pushes of `channel` may be sent: not while the service refuses the credentials,
-    /// until they change or ``unhealthyRestMilliseconds`` pass.
-    func maySend(container: String, channel: PushEndpointInfo.Channel) -> Bool {
+    /// Whether pushes of `channel` may be sent with `credentials`: not while the service refuses
+    /// them, until they change (here or on another instance) or ``unhealthyRestMilliseconds`` pass.
+    func maySend(container: String, channel: PushEndpointInfo.Channel, with credentials: PushCredentials) -> Bool {
         let now = clock.milliseconds
         return health.withLock { health in
             guard let at = health[container]?[channel]?.problemAt else { return true }
-            return now - at >= Self.unhealthyRestMilliseconds
+            return now - at >= Self.unhealthyRestMilliseconds || (credentials.updatedAt(channel) ?? 0) > at
+        }
+    }
+
+    /// Whether `credentials` of `channel` delivered a push here since they were set: then an
+    /// answer that the address is gone is about the address, not about the credentials.
+    func haveDelivered(container: String, channel: PushEndpointInfo.Channel, with credentials: PushCredentials) -> Bool {
+        health.withLock { health in
+            guard let success = health[container]?[channel]?.lastSuccess else { return false }
+            return success >= (credentials.updatedAt(channel) ?? 0)
         }
     }
 

@@ -11,7 +11,10 @@ enum PushOutcome: Sendable, Equatable {
     /// The service took it.
     case delivered
     /// The address is no longer valid (the app was removed, the subscription ended): forget it.
-    case gone(reason: String)
+    /// `certain` is false for answers that a mistake in the container's credentials also gives (a
+    /// wrong topic, project or environment): those forget the address only once the same
+    /// credentials delivered a push.
+    case gone(reason: String, certain: Bool = true)
     /// The service is busy or failing: try again, after `after` when it said.
     case retry(reason: String, after: Duration?)
     /// The service refused the container's credentials: stop sending on this channel until they change.
@@ -23,7 +26,7 @@ enum PushOutcome: Sendable, Equatable {
     var reason: String? {
         switch self {
         case .delivered: nil
-        case .gone(let reason), .retry(let reason, _), .refusedCredentials(let reason), .failed(let reason): reason
+        case .gone(let reason, _), .retry(let reason, _), .refusedCredentials(let reason), .failed(let reason): reason
         }
     }
 }
@@ -124,7 +127,11 @@ enum PushHTTP {
         do {
             let response = try await client.execute(request, timeout: timeout)
             let body = try await response.body.collect(upTo: 64 << 10)
-            let retryAfter = response.headers.first(name: "retry-after").flatMap(Int.init).map { Duration.seconds(max(0, $0)) }
+            // A service asking for more than a minute gets a minute: pushes are hints, and a waiting
+            // push holds its device's next one.
+            let retryAfter = response.headers.first(name: "retry-after").flatMap(Int.init).map {
+                Duration.seconds(min(60, max(0, $0)))
+            }
             return Answer(status: Int(response.status.code), retryAfter: retryAfter, body: Array(buffer: body))
         } catch {
             throw PushFailure(outcome: .retry(reason: "unreachable: \(error)", after: nil))
@@ -146,6 +153,22 @@ enum PushHTTP {
     static func string(_ key: String, in body: [UInt8]) -> String? {
         guard let object = try? JSONValue.parse(body).object() else { return nil }
         return try? object.decodeIfPresent(key)
+    }
+}
+
+/// CloudKit's payload sized for a service: the notification as it is, or without the record's
+/// desired fields when they would make CloudKit's `{"aps", "ck"}` JSON larger than `limit` bytes
+/// (the app fetches the record anyway).
+enum PushPayload {
+    static func fitting(_ notification: PushNotificationDictionary, userRecordName: String, limit: Int)
+        -> PushNotificationDictionary
+    {
+        guard notification.recordFields != nil,
+            ApplePushPayload(notification, userRecordName: userRecordName).jsonBytes.count > limit
+        else { return notification }
+        var pruned = notification
+        pruned.recordFields = nil
+        return pruned
     }
 }
 

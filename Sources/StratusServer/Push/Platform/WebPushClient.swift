@@ -44,8 +44,10 @@ final class WebPushClient: PushServiceClient {
             return .refusedCredentials(reason: "the VAPID key cannot sign: \(error)")
         }
         do {
+            let fitting = PushPayload.fitting(
+                notification, userRecordName: userRecordName, limit: WebPushEncryption.maxPlaintextBytes)
             body = try WebPushEncryption.encrypt(
-                ApplePushPayload(notification, userRecordName: userRecordName).jsonBytes,
+                ApplePushPayload(fitting, userRecordName: userRecordName).jsonBytes,
                 userAgentPublicKey: endpoint.publicKey ?? "", authSecret: endpoint.authSecret ?? "")
         } catch {
             return .gone(reason: "the subscription's keys are unusable: \(error)")
@@ -64,8 +66,10 @@ final class WebPushClient: PushServiceClient {
             let reason = "HTTP \(answer.status)"
             switch answer.status {
             case 200...299: return .delivered
-            // The subscription ended, or was made for another VAPID key (the container's was replaced).
-            case 404, 410, 401, 403: return .gone(reason: reason)
+            // The subscription ended.
+            case 404, 410: return .gone(reason: reason)
+            // Made for another VAPID key (the container's was replaced), or the container's key refused.
+            case 401, 403: return .gone(reason: reason, certain: false)
             case 429, 500...599: return .retry(reason: reason, after: answer.retryAfter)
             default: return .failed(reason: reason)
             }
@@ -113,8 +117,11 @@ enum WebPushEncryption {
         }
     }
 
-    /// The record size written in the header: one record holds any push payload.
+    /// The record size written in the header: the one record holds the whole payload.
     static let recordSize: UInt32 = 4096
+    /// The most plaintext one record holds, and the body stays within the 4,096 bytes push services
+    /// take: the header (86 bytes), the delimiter and the tag come on top.
+    static let maxPlaintextBytes = 4096 - 86 - 1 - 16
 
     /// `plaintext` encrypted to the subscription's `p256dh` key and `auth` secret (base64url): the
     /// header (salt, record size, the sender's ephemeral public key) and the one record.
