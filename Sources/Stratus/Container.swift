@@ -1,6 +1,7 @@
 public import Foundation
 public import Logging
 import StratusModel
+import Synchronization
 
 /// A container on a Stratus server: the app's data, its users, and their databases (CloudKit's
 /// `CKContainer`).
@@ -122,6 +123,8 @@ public final class Container: Sendable {
     /// The environment this object reads and writes.
     public let environment: Environment
     let connection: Connection
+    /// The Web Push key ``webPushPublicKey()`` answered, once it answered one.
+    let webPushPublicKeyAnswered = Mutex<String?>(nil)
 
     /// The settings the container was created with.
     public var configuration: Configuration { connection.configuration }

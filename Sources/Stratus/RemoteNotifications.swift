@@ -1,5 +1,6 @@
 public import Foundation
 import StratusModel
+import Synchronization
 
 extension Container {
     /// Registers the device token the app received from Apple's push service
@@ -44,13 +45,17 @@ extension Container {
     }
 
     /// The container's Web Push public key (base64url), the `applicationServerKey` a web app
-    /// subscribes with; `nil` when the container does not send Web Push.
+    /// subscribes with; `nil` when the container does not send Web Push. The server is asked once
+    /// per container object (with `tokens/create`, which answers it); later calls answer the same.
     public func webPushPublicKey() async throws -> String? {
-        try await connection.call(
+        if let known = webPushPublicKeyAnswered.withLock({ $0 }) { return known }
+        let key = try await connection.call(
             .container(Endpoints.tokensCreate.erased),
             body: CreatePushTokenRequest(apnsEnvironment: ContainerEnvironment(rawValue: environment.rawValue)),
             idempotent: true, as: PushTokenResponse.self
         ).webPushPublicKey
+        if let key { webPushPublicKeyAnswered.withLock { $0 = key } }
+        return key
     }
 
     private func registerPushEndpoint(_ request: RegisterPushTokenRequest) async throws {

@@ -5,6 +5,8 @@ public import Stratus
 /// written against this seam rather than against the SDK's `Database`, which conforms; another
 /// transport (a recording one in a test, another SDK) can stand in for it.
 public protocol SyncTransport: Sendable {
+    /// The container whose database is synced (`iCloud.com.example.notes`).
+    var containerIdentifier: String { get }
     /// The database synced: private, shared or public.
     var databaseScope: Database.Scope { get }
     /// How the engine backs off after passing failures.
@@ -36,6 +38,8 @@ public protocol SyncTransport: Sendable {
 }
 
 extension Database: SyncTransport {
+    /// The container's identifier.
+    public var containerIdentifier: String { container.containerIdentifier }
     /// The container's retry policy.
     public var retryPolicy: RetryPolicy { container.configuration.retryPolicy }
     /// The container's logger.

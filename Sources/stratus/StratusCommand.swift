@@ -212,6 +212,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Minutes a disconnected device keeps its waiting notifications.")
     var pushRetentionMinutes = 60
 
+    @Option(
+        help: ArgumentHelp(
+            "Push endpoints (APNs, FCM, Web Push registrations) one user keeps; registering one more forgets the least "
+                + "recently registered."))
+    var pushEndpointsPerUser = PushServiceConfiguration().endpointsPerUser
+
     @Option(help: "The APNs server device pushes go to in both environments (a relay or a stand-in); Apple's own by default.")
     var apnsEndpoint: String?
 
@@ -323,6 +329,7 @@ struct Serve: AsyncParsableCommand {
             ("--max-fields-per-record", maxFieldsPerRecord), ("--max-request-body-bytes", maxRequestBodyBytes ?? 1),
             ("--tombstone-horizon-days", tombstoneHorizonDays), ("--session-lifetime-days", sessionLifetimeDays),
             ("--push-heartbeat-seconds", pushHeartbeatSeconds), ("--push-queue-limit", pushQueueLimit),
+            ("--push-endpoints-per-user", pushEndpointsPerUser),
             ("--push-retention-minutes", pushRetentionMinutes),
             ("--request-head-timeout-seconds", requestHeadTimeoutSeconds), ("--idle-timeout-seconds", idleTimeoutSeconds),
             ("--max-connections", maxConnections ?? 1), ("--max-connections-per-client", maxConnectionsPerClient),
@@ -406,6 +413,7 @@ struct Serve: AsyncParsableCommand {
         if let fcmEndpoint { serverConfiguration.pushServices.fcmURL = fcmEndpoint }
         serverConfiguration.pushServices.trustedCertificatesFile = pushCAFile
         if !webPushHosts.isEmpty { serverConfiguration.pushServices.webPushHosts = webPushHosts }
+        serverConfiguration.pushServices.endpointsPerUser = pushEndpointsPerUser
         // Libraries' own metrics go to the same registry as the server's.
         MetricsSystem.bootstrap(serverConfiguration.metrics.factory)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []

@@ -231,9 +231,16 @@ struct DevicePushTests {
             let health = try await server.request(.GET, "/console/health", headers: ["Cookie": session.cookie])
             #expect(health.text.contains("1: see each container"), "\(health.text)")
 
-            // Resting: another change sends nothing.
+            // Resting: the next two changes are dropped as refused like the first (once the metric
+            // counts all three, nothing more can be on its way) and send nothing.
             try await save(server, "n2", user: alice, device: "laptop")
             try await save(server, "n3", user: alice, device: "laptop", zone: "Notes")
+            #expect(await eventually(within: .seconds(30)) {
+                let metrics = try? await server.request(
+                    .GET, "/metrics", headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+                return metrics?.text.contains(
+                    #"stratus_device_pushes_dropped_total{channel="apns-development",reason="refused-credentials"} 3"#) == true
+            })
             #expect(try await standIn.requests("apns").count == 1)
 
             // A new key, which the service knows: healthy again, and pushes flow.

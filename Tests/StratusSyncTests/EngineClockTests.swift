@@ -25,6 +25,7 @@ final class ThrottlingTransport: SyncTransport {
         refusalsLeft = Mutex(refusals)
     }
 
+    var containerIdentifier: String { database.containerIdentifier }
     var databaseScope: Database.Scope { database.databaseScope }
     var retryPolicy: RetryPolicy { database.retryPolicy }
     var logger: Logger { database.logger }
@@ -125,18 +126,20 @@ struct EngineClockTests {
             record["name"] = "Ada Lovelace"
             _ = try await laptop.privateCloudDatabase.save(record)
 
-            let payload = { (database: Int) in
+            let payload = { (database: Int, container: String) in
                 Data(
                     """
-                    {"aps": {"content-available": 1}, "ck": {"nid": "n1", "cid": "\(server.container)", "ckuserid": "_ada",
+                    {"aps": {"content-available": 1}, "ck": {"nid": "n1", "cid": "\(container)", "ckuserid": "_ada",
                      "fet": {"sid": "contacts", "dbs": \(database), "zid": "Contacts"}}}
                     """.utf8)
             }
-            let shared = try #require(RemoteNotification(payload: payload(3)))
+            let shared = try #require(RemoteNotification(payload: payload(3, server.container)))
             #expect(shared.databaseScope == .shared && shared.zoneName == "Contacts")
             let engine = try #require(await phone.engine)
             #expect(!engine.handleRemoteNotification(shared), "the shared database's engine fetches that")
-            let own = try #require(RemoteNotification(payload: payload(1)))
+            let otherApp = try #require(RemoteNotification(payload: payload(1, "iCloud.com.example.other")))
+            #expect(!engine.handleRemoteNotification(otherApp), "another container's engine fetches that")
+            let own = try #require(RemoteNotification(payload: payload(1, server.container)))
             #expect(engine.handleRemoteNotification(own))
             #expect(await Self.eventually { await phone.contacts["c1"] == "Ada Lovelace" })
         }

@@ -173,38 +173,31 @@ package struct PushCredentials: Sendable, Equatable {
 
     // MARK: Stored form
 
-    /// The stored form: every key, as the operator gave it.
-    var storedJSON: String {
+    /// The stored form of `channel`'s credentials, every key as the operator gave it; `nil` when
+    /// the channel has none.
+    func storedJSON(of channel: PushEndpointInfo.Channel) -> String? {
         var writer = JSONWriter()
         writer.beginObject()
-        for (name, apns) in [("apnsDevelopment", apnsDevelopment), ("apnsProduction", apnsProduction)] {
-            guard let apns else { continue }
-            writer.key(name)
-            writer.beginObject()
+        switch channel {
+        case .apnsDevelopment, .apnsProduction:
+            guard let apns = channel == .apnsDevelopment ? apnsDevelopment : apnsProduction else { return nil }
             writer.field("teamID", apns.teamID)
             writer.field("keyID", apns.keyID)
             writer.field("privateKey", apns.privateKey)
             writer.field("topic", apns.topic)
             writer.field("updated", apns.updatedAt)
-            writer.endObject()
-        }
-        if let fcm {
-            writer.key("fcm")
-            writer.beginObject()
+        case .fcm:
+            guard let fcm else { return nil }
             writer.field("projectID", fcm.projectID)
             writer.field("clientEmail", fcm.clientEmail)
             writer.field("privateKey", fcm.privateKey)
             writer.field("tokenURI", fcm.tokenURI)
             writer.field("updated", fcm.updatedAt)
-            writer.endObject()
-        }
-        if let webPush {
-            writer.key("webPush")
-            writer.beginObject()
+        case .webPush:
+            guard let webPush else { return nil }
             writer.field("privateKey", webPush.privateKey)
             writer.field("subject", webPush.subject)
             writer.field("updated", webPush.updatedAt)
-            writer.endObject()
         }
         writer.endObject()
         return String(decoding: writer.bytes, as: UTF8.self)
@@ -212,32 +205,27 @@ package struct PushCredentials: Sendable, Equatable {
 
     init() {}
 
-    /// Reads the stored form.
-    init(storedJSON text: String) throws {
-        let object = try JSONValue.parse(Array(text.utf8)).object()
-        func apns(_ key: String) throws -> APNs? {
-            try object.decodeIfPresent(key, as: JSONValue.self).map { value in
-                let apns = try value.object()
-                return APNs(
-                    teamID: try apns.decode("teamID"), keyID: try apns.decode("keyID"),
-                    privateKey: try apns.decode("privateKey"), topic: try apns.decode("topic"),
-                    updatedAt: try apns.decode("updated"))
+    /// Reads the stored form of each channel's credentials.
+    init(stored: [PushEndpointInfo.Channel: String]) throws {
+        for (channel, text) in stored {
+            let object = try JSONValue.parse(Array(text.utf8)).object()
+            switch channel {
+            case .apnsDevelopment, .apnsProduction:
+                let apns = APNs(
+                    teamID: try object.decode("teamID"), keyID: try object.decode("keyID"),
+                    privateKey: try object.decode("privateKey"), topic: try object.decode("topic"),
+                    updatedAt: try object.decode("updated"))
+                if channel == .apnsDevelopment { apnsDevelopment = apns } else { apnsProduction = apns }
+            case .fcm:
+                fcm = FCM(
+                    projectID: try object.decode("projectID"), clientEmail: try object.decode("clientEmail"),
+                    privateKey: try object.decode("privateKey"), tokenURI: try object.decode("tokenURI"),
+                    updatedAt: try object.decode("updated"))
+            case .webPush:
+                webPush = WebPush(
+                    privateKey: try object.decode("privateKey"), subject: try object.decode("subject"),
+                    updatedAt: try object.decode("updated"))
             }
-        }
-        apnsDevelopment = try apns("apnsDevelopment")
-        apnsProduction = try apns("apnsProduction")
-        fcm = try object.decodeIfPresent("fcm", as: JSONValue.self).map { value in
-            let fcm = try value.object()
-            return FCM(
-                projectID: try fcm.decode("projectID"), clientEmail: try fcm.decode("clientEmail"),
-                privateKey: try fcm.decode("privateKey"), tokenURI: try fcm.decode("tokenURI"),
-                updatedAt: try fcm.decode("updated"))
-        }
-        webPush = try object.decodeIfPresent("webPush", as: JSONValue.self).map { value in
-            let webPush = try value.object()
-            return WebPush(
-                privateKey: try webPush.decode("privateKey"), subject: try webPush.decode("subject"),
-                updatedAt: try webPush.decode("updated"))
         }
     }
 
@@ -290,9 +278,10 @@ package struct PushChannelHealth: Sendable, Equatable {
     var lastFailure: Int64?
 }
 
-/// The push credentials of every container, kept in the storage's settings and read again at most
-/// every ``refreshMilliseconds`` (a change reaches every instance within that time, this one at
-/// once), and how each channel fares here.
+/// The push credentials of every container, kept in the storage's settings (a setting per channel,
+/// so that instances changing different channels at once keep both changes) and read again at
+/// most every ``refreshMilliseconds`` (a change reaches every instance within that time, this one
+/// at once), and how each channel fares here.
 package final class PushCredentialStore: Sendable {
     private let storage: any SettingsStorage
     private let clock: ServerClock
@@ -310,7 +299,9 @@ package final class PushCredentialStore: Sendable {
         self.clock = clock
     }
 
-    private static func settingKey(_ container: String) -> String { "push:\(container)" }
+    private static func settingKey(_ container: String, _ channel: PushEndpointInfo.Channel) -> String {
+        "push:\(container):\(channel.rawValue)"
+    }
 
     /// `container`'s credentials; empty when it has none.
     package func credentials(container: String) async throws -> PushCredentials {
@@ -323,20 +314,25 @@ package final class PushCredentialStore: Sendable {
     /// `container`'s credentials as stored now.
     private func read(container: String) async throws -> PushCredentials {
         let now = clock.milliseconds
-        let credentials = try await storage.setting(Self.settingKey(container)).flatMap { $0.isEmpty ? nil : $0 }.map {
-            try PushCredentials(storedJSON: $0)
-        } ?? PushCredentials()
+        var stored: [PushEndpointInfo.Channel: String] = [:]
+        for channel in PushEndpointInfo.Channel.allCases {
+            if let text = try await storage.setting(Self.settingKey(container, channel)), !text.isEmpty { stored[channel] = text }
+        }
+        let credentials = try PushCredentials(stored: stored)
         cache.withLock { $0[container] = (credentials, now) }
         return credentials
     }
 
     /// Changes `container`'s credentials, as stored now (not as cached: another instance may have
-    /// changed another channel's); a channel whose credentials change is healthy again.
+    /// changed another channel's), writing only the channels that change; a channel whose
+    /// credentials change is healthy again.
     package func update(container: String, _ change: (inout PushCredentials) throws -> Void) async throws -> PushCredentials {
         var credentials = try await read(container: container)
         let before = credentials
         try change(&credentials)
-        try await storage.setSetting(Self.settingKey(container), to: credentials.isEmpty ? "" : credentials.storedJSON)
+        for channel in PushEndpointInfo.Channel.allCases where !before.hasSameCredentials(for: channel, as: credentials) {
+            try await storage.setSetting(Self.settingKey(container, channel), to: credentials.storedJSON(of: channel) ?? "")
+        }
         cache.withLock { $0[container] = (credentials, clock.milliseconds) }
         health.withLock { health in
             for channel in PushEndpointInfo.Channel.allCases where !before.hasSameCredentials(for: channel, as: credentials) {
