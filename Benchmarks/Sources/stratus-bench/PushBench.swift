@@ -118,72 +118,103 @@ struct StratusTarget: PushTarget {
 
     static func start(devices: Int, http: HTTPClient) async throws -> StratusTarget {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-push-\(UUID().uuidString)")
-        let server = try ServerProcess(
-            executable: ServerProcess.sibling("stratus"),
-            arguments: ["serve", "--port", "0", "--data", directory.path, "--log-level", "error"])
+        let server = try ServerProcess(executable: ServerProcess.sibling("stratus"), arguments: serveArguments(directory))
         do {
-            return try await prepare(server, directory: directory, devices: devices, http: http)
+            let account = try await BenchAccount.signUp(on: server, dataDirectory: directory, username: "push")
+            let database = try await subscribeToZone(account, on: server, http: http)
+            let urls = try await registerWebSocketDevices(devices, account, on: server, http: http)
+            return StratusTarget(server: server, http: http, database: database, tokens: account.tokens, urls: urls)
         } catch {
             server.stop()
             throw error
         }
     }
 
-    private static func prepare(_ server: ServerProcess, directory: URL, devices: Int, http: HTTPClient) async throws
-        -> StratusTarget
-    {
-        let account = try await BenchAccount.signUp(on: server, dataDirectory: directory, username: "push")
-        let container = account.container
-        let apiToken = account.apiToken
-        let tokens = account.tokens
-        let base = server.url
-        let database = "\(base)/database/1/\(container)/development/private"
+    /// `stratus serve` for the push workloads: on loopback over `directory`, errors logged only,
+    /// and every device of the workload allowed to connect from this one address.
+    static func serveArguments(_ directory: URL) -> [String] {
+        ["serve", "--port", "0", "--data", directory.path, "--log-level", "error", "--max-connections-per-client", "100000"]
+    }
+
+    /// Creates the zone `Bench` in `account`'s private database with a zone subscription on it;
+    /// returns the database's URL.
+    static func subscribeToZone(_ account: BenchAccount, on server: ServerProcess, http: HTTPClient) async throws -> String {
+        let database = "\(server.url)/database/1/\(account.container)/development/private"
         _ = try await StratusBench.post(
-            http, "\(database)/zones/modify\(tokens)",
+            http, "\(database)/zones/modify\(account.tokens)",
             Array(#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Bench"}}}]}"#.utf8))
         _ = try await StratusBench.post(
-            http, "\(database)/subscriptions/modify\(tokens)",
+            http, "\(database)/subscriptions/modify\(account.tokens)",
             Array(#"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"zone","subscriptionType":"zone","zoneID":{"zoneName":"Bench"}}}]}"#.utf8))
-        let environment = "\(base)/database/1/\(container)/development"
-        var urls = Array(repeating: "", count: devices)
-        try await withThrowingTaskGroup(of: (Int, String).self) { group in
-            var next = 0
-            func register(_ index: Int) {
-                group.addTask {
-                    let created = try JSONValue.parse(Array(try await StratusBench.post(
-                        http, "\(environment)/tokens/create?ckAPIToken=\(apiToken)", Array("{}".utf8)).readableBytesView))
-                        .object()
-                    let token: String = try created.decode("apnsToken")
-                    var request = HTTPClientRequest(url: "\(environment)/tokens/register\(tokens)")
-                    request.method = .POST
-                    request.headers.add(name: "X-Stratus-Device-ID", value: "listener-\(index)")
-                    request.body = .bytes(ByteBuffer(string: #"{"apnsToken":"\#(token)"}"#))
-                    _ = try await http.execute(request, timeout: .seconds(60)).body.collect(upTo: 1 << 20)
-                    let url: String = try created.decode("webcourierURL")
-                    return (index, url + tokens)
-                }
-            }
-            while next < min(32, devices) {
-                register(next)
+        return database
+    }
+
+    /// Registers `count` push tokens of `account` as many devices would (`tokens/create`, then
+    /// `tokens/register`), 32 at a time; returns each device's WebSocket URL.
+    static func registerWebSocketDevices(
+        _ count: Int, _ account: BenchAccount, on server: ServerProcess, http: HTTPClient
+    ) async throws -> [String] {
+        let environment = "\(server.url)/database/1/\(account.container)/development"
+        return try await concurrently(0..<count) { index in
+            let created = try JSONValue.parse(Array(try await StratusBench.post(
+                http, "\(environment)/tokens/create?ckAPIToken=\(account.apiToken)", Array("{}".utf8)).readableBytesView))
+                .object()
+            let token: String = try created.decode("apnsToken")
+            try await register(#"{"apnsToken":"\#(token)"}"#, device: "listener-\(index)", account, on: server, http: http)
+            let url: String = try created.decode("webcourierURL")
+            return url + account.tokens
+        }
+    }
+
+    /// `tokens/register` with `body`, as the device `device` of `account`.
+    static func register(
+        _ body: String, device: String, _ account: BenchAccount, on server: ServerProcess, http: HTTPClient
+    ) async throws {
+        var request = HTTPClientRequest(
+            url: "\(server.url)/database/1/\(account.container)/development/tokens/register\(account.tokens)")
+        request.method = .POST
+        request.headers.add(name: "X-Stratus-Device-ID", value: device)
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await http.execute(request, timeout: .seconds(60))
+        let answer = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else { throw BenchError("tokens/register: HTTP \(response.status.code): \(String(buffer: answer))") }
+    }
+
+    /// Runs `body` for each index, 32 at a time; returns the results in order.
+    static func concurrently<Result: Sendable>(
+        _ indices: Range<Int>, _ body: @escaping @Sendable (Int) async throws -> Result
+    ) async throws -> [Result] {
+        var results: [Int: Result] = [:]
+        try await withThrowingTaskGroup(of: (Int, Result).self) { group in
+            var next = indices.lowerBound
+            while next < min(indices.lowerBound + 32, indices.upperBound) {
+                group.addTask { [next] in (next, try await body(next)) }
                 next += 1
             }
-            while let (index, url) = try await group.next() {
-                urls[index] = url
-                if next < devices {
-                    register(next)
+            while let (index, result) = try await group.next() {
+                results[index] = result
+                if next < indices.upperBound {
+                    group.addTask { [next] in (next, try await body(next)) }
                     next += 1
                 }
             }
         }
-        return StratusTarget(server: server, http: http, database: database, tokens: tokens, urls: urls)
+        return indices.map { results[$0]! }
     }
 
-    func send(_ sequence: Int) async throws {
+    /// Saves one record in the zone `Bench` of `database`, as the device `writer`.
+    static func save(_ sequence: Int, in database: String, tokens: String, http: HTTPClient) async throws {
         var request = HTTPClientRequest(url: "\(database)/records/modify\(tokens)")
         request.method = .POST
         request.headers.add(name: "X-Stratus-Device-ID", value: "writer")
         request.body = .bytes(ByteBuffer(bytes: Workload.modifyBody(sequence..<sequence + 1, zone: "Bench", prefix: "p")))
-        _ = try await http.execute(request, timeout: .seconds(60)).body.collect(upTo: 1 << 20)
+        let response = try await http.execute(request, timeout: .seconds(60))
+        let answer = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else { throw BenchError("records/modify: HTTP \(response.status.code): \(String(buffer: answer))") }
+    }
+
+    func send(_ sequence: Int) async throws {
+        try await Self.save(sequence, in: database, tokens: tokens, http: http)
     }
 
     func stop() { server.stop() }
@@ -212,14 +243,8 @@ struct FloorTarget: PushTarget {
 
 /// Many WebSocket devices in this process, and when each last received a notification.
 final class DeviceSwarm: Sendable {
-    private struct Trial {
-        var start: ContinuousClock.Instant
-        var expected: Int
-        var latencies: [Double] = []
-        var done: CheckedContinuation<Void, Never>?
-    }
-
-    private let state = Mutex<(connected: Int, tasks: [Task<Void, Never>], trial: Trial?)>((0, [], nil))
+    private let state = Mutex<(connected: Int, tasks: [Task<Void, Never>])>((0, []))
+    private let arrivals = Arrivals(what: "devices were notified")
 
     /// Connects devices until `count` are connected, in waves of 100.
     func connect(upTo count: Int, _ urls: @escaping @Sendable (Int) -> String) async throws {
@@ -247,7 +272,7 @@ final class DeviceSwarm: Sendable {
                     self.state.withLock { $0.connected += 1 }
                     for try await frame in inbound {
                         // Stratus opens with a `connected` message; only notifications count.
-                        if frame.data.readableBytesView.starts(with: Self.notificationPrefix) { self.arrived() }
+                        if frame.data.readableBytesView.starts(with: Self.notificationPrefix) { self.arrivals.arrived() }
                     }
                 }
             } catch {}
@@ -257,31 +282,62 @@ final class DeviceSwarm: Sendable {
 
     private static let notificationPrefix = Array(#"{"type":"notification""#.utf8)
 
-    private func arrived() {
+    /// Runs `send` and waits (up to 10 s) until `expecting` devices received a notification;
+    /// returns each device's latency in seconds.
+    func deliver(expecting: Int, _ send: () async throws -> Void) async throws -> [Double] {
+        try await arrivals.deliver(expecting: expecting, send)
+    }
+
+    func disconnect() {
+        let tasks = state.withLock { state in
+            defer { state = (0, []) }
+            return state.tasks
+        }
+        for task in tasks { task.cancel() }
+    }
+}
+
+/// When each of a trial's expected messages arrived, counted from the trial's start: the devices
+/// of the push workloads, wherever they listen, count their arrivals here.
+final class Arrivals: Sendable {
+    private struct Trial {
+        var start: ContinuousClock.Instant
+        var expected: Int
+        var latencies: [Double] = []
+        var done: CheckedContinuation<Void, Never>?
+    }
+
+    private let trial = Mutex<Trial?>(nil)
+    /// What arrived, for the error when too little did ("devices were notified").
+    private let what: String
+
+    init(what: String) { self.what = what }
+
+    /// Counts one arrival in the trial under way; outside a trial it counts nothing.
+    func arrived() {
         let now = ContinuousClock.now
-        let done = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard var trial = state.trial else { return nil }
-            let elapsed = now - trial.start
-            trial.latencies.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-            let finished = trial.latencies.count == trial.expected ? trial.done : nil
-            if finished != nil { trial.done = nil }
-            state.trial = trial
-            return finished
+        let done = trial.withLock { trial -> CheckedContinuation<Void, Never>? in
+            guard trial != nil else { return nil }
+            let elapsed = now - trial!.start
+            trial!.latencies.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            guard trial!.latencies.count == trial!.expected, let done = trial!.done else { return nil }
+            trial!.done = nil
+            return done
         }
         done?.resume()
     }
 
-    /// Runs `send` and waits (up to 10 s) until `expecting` devices received a notification;
-    /// returns each device's latency in seconds.
-    func deliver(expecting: Int, _ send: () async throws -> Void) async throws -> [Double] {
-        state.withLock { $0.trial = Trial(start: .now, expected: expecting) }
+    /// Runs `send` and waits (up to `timeout`) until `expecting` messages arrived; returns each
+    /// one's latency in seconds.
+    func deliver(expecting: Int, timeout: Duration = .seconds(10), _ send: () async throws -> Void) async throws -> [Double] {
+        trial.withLock { $0 = Trial(start: .now, expected: expecting) }
         try await send()
         let complete = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
-                    let finished = self.state.withLock { state -> Bool in
-                        guard state.trial!.latencies.count < state.trial!.expected else { return true }
-                        state.trial!.done = continuation
+                    let finished = self.trial.withLock { trial -> Bool in
+                        guard trial!.latencies.count < trial!.expected else { return true }
+                        trial!.done = continuation
                         return false
                     }
                     if finished { continuation.resume() }
@@ -289,35 +345,27 @@ final class DeviceSwarm: Sendable {
                 return true
             }
             group.addTask {
-                try? await Task.sleep(for: .seconds(10))
+                try? await Task.sleep(for: timeout)
                 return false
             }
             let first = await group.next() ?? false
             if !first {
-                let waiting = self.state.withLock { state in
-                    defer { state.trial?.done = nil }
-                    return state.trial?.done
+                let waiting = self.trial.withLock { trial in
+                    defer { trial?.done = nil }
+                    return trial?.done
                 }
                 waiting?.resume()
             }
             group.cancelAll()
             return first
         }
-        let latencies = state.withLock { state in
-            defer { state.trial = nil }
-            return state.trial?.latencies ?? []
+        let latencies = trial.withLock { trial in
+            defer { trial = nil }
+            return trial?.latencies ?? []
         }
         guard complete, latencies.count == expecting else {
-            throw BenchError("\(latencies.count) of \(expecting) devices were notified within 10 s")
+            throw BenchError("\(latencies.count) of \(expecting) \(what) within \(timeout)")
         }
         return latencies
-    }
-
-    func disconnect() {
-        let tasks = state.withLock { state in
-            defer { state = (0, [], nil) }
-            return state.tasks
-        }
-        for task in tasks { task.cancel() }
     }
 }

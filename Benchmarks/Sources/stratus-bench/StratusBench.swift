@@ -22,7 +22,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "stratus-bench",
         abstract: "Measures Stratus beside baselines measured in the same run.",
         subcommands: [
-            StratusBench.self, WebSocketFloor.self, VersusCommand.self, ShapedNetworkCommand.self, DelayRelayCommand.self,
+            StratusBench.self, WebSocketFloor.self, VersusCommand.self, DevicePushCommand.self, ShapedNetworkCommand.self, DelayRelayCommand.self,
         ], defaultSubcommand: StratusBench.self)
 
     /// Runs the command with the allocator settings and the log handler `stratus serve` runs with
