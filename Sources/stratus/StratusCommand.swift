@@ -51,10 +51,22 @@ struct DataOptions: ParsableArguments {
     /// Opens the storage: PostgreSQL when a database URL is given, else the SQLite file in the data
     /// directory. Either way its schema is brought up to date.
     ///
+    /// Only `stratus serve` makes a data directory that does not exist (`creatingDirectory`): a
+    /// command given a misspelt `--data` would otherwise work on a new, empty database and report
+    /// success. A directory that exists, even empty, is used.
+    ///
     /// Data is private to the account the server runs as: the process's umask becomes 077, so every
     /// file it writes from here on (the database, assets, uploads, exports) is `0600` and every
     /// directory `0700`, and the data directory itself is made `0700`.
-    func openStorage() throws -> any StratusStorage {
+    func openStorage(creatingDirectory: Bool = false) throws -> any StratusStorage {
+        var isDirectory: ObjCBool = false
+        if !creatingDirectory, databaseURL == nil,
+            !FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) || !isDirectory.boolValue
+        {
+            throw ValidationError(
+                "--data \(data): there is no such folder. Give the folder `stratus serve` keeps its data in (it makes it on "
+                    + "first start), or make the folder first (mkdir) to start a new one.")
+        }
         umask(0o077)
         try FileManager.default.createDirectory(
             at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -427,7 +439,7 @@ struct Serve: AsyncParsableCommand {
             serverConfiguration.tracesRequests = true
         }
         let configuration = serverConfiguration
-        let storage = try storageOptions.openStorage()
+        let storage = try storageOptions.openStorage(creatingDirectory: true)
         let credentialsFile = storageOptions.directory.appendingPathComponent("credentials.json")
         let host = host
         let server = StratusServerService(

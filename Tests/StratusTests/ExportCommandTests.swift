@@ -10,6 +10,7 @@ struct ExportCommandTests {
     @Test("the export file is its owner's alone and appears only when whole: a failed export leaves an earlier file as it was; the commands are audited")
     func ownerOnlyAndWhole() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-export-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: data) }
         _ = try await ServerKeyCommandTests.admin(["create-container", "iCloud.com.example.app"], data: data)
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-export-\(UUID().uuidString).ndjson")

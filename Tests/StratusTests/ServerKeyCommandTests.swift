@@ -21,6 +21,7 @@ struct ServerKeyCommandTests {
     @Test("a key registered with create-key signs requests to stratus serve until revoke-key")
     func commandLine() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: data) }
         _ = try await Self.admin(["create-container", "iCloud.com.example.backend"], data: data)
         let key = P256.Signing.PrivateKey()
@@ -55,5 +56,18 @@ struct ServerKeyCommandTests {
         #expect(try await Self.admin(["revoke-key", "iCloud.com.example.backend", keyID], data: data).contains("revoked"))
         // The running server reads keys on every signed request, so the revocation holds at once.
         #expect(try await query() == 401)
+    }
+
+    @Test("an admin command given a --data folder that does not exist refuses, names it, and creates nothing")
+    func missingDataFolder() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-misspelt-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        for arguments in [["create-container", "iCloud.com.example.app"], ["list-keys", "iCloud.com.example.app"], ["migrate"]] {
+            let run = try await runChildProcess(
+                productsDirectory.appendingPathComponent("stratus"), ["admin"] + arguments + ["--data", data.path])
+            #expect(run.status != 0, "stratus admin \(arguments) worked on a folder that does not exist")
+            #expect(run.errors.contains("--data \(data.path): there is no such folder"), "\(run.errors)")
+            #expect(!FileManager.default.fileExists(atPath: data.path), "stratus admin \(arguments) made the folder")
+        }
     }
 }

@@ -8,6 +8,9 @@ import StratusSync
 
 @main
 struct ContactsCommand: AsyncParsableCommand {
+    /// Errors print as plain sentences (`runPrintingPlainErrors()`).
+    static func main() async { await runPrintingPlainErrors() }
+
     static let configuration = CommandConfiguration(
         commandName: "contacts",
         abstract: "Apple's sync-engine sample on Stratus: a contacts list kept in sync between devices by a SyncEngine.",

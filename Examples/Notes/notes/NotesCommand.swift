@@ -6,6 +6,9 @@ import NotesCore
 
 @main
 struct NotesCommand: AsyncParsableCommand {
+    /// Errors print as plain sentences (`runPrintingPlainErrors()`).
+    static func main() async { await runPrintingPlainErrors() }
+
     static let configuration = CommandConfiguration(
         commandName: "notes",
         abstract: "The one-note app of seed 000 on Stratus: edit on one device, read on another, offline included.",

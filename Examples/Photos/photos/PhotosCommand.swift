@@ -7,6 +7,9 @@ import Stratus
 
 @main
 struct PhotosCommand: AsyncParsableCommand {
+    /// Errors print as plain sentences (`runPrintingPlainErrors()`).
+    static func main() async { await runPrintingPlainErrors() }
+
     static let configuration = CommandConfiguration(
         commandName: "photos",
         abstract: "Seed 003's photo-sharing app on Stratus: albums of photos with tags, shared with other users.",

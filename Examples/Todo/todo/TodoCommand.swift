@@ -8,6 +8,9 @@ import TodoCore
 
 @main
 struct TodoCommand: AsyncParsableCommand {
+    /// Errors print as plain sentences (`runPrintingPlainErrors()`).
+    static func main() async { await runPrintingPlainErrors() }
+
     static let configuration = CommandConfiguration(
         commandName: "todo",
         abstract: "A to-do app whose own SQLite database StratusStore mirrors to a Stratus server.",
