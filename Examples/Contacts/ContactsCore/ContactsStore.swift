@@ -291,6 +291,17 @@ public actor ContactsStore: SyncEngineDelegate {
 
     static func recordID(_ id: String) -> Record.ID { Record.ID(recordName: id, zoneID: zoneID) }
 
+    /// The contact whose ID is `id` or starts with it (in any case), as `list` and `add` print IDs.
+    public func resolve(_ id: String) throws -> String {
+        if data.contacts[id] != nil { return id }
+        let matches = data.contacts.keys.filter { $0.lowercased().hasPrefix(id.lowercased()) }
+        guard matches.count == 1 else {
+            if matches.isEmpty { throw Self.unknownContact(id) }
+            throw CloudError(.invalidArguments, "\(matches.count) contacts' IDs start with \(id); give more of the ID")
+        }
+        return matches[0]
+    }
+
     static func unknownContact(_ id: String) -> CloudError {
         CloudError(.unknownItem, "there is no contact \(id) on this device; 'contacts list' shows their IDs")
     }

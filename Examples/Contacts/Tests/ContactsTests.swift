@@ -32,7 +32,12 @@ struct ContactsTests {
             #expect(await laptop.contacts == phone.contacts)
             #expect(await laptop.contacts.count == 32)
 
-            try await laptop.rename(ada.id, to: "Ada Lovelace")
+            // As the command line takes them: an ID's start, in any case, when only one ID starts so.
+            let adaStart = String(ada.id.prefix(8)).lowercased()
+            #expect(try await laptop.resolve(adaStart) == ada.id)
+            await #expect(throws: CloudError.self, "no contact's ID starts with it") { try await laptop.resolve("not-an-id") }
+            await #expect(throws: CloudError.self, "every ID starts with the empty string") { try await laptop.resolve("") }
+            try await laptop.rename(try await laptop.resolve(adaStart), to: "Ada Lovelace")
             try await laptop.delete(alan.id)
             #expect(try await laptop.sync() == .synced)
             #expect(try await phone.sync() == .synced)

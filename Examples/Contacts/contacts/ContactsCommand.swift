@@ -98,7 +98,7 @@ struct Rename: AsyncParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: "The contact's ID, as 'list' shows it.")
+    @Argument(help: "The contact's ID, or its start, as 'list' shows it.")
     var id: String
 
     @Argument(help: "The new name.")
@@ -106,7 +106,7 @@ struct Rename: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await device.store()
-        try await store.rename(id, to: name)
+        try await store.rename(try await store.resolve(id), to: name)
         try await report(store, store.sync())
     }
 }
@@ -116,12 +116,12 @@ struct Delete: AsyncParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: "The contact's ID, as 'list' shows it.")
+    @Argument(help: "The contact's ID, or its start, as 'list' shows it.")
     var id: String
 
     func run() async throws {
         let store = try await device.store()
-        try await store.delete(id)
+        try await store.delete(try await store.resolve(id))
         try await report(store, store.sync())
     }
 }

@@ -2,23 +2,23 @@ public import Foundation
 public import Stratus
 
 /// What went wrong, as a sentence for the person at the terminal: what happened and, where there
-/// is one, what to do, without error domains, type names or numeric codes. A server's own reason
-/// (which names the record, zone or field) follows the sentence.
+/// is one, what to do, without error domains, type names or numeric codes. The error's own reason
+/// (which names the record, zone or field) follows in parentheses.
 public func plainSentence(for error: any Error) -> String {
     if let error = error as? CloudError {
-        let reason = error.message.isEmpty ? "" : " (the server said: \(error.message))"
+        let reason = error.message.isEmpty ? "" : " (\(error.message))"
         switch error.code {
         case .notAuthenticated:
             return "This device is not signed in, or its session ended: sign in again with 'signin'." + reason
         case .permissionFailure:
-            return "The server refused: this user may not do that." + reason
+            return "Not allowed: this user may not do that." + reason
         case .networkUnavailable, .networkFailure:
             return "The server could not be reached; check its address (--server, --credentials) and that it runs."
         case .serviceUnavailable, .requestRateLimited, .zoneBusy:
             let wait = error.retryAfterSeconds.map { " Try again in \(Int($0.rounded(.up))) s." } ?? " Try again shortly."
             return "The server is busy." + wait
         case .unknownItem, .zoneNotFound:
-            return "It does not exist on the server (deleted, or never synced)." + reason
+            return "Not found." + reason
         case .serverRecordChanged:
             return "Someone changed it at the same time; sync and try again." + reason
         case .quotaExceeded:
@@ -30,7 +30,9 @@ public func plainSentence(for error: any Error) -> String {
             let first = error.partialErrorsByItemID?.values.first.map { " The first: " + plainSentence(for: $0) } ?? ""
             return "\(count) of the changes were refused." + first
         default:
-            return error.message.isEmpty ? "The server refused the request." : "The server refused: \(error.message)."
+            guard let first = error.message.first else { return "The request was refused." }
+            let sentence = first.uppercased() + error.message.dropFirst()
+            return sentence.hasSuffix(".") ? sentence : sentence + "."
         }
     }
     let nsError = error as NSError

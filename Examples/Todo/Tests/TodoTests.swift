@@ -34,6 +34,10 @@ struct TodoTests {
             #expect(try await laptop.sync() == .synced)
             #expect(try await laptop.lists() == phone.lists())
             #expect(try await laptop.attachment(of: cake) == recipe, "the attachment arrives whole, through an asset")
+            let outgoing = account(server, "phone").stateDirectory.appendingPathComponent("outgoing-assets")
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: outgoing.path).count == 1,
+                "the 4,000-byte attachment went as an asset (over \(TodoStore.attachmentAssetThreshold) bytes)")
             #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM views") } == 0)
             #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT expanded FROM lists") } == 1)
 

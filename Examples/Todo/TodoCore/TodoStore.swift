@@ -78,6 +78,9 @@ public final class TodoStore: Sendable {
             assetDirectory: directory.file("outgoing-shared-assets"), automaticallySync: automaticallySync)
     }
 
+    /// Attachments larger than this many bytes travel as assets, smaller ones inside their record.
+    public static let attachmentAssetThreshold = 1024
+
     /// Opens a file of the app's tables, creating them the first time, and the store mirroring it.
     private static func open(
         _ file: URL, database: Stratus.Database, assetDirectory: URL, automaticallySync: Bool
@@ -99,7 +102,8 @@ public final class TodoStore: Sendable {
         let store = try await StratusStore.open(
             pool, model: model,
             mirroring: StratusStore.Mirroring(
-                database: database, assetDirectory: assetDirectory, automaticallySync: automaticallySync))
+                database: database, assetDirectory: assetDirectory, automaticallySync: automaticallySync,
+                assetThreshold: attachmentAssetThreshold))
         return (pool, store)
     }
 
