@@ -253,7 +253,8 @@ public actor PhotosStore: SyncEngineDelegate {
                 data.privateState = update.stateSerialization
             }
         case .fetchedDatabaseChanges(let changes):
-            for modification in changes.modifications { data.albums.insert(modification.zoneID) }
+            // A zone is an album once a photo or tag of it arrives (`apply`): other apps of the
+            // container keep zones of their own in the same database.
             for deletion in changes.deletions { forget(deletion.zoneID) }
         case .fetchedRecordZoneChanges(let changes):
             for modification in changes.modifications { apply(modification.record) }

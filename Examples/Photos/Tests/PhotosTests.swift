@@ -29,8 +29,11 @@ struct PhotosTests {
             let image = server.directory.appendingPathComponent("beach.jpg")
             try Data((0..<4096).map { UInt8($0 % 251) }).write(to: image)
 
+            // Another app of the container keeps a zone in the same database: it is no album.
+            _ = try await ada.container.privateCloudDatabase.save(RecordZone(zoneName: "Contacts"))
             let beach = try await ada.addPhoto(album: "Holiday", file: image, caption: "beach")
             #expect(try await ada.sync())
+            #expect(await ada.albums.map(\.zoneName) == ["Holiday"], "another app's zone is not an album")
             let bobID = try await bob.container.userRecordID().recordName
             let url = try await ada.share(album: "Holiday", invitees: [(bobID, .readWrite)])
 
