@@ -201,24 +201,111 @@ public struct Schema: Hashable, Sendable {
     /// fine, and so is dropping an index, a grant or a role, which loses no data. Empty when the
     /// change is additive.
     public func nonAdditiveChanges(from production: Schema) -> [String] {
-        var problems: [String] = []
-        for (typeName, productionType) in production.recordTypes {
-            guard let recordType = recordTypes[typeName] else {
-                problems.append("record type '\(typeName)' is missing (production has it)")
-                continue
-            }
-            for (fieldName, productionField) in productionType.fields {
-                guard let field = recordType.fields[fieldName] else {
-                    problems.append("field '\(typeName).\(fieldName)' is missing (production has it)")
-                    continue
+        deployChanges(from: production).filter { $0.kind == .blocks }.map(\.detail).sorted()
+    }
+
+    /// What deploying this schema (development) over `production` does, record type by record type
+    /// and field by field, sorted by record type and field (the roles first): each type, field,
+    /// index, grant and role it adds, changes or removes, and, as ``SchemaChange/Kind/blocks``,
+    /// what makes the deploy refused (``nonAdditiveChanges(from:)``). Empty when they are equal.
+    public func deployChanges(from production: Schema) -> [SchemaChange] {
+        var changes: [SchemaChange] = []
+        for role in roles.subtracting(production.roles).sorted() {
+            changes.append(SchemaChange(kind: .adds, recordType: "", field: nil, detail: "role \(role)"))
+        }
+        for role in production.roles.subtracting(roles).sorted() {
+            changes.append(SchemaChange(kind: .removes, recordType: "", field: nil, detail: "role \(role)"))
+        }
+        func describe(_ field: FieldSchema) -> String {
+            ([field.type.schemaName] + field.indexes.keywordList).joined(separator: " ")
+        }
+        func describe(_ grants: Set<SchemaGrant>) -> String {
+            grants.sorted().map { "\($0.permission.rawValue) to \($0.role)" }.joined(separator: ", ")
+        }
+        for typeName in Set(recordTypes.keys).union(production.recordTypes.keys).sorted() {
+            switch (recordTypes[typeName], production.recordTypes[typeName]) {
+            case (let type?, nil):
+                changes.append(SchemaChange(kind: .adds, recordType: typeName, field: nil, detail: "record type"))
+                // Every type has the system fields; only an index on one is worth a line.
+                for (fieldName, field) in type.fields.sorted(by: { $0.key < $1.key })
+                where RecordTypeSchema.systemFields[fieldName] == nil || !field.indexes.isEmpty {
+                    changes.append(SchemaChange(kind: .adds, recordType: typeName, field: fieldName, detail: describe(field)))
                 }
-                if field.type != productionField.type {
-                    problems.append("field '\(typeName).\(fieldName)' changes type from "
-                        + "\(productionField.type.schemaName) to \(field.type.schemaName)")
+            case (nil, _?):
+                changes.append(
+                    SchemaChange(
+                        kind: .blocks, recordType: typeName, field: nil,
+                        detail: "record type '\(typeName)' is missing (production has it)"))
+            case (let type?, let productionType?):
+                if type.grants != productionType.grants {
+                    changes.append(
+                        SchemaChange(
+                            kind: .changes, recordType: typeName, field: nil,
+                            detail: "grants \(describe(productionType.grants)) → \(describe(type.grants))"))
                 }
+                for fieldName in Set(type.fields.keys).union(productionType.fields.keys).sorted() {
+                    switch (type.fields[fieldName], productionType.fields[fieldName]) {
+                    case (let field?, nil):
+                        changes.append(SchemaChange(kind: .adds, recordType: typeName, field: fieldName, detail: describe(field)))
+                    case (nil, _?):
+                        changes.append(
+                            SchemaChange(
+                                kind: .blocks, recordType: typeName, field: fieldName,
+                                detail: "field '\(typeName).\(fieldName)' is missing (production has it)"))
+                    case (let field?, let productionField?) where field.type != productionField.type:
+                        changes.append(
+                            SchemaChange(
+                                kind: .blocks, recordType: typeName, field: fieldName,
+                                detail: "field '\(typeName).\(fieldName)' changes type from "
+                                    + "\(productionField.type.schemaName) to \(field.type.schemaName)"))
+                    case (let field?, let productionField?) where field.indexes != productionField.indexes:
+                        changes.append(
+                            SchemaChange(
+                                kind: .changes, recordType: typeName, field: fieldName,
+                                detail: "indexes \(describe(productionField)) → \(describe(field))"))
+                    default:
+                        break
+                    }
+                }
+            case (nil, nil):
+                break
             }
         }
-        return problems.sorted()
+        return changes
+    }
+}
+
+/// One thing deploying a development schema to production does (``Schema/deployChanges(from:)``).
+public struct SchemaChange: Hashable, Sendable {
+    /// What the deploy does to it.
+    public enum Kind: String, Sendable {
+        /// Adds a record type, a field or a role.
+        case adds
+        /// Changes a field's indexes or a record type's grants.
+        case changes
+        /// Removes a role.
+        case removes
+        /// Would lose production data (a record type or field missing in development, a field's
+        /// type changed): the deploy is refused.
+        case blocks
+    }
+
+    /// What the deploy does.
+    public var kind: Kind
+    /// The record type, or empty for a role.
+    public var recordType: String
+    /// The field, when the change is a field's.
+    public var field: String?
+    /// What changes: a field's type and indexes, the indexes or grants before and after, a role's
+    /// name, or why the deploy is refused.
+    public var detail: String
+
+    /// Creates a change.
+    public init(kind: Kind, recordType: String, field: String?, detail: String) {
+        self.kind = kind
+        self.recordType = recordType
+        self.field = field
+        self.detail = detail
     }
 }
 

@@ -328,4 +328,44 @@ struct SchemaLanguageTests {
         #expect(SchemaPermission.allCases.sorted() == [.read, .create, .write])
         #expect(SchemaGrant(.write, to: "A") < SchemaGrant(.read, to: "B"))
     }
+
+    @Test("a deploy's changes are told by record type and field: each field under its own type, indexes, grants, roles, and what blocks it")
+    func deployChanges() throws {
+        let production = try Schema(parsing: """
+            DEFINE SCHEMA
+                CREATE ROLE Old;
+                RECORD TYPE Note (title STRING QUERYABLE, body STRING, GRANT READ TO "_world");
+                RECORD TYPE List (name STRING, GRANT READ TO "_world");
+                RECORD TYPE Contact (name STRING, GRANT READ TO "_world");
+            """)
+        let development = try Schema(parsing: """
+            DEFINE SCHEMA
+                CREATE ROLE Editors;
+                RECORD TYPE Note (title STRING QUERYABLE SORTABLE, body STRING, editedOn TIMESTAMP QUERYABLE, GRANT READ TO "_world");
+                RECORD TYPE List (name STRING, title STRING, GRANT READ TO "_world", GRANT WRITE TO Editors);
+                RECORD TYPE Contact (name INT64, modified TIMESTAMP, GRANT READ TO "_world");
+                RECORD TYPE Tag (label STRING SEARCHABLE);
+            """)
+        let changes = development.deployChanges(from: production).map {
+            "\($0.kind.rawValue) \($0.recordType).\($0.field ?? "") \($0.detail)"
+        }
+        #expect(
+            changes == [
+                "adds . role Editors",
+                "removes . role Old",
+                "adds Contact.modified TIMESTAMP",
+                "blocks Contact.name field 'Contact.name' changes type from STRING to INT64",
+                "changes List. grants READ to _world → WRITE to Editors, READ to _world",
+                "adds List.title STRING",
+                "adds Note.editedOn TIMESTAMP QUERYABLE",
+                "changes Note.title indexes STRING QUERYABLE → STRING QUERYABLE SORTABLE",
+                "adds Tag. record type",
+                "adds Tag.label STRING SEARCHABLE",
+            ], "\(changes)")
+        #expect(development.nonAdditiveChanges(from: production) == ["field 'Contact.name' changes type from STRING to INT64"])
+        #expect(production.deployChanges(from: production).isEmpty)
+        let removal = production.deployChanges(from: development).filter { $0.kind == .blocks }.map(\.detail)
+        #expect(removal.contains("record type 'Tag' is missing (production has it)"))
+        #expect(removal.contains("field 'Note.editedOn' is missing (production has it)"))
+    }
 }

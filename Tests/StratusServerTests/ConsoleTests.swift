@@ -250,6 +250,41 @@ struct ConsoleTests {
         }
     }
 
+    @Test("the schema page says what a deploy does, field by field under its own record type")
+    func schemaDeployChanges() async throws {
+        try await withServer { server in
+            let before = """
+                DEFINE SCHEMA
+                    RECORD TYPE Note (title STRING QUERYABLE, GRANT READ TO "_world");
+                    RECORD TYPE List (name STRING, GRANT READ TO "_world");
+                """
+            #expect(try await SchemaTests.admin(server, .PUT, "environments/development/schema", text: before).status == 200)
+            #expect(try await SchemaTests.admin(server, .POST, "deploy-schema").status == 200)
+            let after = """
+                DEFINE SCHEMA
+                    RECORD TYPE Note (title STRING QUERYABLE SORTABLE, editedOn TIMESTAMP, GRANT READ TO "_world");
+                    RECORD TYPE List (name STRING, title STRING, GRANT READ TO "_world");
+                """
+            let replaced = try await SchemaTests.admin(server, .PUT, "environments/development/schema", text: after)
+            #expect(replaced.status == 200, "\(replaced.text)")
+            let session = try await Self.signIn(server)
+            let page = try await server.request(
+                .GET, "/console/containers/\(server.container)/schema", headers: ["Cookie": session.cookie])
+            for row in [
+                "<tr class=\"adds\"><td>Note</td><td>editedOn</td><td>adds</td><td>TIMESTAMP</td></tr>",
+                "<tr class=\"adds\"><td>List</td><td>title</td><td>adds</td><td>STRING</td></tr>",
+                "<tr class=\"changes\"><td>Note</td><td>title</td><td>changes</td><td>indexes STRING QUERYABLE → STRING QUERYABLE SORTABLE</td></tr>",
+            ] {
+                #expect(page.text.contains(row), "\(row)\n\(page.text)")
+            }
+            #expect(!page.text.contains("<td>List</td><td>editedOn</td>"), "a field under another type")
+            #expect(
+                page.text.components(separatedBy: "<tr class=\"adds\">").count == 3
+                    && page.text.components(separatedBy: "<tr class=\"changes\">").count == 2,
+                "only what changes: two fields added, one field's indexes")
+        }
+    }
+
     @Test("in headless Chromium: sign in, create a container and a user, create, edit and query a record, deploy the schema, read the live log and the audit log")
     func browserWalkthrough() async throws {
         try await withServer { server in

@@ -310,7 +310,8 @@ enum ConsoleAssets {
         button { padding: .3em .8em; }
         button.danger { color: #b3261e; }
         pre { background: #fff; padding: .6em; overflow: auto; }
-        pre.diff .added { color: #1e7b34; } pre.diff .removed { color: #b3261e; }
+        table.diff tr.adds td { color: #1e7b34; } table.diff tr.removes td, table.diff tr.blocks td, p.blocked { color: #b3261e; }
+        table.diff tr.changes td { color: #8a5a00; }
         figure { margin: .5em 0 1.2em; } figure svg { background: #fff; width: 100%; max-width: 900px; height: 140px; }
         figure img { max-width: 320px; max-height: 240px; }
         .latest { color: #5b6478; margin-left: 1em; }

@@ -243,10 +243,13 @@ struct ConsoleEndpoints: Sendable {
         let schemas = SchemaAdministration(storage: storage)
         let development = try await schemas.export(container: container, environment: .development)
         let production = try await schemas.export(container: container, environment: .production)
-        let developmentLines = development.text.split(separator: "\n").map(String.init)
-        let productionLines = production.text.split(separator: "\n").map(String.init)
-        let diff = developmentLines.filter { !productionLines.contains($0) }.map { ["kind": "added", "line": "+ " + $0] }
-            + productionLines.filter { !developmentLines.contains($0) }.map { ["kind": "removed", "line": "- " + $0] }
+        let changes = development.deployChanges(from: production)
+        let diff = changes.map { change -> [String: Any] in
+            [
+                "kind": change.kind.rawValue, "recordType": change.recordType.isEmpty ? "(roles)" : change.recordType,
+                "field": change.field ?? "", "detail": change.detail,
+            ]
+        }
         let environments = [("development", development), ("production", production)].map { name, schema -> [String: Any] in
             let fields = schema.recordTypes.keys.sorted().flatMap { typeName in
                 let type = schema.recordTypes[typeName]!
@@ -264,6 +267,7 @@ struct ConsoleEndpoints: Sendable {
             "schema",
             [
                 "api": "/admin/1/containers/" + Self.pathSegment(container), "diff": diff, "hasDiff": !diff.isEmpty,
+                "blocked": changes.contains { $0.kind == .blocks },
                 "environments": environments,
             ], container
         )

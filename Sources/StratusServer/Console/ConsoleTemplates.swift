@@ -148,9 +148,11 @@ enum ConsoleTemplates {
             <button id="deploy">Deploy to production</button><output></output></form>
             <form data-api="{{api}}/reset-development" data-method="POST" data-confirm="Delete all development data and reset its schema to production's?">
             <button class="danger">Reset development</button><output></output></form></div>
-            <h2>Development vs production</h2>
-            {{#hasDiff}}<pre class="diff" id="diff">{{#diff}}<span class="{{kind}}">{{line}}</span>
-            {{/diff}}</pre>{{/hasDiff}}{{^hasDiff}}<p id="diff">Production has the development schema.</p>{{/hasDiff}}
+            <h2>What a deploy to production does</h2>
+            {{#hasDiff}}<table id="diff" class="diff"><tr><th>Record type</th><th>Field</th><th>Deploying</th><th></th></tr>
+            {{#diff}}<tr class="{{kind}}"><td>{{recordType}}</td><td>{{field}}</td><td>{{kind}}</td><td>{{detail}}</td></tr>{{/diff}}</table>
+            {{#blocked}}<p class="blocked">The deploy is refused while development lacks what production has (the rows marked blocks):
+            production's data would be lost.</p>{{/blocked}}{{/hasDiff}}{{^hasDiff}}<p id="diff">Production has the development schema.</p>{{/hasDiff}}
             {{#environments}}<h2>{{name}}</h2>
             <table><tr><th>Record type</th><th>Field</th><th>Type</th><th>Indexes</th></tr>
             {{#fields}}<tr><td>{{recordType}}</td><td>{{name}}</td><td>{{type}}</td><td>{{indexes}}</td></tr>{{/fields}}</table>
