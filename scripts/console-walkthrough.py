@@ -99,6 +99,10 @@ try:
         raise SystemExit("creating the container failed: " + revealed)
     step("container-created")
     driver.get(base + "/console/containers")
+    # Times show in the reader's time zone, not as the server's UTC ISO 8601.
+    created = [cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "td") if cell.get_attribute("title")]
+    if not created or any(text.endswith("Z") and "T" in text for text in created):
+        raise SystemExit("the containers' creation times are not shown as local dates: %r" % created)
     driver.find_element(By.LINK_TEXT, container).click()
     wait.until(lambda d: d.find_elements(By.ID, "new-user"))
 

@@ -282,6 +282,8 @@ struct ConsoleTests {
                 page.text.components(separatedBy: "<tr class=\"adds\">").count == 3
                     && page.text.components(separatedBy: "<tr class=\"changes\">").count == 2,
                 "only what changes: two fields added, one field's indexes")
+            // Pages name their icon, so that browsers do not ask for /favicon.ico (a 404 in the log each time).
+            #expect(page.text.contains(#"<link rel="icon" href="data:,">"#))
         }
     }
 

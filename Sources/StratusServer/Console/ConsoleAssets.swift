@@ -8,6 +8,19 @@ enum ConsoleAssets {
         const csrf = document.querySelector('meta[name="csrf"]')?.content ?? "";
         const page = document.getElementById("page");
 
+        // Times come as ISO 8601 in UTC (what the server knows); each shows in the reader's own time
+        // zone and format, the UTC one on hover.
+        const utcTime = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
+        function localizeTimes(root) {
+          for (const cell of root.querySelectorAll("td, td > a, dd")) {
+            const text = cell.textContent.trim();
+            if (cell.children.length > 0 || !utcTime.test(text)) continue;
+            cell.title = text;
+            cell.textContent = new Date(text).toLocaleString();
+          }
+        }
+        localizeTimes(document);
+
         // Calls an endpoint as the console: the session cookie goes along (same origin), the CSRF
         // token in its header, and on the database endpoints the user the page acts as.
         async function api(path, method, body, user) {

@@ -29,7 +29,7 @@ enum ConsoleTemplates {
         "layout": """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-            <meta name="csrf" content="{{csrf}}"><title>{{title}} · Stratus console</title>
+            <meta name="csrf" content="{{csrf}}"><title>{{title}} · Stratus console</title><link rel="icon" href="data:,">
             <link rel="stylesheet" href="/console/console.css"><script src="/console/console.js" defer></script></head>
             <body><header><a class="brand" href="/console/containers">Stratus</a>
             <nav><a href="/console/containers">Containers</a><a href="/console/requests">Requests</a>
@@ -46,7 +46,7 @@ enum ConsoleTemplates {
             """,
         "signin": """
             <!doctype html>
-            <html lang="en"><head><meta charset="utf-8"><title>Sign in · Stratus console</title>
+            <html lang="en"><head><meta charset="utf-8"><title>Sign in · Stratus console</title><link rel="icon" href="data:,">
             <link rel="stylesheet" href="/console/console.css"></head>
             <body class="signin"><main><h1>Stratus console</h1>
             <p>Sign in with the server's admin token (<code>credentials.json</code> in the data directory, printed on first start).</p>
