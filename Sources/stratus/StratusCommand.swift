@@ -483,7 +483,8 @@ struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage containers, API tokens and users directly in the data directory.",
         subcommands: [
-            CreateContainer.self, CreateToken.self, CreateUser.self, CreateKey.self, RevokeKey.self, ListKeys.self,
+            CreateContainer.self, CreateToken.self, CreateUser.self, ListUsers.self, DisableUser.self, EnableUser.self,
+            ResetPassword.self, CreateKey.self, RevokeKey.self, ListKeys.self,
             ListContainers.self, Migrate.self, Export.self, Import.self, SetAPNs.self, SetFCM.self,
             CreateWebPushKey.self, PushStatus.self, RemovePush.self,
         ])
@@ -631,6 +632,106 @@ struct Admin: AsyncParsableCommand {
                 let accounts = AccountService(storage: storage, configuration: .init())
                 let user = try await accounts.createUser(container: container, username: username, password: password)
                 print("user: \(user.username)\nuserRecordName: \(user.recordName)")
+            }
+        }
+    }
+
+    struct ListUsers: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list-users",
+            abstract: "List a container's users: username, record name, e-mail address, created, disabled (times in UTC).")
+        @OptionGroup var storageOptions: DataOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            let users = try await storageOptions.withStorage { storage in
+                try await storage.requireContainer(container)
+                return try await storage.users(container: container)
+            }
+            func time(_ milliseconds: Int64) -> String {
+                Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601)
+            }
+            // Server-to-server keys' own users are no one's accounts.
+            for user in users.filter({ !$0.username.hasPrefix("server-key:") }).sorted(by: { $0.username < $1.username }) {
+                let disabled = user.disabledAt.map { "disabled \(time($0))" } ?? "active"
+                print([user.username, user.recordName, user.emailAddress ?? "-", time(user.createdAt), disabled].joined(separator: "\t"))
+            }
+        }
+    }
+
+    /// The options naming one user: the container and the username (or record name).
+    struct UserOptions: ParsableArguments {
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The username, or the user's record name (_…).")
+        var user: String
+
+        /// The user's record name; `NOT_FOUND` naming the user when the container has no such one.
+        func recordName(in storage: any StratusStorage) async throws -> String {
+            try await storage.requireContainer(container)
+            let found =
+                user.hasPrefix("_")
+                ? try await storage.user(container: container, recordName: user)
+                : try await storage.user(container: container, username: user)
+            guard let found else { throw StratusError(.notFound, "container '\(container)' has no user '\(user)'") }
+            return found.recordName
+        }
+    }
+
+    struct DisableUser: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "disable-user",
+            abstract: "Disable a user: they cannot sign in, and their sessions and push tokens end.",
+            discussion: "A running server refuses the user's sessions within 10 seconds (its cache of sessions).")
+        @OptionGroup var storageOptions: DataOptions
+        @OptionGroup var userOptions: UserOptions
+
+        func run() async throws {
+            try await storageOptions.withStorage(audited: "admin disable-user \(userOptions.container) \(userOptions.user)") { storage in
+                let recordName = try await userOptions.recordName(in: storage)
+                try await AccountService(storage: storage, configuration: .init())
+                    .setDisabled(true, container: userOptions.container, recordName: recordName)
+                print("disabled \(userOptions.user) (\(recordName))")
+            }
+        }
+    }
+
+    struct EnableUser: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "enable-user", abstract: "Enable a disabled user again; they sign in anew.")
+        @OptionGroup var storageOptions: DataOptions
+        @OptionGroup var userOptions: UserOptions
+
+        func run() async throws {
+            try await storageOptions.withStorage(audited: "admin enable-user \(userOptions.container) \(userOptions.user)") { storage in
+                let recordName = try await userOptions.recordName(in: storage)
+                try await AccountService(storage: storage, configuration: .init())
+                    .setDisabled(false, container: userOptions.container, recordName: recordName)
+                print("enabled \(userOptions.user) (\(recordName))")
+            }
+        }
+    }
+
+    struct ResetPassword: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "reset-password",
+            abstract: "Set a user's password (read from standard input unless given); their sessions end.")
+        @OptionGroup var storageOptions: DataOptions
+        @OptionGroup var userOptions: UserOptions
+        @Option(help: "The new password (prefer standard input, which keeps it out of the shell history).")
+        var password: String?
+
+        func run() async throws {
+            guard let password = password ?? readLine(strippingNewline: true) else {
+                throw ValidationError("give the new password with --password or on standard input")
+            }
+            try await storageOptions.withStorage(audited: "admin reset-password \(userOptions.container) \(userOptions.user)") {
+                storage in
+                let recordName = try await userOptions.recordName(in: storage)
+                try await AccountService(storage: storage, configuration: .init())
+                    .resetPassword(password, container: userOptions.container, recordName: recordName)
+                print("password set for \(userOptions.user) (\(recordName)); their sessions ended")
             }
         }
     }

@@ -70,4 +70,45 @@ struct ServerKeyCommandTests {
             #expect(!FileManager.default.fileExists(atPath: data.path), "stratus admin \(arguments) made the folder")
         }
     }
+
+    @Test("list-users, disable-user, enable-user and reset-password manage a container's users from the command line")
+    func users() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-users-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: data) }
+        let container = "iCloud.com.example.users"
+        _ = try await Self.admin(["create-container", container], data: data)
+        let created = try await Self.admin(["create-user", container, "ada", "--password", "first long passphrase"], data: data)
+        let recordName = try #require(
+            created.split(separator: "\n").first { $0.hasPrefix("userRecordName: ") }.map { String($0.dropFirst(16)) })
+
+        let server = try ServerProcess(
+            executable: productsDirectory.appendingPathComponent("stratus"), arguments: ["serve", "--data", data.path, "--port", "0"])
+        defer { server.kill() }
+        let containerToken = try await Self.admin(["create-token", container], data: data)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        func signIn(_ password: String) async throws -> Int {
+            var request = HTTPClientRequest(url: server.url + "/auth/1/\(container)/signin?ckAPIToken=\(containerToken)")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(string: #"{"username":"ada","password":"\#(password)"}"#))
+            return Int(try await HTTPClient.shared.execute(request, timeout: .seconds(30)).status.code)
+        }
+        #expect(try await signIn("first long passphrase") == 200)
+
+        let listed = try await Self.admin(["list-users", container], data: data)
+        #expect(listed.hasPrefix("ada\t\(recordName)\t-\t") && listed.contains("\tactive"), "\(listed)")
+        #expect(try await Self.admin(["disable-user", container, "ada"], data: data).contains("disabled ada"))
+        #expect(try await Self.admin(["list-users", container], data: data).contains("\tdisabled "))
+        #expect(try await signIn("first long passphrase") != 200, "a disabled user cannot sign in")
+        #expect(try await Self.admin(["enable-user", container, recordName], data: data).contains("enabled"))
+        let reset = try await runChildProcess(
+            productsDirectory.appendingPathComponent("stratus"),
+            ["admin", "reset-password", container, "ada", "--password", "second long passphrase", "--data", data.path])
+        #expect(reset.status == 0, "\(reset.errors)")
+        #expect(try await signIn("first long passphrase") != 200)
+        #expect(try await signIn("second long passphrase") == 200)
+        let unknown = try await runChildProcess(
+            productsDirectory.appendingPathComponent("stratus"), ["admin", "disable-user", container, "bob", "--data", data.path])
+        #expect(unknown.status != 0 && unknown.errors.contains("has no user 'bob'"), "\(unknown.errors)")
+    }
 }

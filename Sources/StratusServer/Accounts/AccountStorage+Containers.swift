@@ -1,10 +1,10 @@
 import StratusModel
-import StratusStorage
+package import StratusStorage
 
 extension AccountStorage {
     /// The container named `identifier`; `NOT_FOUND` naming it when there is none.
     @discardableResult
-    func requireContainer(_ identifier: String) async throws -> ContainerInfo {
+    package func requireContainer(_ identifier: String) async throws -> ContainerInfo {
         guard let container = try await container(identifier) else {
             throw StratusError(.notFound, "container '\(identifier)' does not exist")
         }
