@@ -226,6 +226,9 @@ struct ConsoleTests {
             #expect(page.contains("AUTHENTICATION_FAILED"), "the phone's refused request is among the user's")
             #expect(!page.contains("bobs-phone"), "another user's device is not")
             #expect(page.contains("<td>Notes</td><td>this user</td><td>bob (read-write, invited)</td>"), "the share lists who is invited")
+            #expect(
+                page.contains("<td>development</td><td>private</td><td>notes</td><td>zone</td><td>zone Notes</td><td>any change</td><td>silent</td>"),
+                "the subscription reads as a row, not JSON: \(page)")
 
             let byName = try await server.request(
                 .GET, "/console/requests", query: ["user": "alice", "status": "401"], headers: ["Cookie": session.cookie])

@@ -330,10 +330,10 @@ struct ConsoleEndpoints: Sendable {
                     container: container, environment: environment, scope: scope,
                     owner: scope == .public ? DatabaseLocator.publicOwner : user.recordName)
                 for subscription in try await storage.subscriptions(in: database, subscriber: user.recordName) {
-                    subscriptions.append([
-                        "environment": environment.rawValue, "database": scope.rawValue,
-                        "definition": String(decoding: subscription.definition.jsonBytes, as: UTF8.self),
-                    ])
+                    var row = Self.subscriptionRow(subscription.definition)
+                    row["environment"] = environment.rawValue
+                    row["database"] = scope.rawValue
+                    subscriptions.append(row)
                 }
             }
             let own = DatabaseLocator(container: container, environment: environment, scope: .private, owner: user.recordName)
@@ -523,6 +523,37 @@ struct ConsoleEndpoints: Sendable {
             "id": entry.id, "time": time(entry.time), "method": entry.method, "path": entry.path, "status": entry.status,
             "errorCode": entry.errorCode ?? "", "milliseconds": String(format: "%.1f", entry.milliseconds),
             "user": entry.userRecordName ?? "", "deviceID": entry.deviceID ?? "", "failed": entry.status >= 400,
+        ]
+    }
+
+    /// A subscription as the people page shows it: its ID and kind, what it watches (a zone, a
+    /// record type and how many filters, or the whole database), what fires it, and whether its
+    /// notifications are silent or alerts.
+    static func subscriptionRow(_ definition: SubscriptionDictionary) -> [String: Any] {
+        var watches: [String] = []
+        if let zone = definition.zoneID?.zoneName { watches.append("zone \(zone)") }
+        if definition.zoneWide == true { watches.append("every zone") }
+        if let query = definition.query {
+            let filters = query.filterBy.count
+            watches.append("\(query.recordType) records" + (filters == 0 ? "" : ", \(filters) filter\(filters == 1 ? "" : "s")"))
+        } else if let recordType = definition.recordType {
+            watches.append("\(recordType) records")
+        }
+        if watches.isEmpty { watches.append("the database's custom zones") }
+        let firesOn =
+            definition.subscriptionType == .query
+            ? (definition.firesOn ?? SubscriptionEvent.allCases).map(\.rawValue).joined(separator: ", ")
+                + (definition.firesOnce == true ? " (once)" : "")
+            : "any change"
+        let notification: String
+        if let info = definition.notificationInfo, !info.isSilent {
+            notification = "alert" + (info.alertBody.map { ": \($0)" } ?? info.alertLocalizationKey.map { ": \($0)" } ?? "")
+        } else {
+            notification = "silent"
+        }
+        return [
+            "subscriptionID": definition.subscriptionID ?? "", "type": definition.subscriptionType?.rawValue ?? "",
+            "watches": watches.joined(separator: ", "), "firesOn": firesOn, "notification": notification,
         ]
     }
 

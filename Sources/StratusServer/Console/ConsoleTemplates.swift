@@ -174,8 +174,8 @@ enum ConsoleTemplates {
             {{#platformDevices}}<tr><td>{{deviceID}}</td><td>{{environment}}</td><td>{{channel}}</td><td>{{registered}}</td><td>{{lastResult}}</td><td>{{lastResultAt}}</td></tr>{{/platformDevices}}</table>
             {{^platformDevices}}<p>This user registered no device token.</p>{{/platformDevices}}
             <h2>Subscriptions</h2>
-            <table id="subscriptions"><tr><th>Environment</th><th>Database</th><th>Subscription</th></tr>
-            {{#subscriptions}}<tr><td>{{environment}}</td><td>{{database}}</td><td><code>{{definition}}</code></td></tr>{{/subscriptions}}</table>
+            <table id="subscriptions"><tr><th>Environment</th><th>Database</th><th>Subscription</th><th>Kind</th><th>Watches</th><th>Fires on</th><th>Notifications</th></tr>
+            {{#subscriptions}}<tr><td>{{environment}}</td><td>{{database}}</td><td>{{subscriptionID}}</td><td>{{type}}</td><td>{{watches}}</td><td>{{firesOn}}</td><td>{{notification}}</td></tr>{{/subscriptions}}</table>
             <h2>Shares</h2>
             <table id="shares"><tr><th>Environment</th><th>Zone</th><th>Owner</th><th>Participants</th></tr>
             {{#shares}}<tr><td>{{environment}}</td><td>{{zone}}</td><td>{{owner}}</td><td>{{participants}}</td></tr>{{/shares}}</table>
