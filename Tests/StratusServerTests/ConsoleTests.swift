@@ -186,6 +186,8 @@ struct ConsoleTests {
                 ["operations": [["operationType": "create", "subscription": ["subscriptionID": "notes", "subscriptionType": "zone", "zoneID": ["zoneName": "Notes"]]]]],
                 user: alice.token)
             #expect(subscribed.status == 200, "\(subscribed.text)")
+            // The phone made a push token at an earlier launch too: one device, one row.
+            _ = try await PollingDevice.register(server, user: alice.token, deviceID: "alices-phone").poll()
             let phone = try await PollingDevice.register(server, user: alice.token, deviceID: "alices-phone")
             _ = try await phone.poll()
             // The laptop writes; the phone, away, does not take the notification.
@@ -221,7 +223,10 @@ struct ConsoleTests {
                 headers: ["Cookie": session.cookie])
             #expect(people.status == 200)
             let page = people.text
-            #expect(page.contains("href=\"/console/requests?device=alices-phone\""), "the device links to its requests")
+            #expect(
+                page.components(separatedBy: "href=\"/console/requests?device=alices-phone\"").count == 2,
+                "the device, with its two tokens, is one row linking to its requests")
+            #expect(page.contains("<td>alice (\(alice.recordName))</td>"), "requests name their user by username")
             #expect(page.contains("<td>notes</td><td>private</td><td>Notes</td>"), "the waiting notification is listed: \(page)")
             #expect(page.contains("AUTHENTICATION_FAILED"), "the phone's refused request is among the user's")
             #expect(!page.contains("bobs-phone"), "another user's device is not")

@@ -60,6 +60,9 @@ enum ConsoleAssets {
           form.addEventListener("submit", async (event) => {
             event.preventDefault();
             const output = form.querySelector("output");
+            // The last attempt's message goes; this one's replaces it.
+            output.className = "";
+            output.textContent = "";
             if (form.dataset.confirm && !confirm(form.dataset.confirm)) return;
             try {
               const method = form.dataset.method;
@@ -307,10 +310,11 @@ enum ConsoleAssets {
         header .brand { color: #fff; font-weight: 700; }
         header form { margin-left: auto; }
         nav.sub { background: #e4e8f0; padding: .5em 1.2em; display: flex; gap: 1.2em; }
-        main { padding: 1em 1.5em; max-width: 1200px; }
+        main { padding: 1em 1.5em; max-width: 1600px; }
         body.signin main { max-width: 420px; margin: 8vh auto; background: #fff; padding: 2em; border-radius: 8px; }
         table { border-collapse: collapse; background: #fff; margin: .5em 0 1em; width: 100%; }
         th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #e4e8f0; vertical-align: top; }
+        td { overflow-wrap: anywhere; } td[title], td > a[title] { white-space: nowrap; }
         tr.failed td { background: #fdecec; }
         .error, .bad { color: #b3261e; }
         .ok { color: #1e7b34; }

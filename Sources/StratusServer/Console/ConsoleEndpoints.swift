@@ -291,20 +291,32 @@ struct ConsoleEndpoints: Sendable {
         let usernames = Dictionary(users.map { ($0.recordName, $0.username) }) { first, _ in first }
         let pushDevices = hub.registry.snapshots(container: container).filter { $0.owner.userRecordName == user.recordName }
         let now = configuration.clock.milliseconds
-        let devices = pushDevices.map { device -> [String: Any] in
-            [
+        // A device that made several push tokens (one per launch, say) is one row: connected when any
+        // of its tokens is, with all that waits for them.
+        var byDevice: [String: [PushDevice.Snapshot]] = [:]
+        var order: [String] = []
+        for (index, device) in pushDevices.enumerated() {
+            let key = device.deviceID.map { "\($0)\u{0}\(device.owner.environment.rawValue)" } ?? "\u{1}\(index)"
+            if byDevice[key] == nil { order.append(key) }
+            byDevice[key, default: []].append(device)
+        }
+        let devices = order.map { key -> [String: Any] in
+            let tokens = byDevice[key]!
+            let device = tokens[0]
+            let waiting = tokens.flatMap { zip($0.waiting, $0.waitingSince) }
+            return [
                 "deviceID": device.deviceID ?? "(unnamed)", "requestsPath": device.deviceID.map(Self.pathSegment) ?? "",
-                "environment": device.owner.environment.rawValue, "connected": device.connected ? "yes" : "no",
-                "waitingCount": device.waiting.count, "hasWaiting": !device.waiting.isEmpty,
-                "waiting": zip(device.waiting, device.waitingSince).map { notification, queuedAt in
+                "environment": device.owner.environment.rawValue, "connected": tokens.contains(where: \.connected) ? "yes" : "no",
+                "waitingCount": waiting.count, "hasWaiting": !waiting.isEmpty,
+                "waiting": waiting.map { notification, queuedAt in
                     [
                         "subscription": notification.subscriptionID, "database": notification.databaseScope.rawValue,
                         "zone": notification.zoneID?.zoneName ?? "", "record": notification.recordName ?? "",
                         "age": String(format: "%.1f s", Double(max(0, now - queuedAt)) / 1_000),
                     ]
                 },
-                "missed": device.missed ? "yes: it will be told to fetch everything" : "no",
-                "lastSeen": Self.time(device.lastSeen),
+                "missed": tokens.contains(where: \.missed) ? "yes: it will be told to fetch everything" : "no",
+                "lastSeen": Self.time(tokens.map(\.lastSeen).max() ?? device.lastSeen),
             ]
         }
         var platformDevices: [[String: Any]] = []
@@ -378,7 +390,9 @@ struct ConsoleEndpoints: Sendable {
         }
         values["user"] = [
             "devices": devices, "platformDevices": platformDevices, "subscriptions": subscriptions, "shares": shares,
-            "requests": ConsoleTemplates.render("requestTable", ["entries": recent.map(Self.row)]),
+            "requests": ConsoleTemplates.render(
+                "requestTable",
+                ["entries": recent.map { Self.row($0, usernames: usernames) }]),
         ]
         values["title"] = "Devices and subscriptions of \(user.username)"
         return ("people", values, container)
@@ -407,7 +421,8 @@ struct ConsoleEndpoints: Sendable {
                 && (id == nil || entry.id == id)
                 && Self.status(entry.status, matches: status)
         }
-        let table = ConsoleTemplates.render("requestTable", ["entries": entries.map(Self.row)])
+        let usernames = try await usernames(in: entries.compactMap { $0.userRecordName == nil ? nil : $0.container })
+        let table = ConsoleTemplates.render("requestTable", ["entries": entries.map { Self.row($0, usernames: usernames) }])
         let filter: [String: Any] = [
             "user": user ?? "", "device": device ?? "", "endpoint": endpoint ?? "", "id": id ?? "", "status": status ?? "",
             "live": request.query("live") == "1",
@@ -518,12 +533,23 @@ struct ConsoleEndpoints: Sendable {
 
     // MARK: Helpers
 
-    private static func row(_ entry: RequestLogEntry) -> [String: Any] {
-        [
+    /// A request of the log as its tables show it: the user by username beside the record name.
+    private static func row(_ entry: RequestLogEntry, usernames: [String: String]) -> [String: Any] {
+        let user = entry.userRecordName.map { recordName in usernames[recordName].map { "\($0) (\(recordName))" } ?? recordName }
+        return [
             "id": entry.id, "time": time(entry.time), "method": entry.method, "path": entry.path, "status": entry.status,
             "errorCode": entry.errorCode ?? "", "milliseconds": String(format: "%.1f", entry.milliseconds),
-            "user": entry.userRecordName ?? "", "deviceID": entry.deviceID ?? "", "failed": entry.status >= 400,
+            "user": user ?? "", "deviceID": entry.deviceID ?? "", "failed": entry.status >= 400,
         ]
+    }
+
+    /// The usernames of the users of `containers`, by record name.
+    private func usernames(in containers: some Sequence<String>) async throws -> [String: String] {
+        var usernames: [String: String] = [:]
+        for container in Set(containers) {
+            for user in try await storage.users(container: container) { usernames[user.recordName] = user.username }
+        }
+        return usernames
     }
 
     /// A subscription as the people page shows it: its ID and kind, what it watches (a zone, a
