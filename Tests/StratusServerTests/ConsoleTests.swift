@@ -258,6 +258,20 @@ struct ConsoleTests {
         }
     }
 
+    @Test("the activity charts have axes: the peak and 0 on the left, the last hour marked every quarter")
+    func activityAxes() async throws {
+        try await withServer { server in
+            let session = try await Self.signIn(server)
+            let page = try await server.request(.GET, "/console/activity", headers: ["Cookie": session.cookie])
+            #expect(page.status == 200)
+            #expect(page.text.components(separatedBy: "<svg ").count == 7, "six charts")
+            for label in [">−60 min</text>", ">−45 min</text>", ">−30 min</text>", ">−15 min</text>", ">now</text>", ">0</text>"] {
+                #expect(page.text.components(separatedBy: label).count == 7, "every chart has \(label)")
+            }
+            #expect(page.text.contains("/s</text>") && page.text.contains(" ms</text>"), "the peak is labelled with its unit")
+        }
+    }
+
     @Test("the schema page says what a deploy does, field by field under its own record type")
     func schemaDeployChanges() async throws {
         try await withServer { server in

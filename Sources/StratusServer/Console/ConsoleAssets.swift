@@ -329,7 +329,7 @@ enum ConsoleAssets {
         pre { background: #fff; padding: .6em; overflow: auto; }
         table.diff tr.adds td { color: #1e7b34; } table.diff tr.removes td, table.diff tr.blocks td, p.blocked { color: #b3261e; }
         table.diff tr.changes td { color: #8a5a00; }
-        figure { margin: .5em 0 1.2em; } figure svg { background: #fff; width: 100%; max-width: 900px; height: 140px; }
+        figure { margin: .5em 0 1.2em; } figure svg { background: #fff; width: 100%; max-width: 960px; height: auto; }
         figure img { max-width: 320px; max-height: 240px; }
         .latest { color: #5b6478; margin-left: 1em; }
         .facts th { width: 16em; }

@@ -488,7 +488,10 @@ struct ConsoleEndpoints: Sendable {
         let charts = series.map { title, unit, value -> [String: Any] in
             let values = buckets.map(value)
             return [
-                "title": title, "svg": Self.chart(values),
+                "title": title,
+                "svg": Self.chart(
+                    values, unit: unit,
+                    minutes: Int(Double(buckets.count) * seconds / 60)),
                 "latest": String(format: "%.1f", values.last ?? 0) + unit,
                 "peak": String(format: "%.1f", values.max() ?? 0) + unit,
             ]
@@ -496,15 +499,28 @@ struct ConsoleEndpoints: Sendable {
         return ("activity", ["charts": charts], nil)
     }
 
-    /// A line chart of `values` as SVG, scaled to the largest.
-    static func chart(_ values: [Double]) -> String {
-        let width = 900.0, height = 140.0
+    /// A line chart of `values` (the last `minutes`, oldest first) as SVG, scaled to the largest:
+    /// a y axis from 0 to the peak in `unit`, and an x axis marked every quarter of the span.
+    static func chart(_ values: [Double], unit: String, minutes: Int) -> String {
+        let left = 70.0, right = 950.0, top = 10.0, bottom = 140.0
         let peak = max(values.max() ?? 0, 1e-9)
-        let step = width / Double(max(values.count - 1, 1))
+        let step = (right - left) / Double(max(values.count - 1, 1))
         let points = values.enumerated().map { index, value in
-            String(format: "%.1f,%.1f", Double(index) * step, height - 4 - (value / peak) * (height - 8))
+            String(format: "%.1f,%.1f", left + Double(index) * step, bottom - (value / peak) * (bottom - top))
         }.joined(separator: " ")
-        return ##"<svg viewBox="0 0 900 140" preserveAspectRatio="none" role="img"><polyline fill="none" stroke="#2f6fde" stroke-width="1.5" points="\##(points)"/></svg>"##
+        var svg = ##"<svg viewBox="0 0 960 165" role="img">"##
+        svg += ##"<g stroke="#c9d0dc" stroke-width="1"><line x1="\##(left)" y1="\##(top)" x2="\##(left)" y2="\##(bottom)"/>"##
+        svg += ##"<line x1="\##(left)" y1="\##(bottom)" x2="\##(right)" y2="\##(bottom)"/></g>"##
+        svg += ##"<g font-size="11" fill="#5b6474" text-anchor="end">"##
+        svg += ##"<text x="\##(left - 6)" y="\##(top + 4)">\##(String(format: "%.1f", values.max() ?? 0))\##(unit)</text>"##
+        svg += ##"<text x="\##(left - 6)" y="\##(bottom + 4)">0</text></g><g font-size="11" fill="#5b6474" text-anchor="middle">"##
+        for quarter in 0...4 {
+            let x = left + (right - left) * Double(quarter) / 4
+            let label = quarter == 4 ? "now" : "−\(minutes * (4 - quarter) / 4) min"
+            svg += ##"<text x="\##(String(format: "%.0f", x))" y="158">\##(label)</text>"##
+        }
+        svg += ##"</g><polyline fill="none" stroke="#2f6fde" stroke-width="1.5" points="\##(points)"/></svg>"##
+        return svg
     }
 
     private func healthPage() async throws -> Page {
