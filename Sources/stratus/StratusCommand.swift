@@ -677,6 +677,17 @@ struct Admin: AsyncParsableCommand {
             guard let found else { throw StratusError(.notFound, "container '\(container)' has no user '\(user)'") }
             return found.recordName
         }
+
+        /// Runs `change` on the user (by record name) with the account rules, audited as
+        /// `stratus admin <command> <container> <user>`.
+        func change(
+            _ command: String, in storageOptions: DataOptions,
+            _ change: (_ accounts: AccountService, _ recordName: String) async throws -> Void
+        ) async throws {
+            try await storageOptions.withStorage(audited: "admin \(command) \(container) \(user)") { storage in
+                try await change(AccountService(storage: storage, configuration: .init()), try await recordName(in: storage))
+            }
+        }
     }
 
     struct DisableUser: AsyncParsableCommand {
@@ -688,10 +699,8 @@ struct Admin: AsyncParsableCommand {
         @OptionGroup var userOptions: UserOptions
 
         func run() async throws {
-            try await storageOptions.withStorage(audited: "admin disable-user \(userOptions.container) \(userOptions.user)") { storage in
-                let recordName = try await userOptions.recordName(in: storage)
-                try await AccountService(storage: storage, configuration: .init())
-                    .setDisabled(true, container: userOptions.container, recordName: recordName)
+            try await userOptions.change("disable-user", in: storageOptions) { accounts, recordName in
+                try await accounts.setDisabled(true, container: userOptions.container, recordName: recordName)
                 print("disabled \(userOptions.user) (\(recordName))")
             }
         }
@@ -704,10 +713,8 @@ struct Admin: AsyncParsableCommand {
         @OptionGroup var userOptions: UserOptions
 
         func run() async throws {
-            try await storageOptions.withStorage(audited: "admin enable-user \(userOptions.container) \(userOptions.user)") { storage in
-                let recordName = try await userOptions.recordName(in: storage)
-                try await AccountService(storage: storage, configuration: .init())
-                    .setDisabled(false, container: userOptions.container, recordName: recordName)
+            try await userOptions.change("enable-user", in: storageOptions) { accounts, recordName in
+                try await accounts.setDisabled(false, container: userOptions.container, recordName: recordName)
                 print("enabled \(userOptions.user) (\(recordName))")
             }
         }
@@ -726,11 +733,8 @@ struct Admin: AsyncParsableCommand {
             guard let password = password ?? readLine(strippingNewline: true) else {
                 throw ValidationError("give the new password with --password or on standard input")
             }
-            try await storageOptions.withStorage(audited: "admin reset-password \(userOptions.container) \(userOptions.user)") {
-                storage in
-                let recordName = try await userOptions.recordName(in: storage)
-                try await AccountService(storage: storage, configuration: .init())
-                    .resetPassword(password, container: userOptions.container, recordName: recordName)
+            try await userOptions.change("reset-password", in: storageOptions) { accounts, recordName in
+                try await accounts.resetPassword(password, container: userOptions.container, recordName: recordName)
                 print("password set for \(userOptions.user) (\(recordName)); their sessions ended")
             }
         }
