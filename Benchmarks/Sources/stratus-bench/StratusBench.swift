@@ -54,6 +54,9 @@ struct StratusBench: AsyncParsableCommand {
     @Option(help: "Operations per records/modify request (and rows per raw transaction).")
     var batch = 200
 
+    @Option(help: "Records per page of the change-feed workload (Stratus's resultsLimit and the raw read's page), apart from --batch.")
+    var feedPage = 200
+
     @Option(help: "Concurrent clients in the batched-write workload.")
     var clients = 1
 
@@ -110,7 +113,7 @@ struct StratusBench: AsyncParsableCommand {
         help: "Listening devices of the push workload, one measurement each (0 skips it; it needs the release-built stratus beside this executable).")
     var pushDevices: [Int] = [1, 100, 1_000, 10_000]
 
-    @Option(help: "Deliveries timed with 100 devices listening; fewer with more devices, at least 10.")
+    @Option(help: "Deliveries timed with 100 devices listening; fewer with more devices, at least 50.")
     var pushTrials = 200
 
     @Option(
@@ -365,22 +368,22 @@ struct StratusBench: AsyncParsableCommand {
             var (feedSeconds, rawFeedSeconds) = (0.0, 0.0)
             var (feedCPU, rawFeedCPU) = (0.0, 0.0)
             for _ in 0..<feedReads {
-                let walk = FeedWalk(zoneName: "Bench", resultsLimit: batch)
+                let walk = FeedWalk(zoneName: "Bench", resultsLimit: feedPage)
                 feedCPU -= processCPUSeconds()
                 feedSeconds += try await measure { _ = try await reader.run(walk, to: changesPath) }
                 feedCPU += processCPUSeconds()
                 var read = walk.records
                 guard read == records + saves else { throw BenchError("the feed listed \(read) records, expected \(records + saves)") }
                 rawFeedCPU -= processCPUSeconds()
-                rawFeedSeconds += try await measure { read = try await raw.readAll(page: batch) }
+                rawFeedSeconds += try await measure { read = try await raw.readAll(page: feedPage) }
                 rawFeedCPU += processCPUSeconds()
                 guard read == records + saves else { throw BenchError("the raw read gave \(read) rows, expected \(records + saves)") }
             }
             await reader.close()
             let recordsRead = Double((records + saves) * feedReads)
-            let pages = recordsRead / Double(batch)
+            let pages = recordsRead / Double(feedPage)
             progress(String(
-                format: "round %d: CPU per page of %d: Stratus %.3f ms (server and client), raw read %.3f ms", round, batch,
+                format: "round %d: CPU per page of %d: Stratus %.3f ms (server and client), raw read %.3f ms", round, feedPage,
                 feedCPU * 1000 / pages, rawFeedCPU * 1000 / pages))
             result.stratusFeedRead = recordsRead / feedSeconds
             result.rawFeedRead = recordsRead / rawFeedSeconds
@@ -451,7 +454,7 @@ struct StratusBench: AsyncParsableCommand {
             row("one batched-create request (raw: transaction), p99", "ms", \.stratusWriteP99, \.rawWriteP99),
             row("single-record save, p50", "ms", \.stratusSaveP50, \.rawSaveP50),
             row("single-record save, p99", "ms", \.stratusSaveP99, \.rawSaveP99),
-            row("change feed read, \(batch)/page", "records/s", \.stratusFeedRead, \.rawFeedRead),
+            row("change feed read, \(feedPage)/page", "records/s", \.stratusFeedRead, \.rawFeedRead),
         ]
         print("\(repeats) rounds, durability \(durability.rawValue), \(environment.rawValue) environment")
         if !rounds.isEmpty {
