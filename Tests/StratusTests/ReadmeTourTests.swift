@@ -40,7 +40,9 @@ struct ReadmeTourTests {
 
         let blocks = try Self.commands(under: "A five-minute tour with curl")
         #expect(blocks.count >= 10, "the tour's blocks were not found")
-        var script = "set -euo pipefail\ncd '\(directory.path)'\n"
+        // As a reader's shell runs it: a failing command stops the tour, but a pipeline answers for its
+        // last command (`curl … | head -3` closes curl's output early, which curl reports as status 23).
+        var script = "set -eu\ncd '\(directory.path)'\n"
         var shown: [String] = []
         for block in blocks {
             for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
