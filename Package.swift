@@ -162,6 +162,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -280,7 +281,10 @@ let package = Package(
             path: "Examples/Notes/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "PhotosTests",
-            dependencies: ["PhotosCore", "ExampleSupport", "Stratus", "StratusTestSupport", "StratusServer"],
+            dependencies: [
+                "PhotosCore", "ExampleSupport", "Stratus", "StratusTestSupport", "StratusServer",
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             path: "Examples/Photos/Tests", swiftSettings: swiftSettings),
         .testTarget(
             name: "ContactsTests",

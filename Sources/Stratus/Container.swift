@@ -230,7 +230,7 @@ public final class Container: Sendable {
         ServerLimits(try await connection.capabilities().limits)
     }
 
-    private func start(_ session: WebAuthSession) -> Record.ID {
+    func start(_ session: WebAuthSession) -> Record.ID {
         connection.session = Session(
             webAuthToken: session.ckWebAuthToken, userRecordName: session.userRecordName,
             expirationDate: Date(timeIntervalSince1970: Double(session.expires) / 1000))

@@ -181,6 +181,28 @@ public enum Endpoints {
     public static let signOut = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signout")
     /// `GET signin`: the HTML sign-in page that `AUTHENTICATION_REQUIRED` redirects to.
     public static let signInPage = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin")
+    /// `signin/token`: signs in (creating the account on the first sign-in) with an identity
+    /// provider's ID token: Sign in with Apple, or an OpenID Connect provider.
+    public static let signInWithIdentityToken =
+        Endpoint<IdentityTokenCredentials, WebAuthSession>(.post, .auth, "signin/token")
+    /// `GET signin/web/{provider}`: starts the browser sign-in at a provider (authorization code
+    /// with PKCE), which ends at ``signInReturn``.
+    public static let signInWebStart = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin/web/{provider}")
+    /// `GET signin/return`: where a provider sends the browser back with a code.
+    public static let signInReturn = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin/return")
+    /// `POST signin/return`: as ``signInReturn``, for Apple, which posts the code as a form.
+    public static let signInReturnPost = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signin/return")
+    /// `signin/apple/notifications`: Apple's server-to-server notifications about its users
+    /// (consent revoked, account deleted, e-mail forwarding changed).
+    public static let appleNotifications = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signin/apple/notifications")
+    /// `GET identities`: the signed-in user's identities at providers.
+    public static let identities = Endpoint<UntypedBody, LinkedIdentities>(.get, .auth, "identities")
+    /// `identities/link`: links another provider's identity to the signed-in user.
+    public static let identitiesLink = Endpoint<IdentityTokenCredentials, LinkedIdentity>(.post, .auth, "identities/link")
+    /// `identities/unlink`: unlinks one, unless it is the user's last way to sign in.
+    public static let identitiesUnlink = Endpoint<UnlinkIdentityRequest, LinkedIdentities>(.post, .auth, "identities/unlink")
+    /// `password`: gives an account made by a provider a username and password as well.
+    public static let setPassword = Endpoint<PasswordCredentials, LinkedIdentities>(.post, .auth, "password")
 
     /// Every endpoint of the table.
     public static let all: [AnyEndpoint] = [
@@ -190,6 +212,8 @@ public enum Endpoints {
         usersLookupID.erased, usersLookupContacts.erased, usersLookupContactsByGET.erased, usersDiscoverability.erased, usersSetDiscoverability.erased, subscriptionsList.erased, subscriptionsLookup.erased, environmentSubscriptionsLookup.erased,
         subscriptionsModify.erased, assetsUpload.erased, assetsRereference.erased, assetsDownload.erased,
         tokensCreate.erased, tokensRegister.erased, deviceTokensCreate.erased, deviceTokensRegister.erased, databaseTokensCreate.erased, databaseTokensRegister.erased, capabilities.erased, signUp.erased, signIn.erased, signOut.erased,
-        signInPage.erased,
+        signInPage.erased, signInWithIdentityToken.erased, signInWebStart.erased, signInReturn.erased,
+        signInReturnPost.erased, appleNotifications.erased, identities.erased, identitiesLink.erased,
+        identitiesUnlink.erased, setPassword.erased,
     ]
 }

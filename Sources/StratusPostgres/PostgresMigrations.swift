@@ -299,6 +299,23 @@ enum PostgresMigrations {
                 "CREATE INDEX push_endpoints_owner ON push_endpoints (container_id, environment, user_record_name, used_ms)",
                 "CREATE INDEX push_endpoints_used ON push_endpoints (used_ms)",
             ]),
+        Migration(
+            version: 12, name: "federated identities, single-use nonces",
+            statements: [
+                // An identity provider's issuer and subject name one user of a container; nonces of
+                // the ID tokens signed in with are claimed once, until they expire.
+                """
+                CREATE TABLE user_identities (
+                    container_id text COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    issuer text COLLATE "C" NOT NULL, subject text COLLATE "C" NOT NULL, provider text NOT NULL,
+                    user_record_name text COLLATE "C" NOT NULL, email text COLLATE "C", email_verified boolean NOT NULL,
+                    created_ms bigint NOT NULL, last_sign_in_ms bigint NOT NULL,
+                    PRIMARY KEY (container_id, issuer, subject))
+                """,
+                "CREATE INDEX user_identities_user ON user_identities (container_id, user_record_name)",
+                "CREATE TABLE identity_nonces (nonce_key text PRIMARY KEY, expires_ms bigint NOT NULL)",
+                "CREATE INDEX identity_nonces_expiry ON identity_nonces (expires_ms)",
+            ]),
     ]
 
     /// The latest version this build knows.

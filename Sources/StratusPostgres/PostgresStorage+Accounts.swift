@@ -72,18 +72,32 @@ extension PostgresStorage {
 
     public func createUser(_ user: UserInfo) async throws {
         try await requireContainer(user.container)
-        let inserted = try await column(
-            Int32.self,
-            """
-            INSERT INTO users (
-                container_id, record_name, username, password_hash, created_ms, email_address, discoverable, given_name,
-                family_name, disabled_ms)
-            VALUES (
-                \(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt),
-                \(user.emailAddress?.lowercased()), \(user.discoverable), \(user.givenName), \(user.familyName),
-                \(user.disabledAt))
-            ON CONFLICT (container_id, username) DO NOTHING RETURNING 1
-            """)
+        try await read { connection in try await insertUser(connection, user) }
+    }
+
+    /// Inserts a user of an existing container: `EXISTS` when the username, or another unique key
+    /// (the e-mail address, the record name), is taken in it.
+    func insertUser(_ connection: PostgresConnection, _ user: UserInfo) async throws {
+        let inserted: [Int32]
+        do {
+            inserted = try await connection.run(
+                """
+                INSERT INTO users (
+                    container_id, record_name, username, password_hash, created_ms, email_address, discoverable,
+                    given_name, family_name, disabled_ms)
+                VALUES (
+                    \(user.container), \(user.recordName), \(user.username), \(user.passwordHash), \(user.createdAt),
+                    \(user.emailAddress?.lowercased()), \(user.discoverable), \(user.givenName), \(user.familyName),
+                    \(user.disabledAt))
+                ON CONFLICT (container_id, username) DO NOTHING RETURNING 1
+                """, logger: logger
+            ).decode(Int32.self).collect()
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            let address = user.emailAddress?.lowercased() ?? ""
+            throw StratusError(
+                .exists,
+                "another user of the container has the record name '\(user.recordName)' or the e-mail address '\(address)'")
+        }
         guard inserted.count == 1 else { throw StratusError(.exists, "username '\(user.username)' is taken") }
     }
 
@@ -251,6 +265,73 @@ extension PostgresStorage {
             ).decode(Int32.self).collect()
             guard updated.count == 1 else { throw Self.noSuchUser(container, recordName) }
             return try await endSessions(connection, container: container, recordName: recordName)
+        }
+    }
+
+    public func setUsernameAndPassword(username: String, passwordHash: String, container: String, recordName: String)
+        async throws
+    {
+        let updated: [String]
+        do {
+            updated = try await column(
+                String.self,
+                """
+                UPDATE users SET username = \(username), password_hash = \(passwordHash)
+                WHERE container_id = \(container) AND record_name = \(recordName)
+                RETURNING record_name
+                """)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            throw StratusError(.exists, "username '\(username)' is taken")
+        }
+        guard updated.count == 1 else { throw Self.noSuchUser(container, recordName) }
+    }
+
+    public func deleteUser(container: String, recordName: String) async throws -> [String] {
+        try await transaction { connection in
+            // The user's row first: a sign-in, a session or an identity link racing this waits for it,
+            // then finds no user.
+            let deleted = try await connection.run(
+                "DELETE FROM users WHERE container_id = \(container) AND record_name = \(recordName) RETURNING 1",
+                logger: logger
+            ).decode(Int32.self).collect()
+            guard deleted.count == 1 else { throw Self.noSuchUser(container, recordName) }
+            let hashes = try await endSessions(connection, container: container, recordName: recordName)
+            // Their own databases in both environments (the private one, and a shared one's default
+            // zone if it was ever made), whole: no tombstone is left, as no device of theirs reads it.
+            // Their zones are locked as writers lock them, so a write holding one commits before its
+            // rows are deleted here, and one that comes later finds no zone.
+            let binds = Self.binds(container, recordName, DatabaseScope.public.rawValue)
+            let databases = "SELECT id FROM databases WHERE container_id = $1 AND owner = $2 AND scope != $3"
+            let zones = "SELECT id FROM zones WHERE database_id IN (\(databases))"
+            _ = try await connection.run(
+                PostgresQuery(unsafeSQL: zones + " ORDER BY id FOR UPDATE", binds: binds), logger: logger
+            ).decode(Int64.self).collect()
+            try await deleteContents(ofZones: zones, binds: binds, connection)
+            // Zones go with their database (ON DELETE CASCADE).
+            try await connection.run(
+                PostgresQuery(
+                    unsafeSQL: "DELETE FROM databases WHERE container_id = $1 AND owner = $2 AND scope != $3",
+                    binds: binds),
+                logger: logger)
+            // Their place in other users' shares: the index the shares' participants are reached by.
+            try await connection.run(
+                """
+                DELETE FROM share_participants p USING zones z, databases d
+                WHERE p.user_record_name = \(recordName) AND z.id = p.zone_id AND d.id = z.database_id
+                    AND d.container_id = \(container)
+                """, logger: logger)
+            try await connection.run(
+                """
+                DELETE FROM subscriptions
+                WHERE container_id = \(container) AND (subscriber = \(recordName) OR owner = \(recordName))
+                """, logger: logger)
+            try await connection.run(
+                "DELETE FROM uploads WHERE container_id = \(container) AND user_record_name = \(recordName)",
+                logger: logger)
+            try await connection.run(
+                "DELETE FROM user_identities WHERE container_id = \(container) AND user_record_name = \(recordName)",
+                logger: logger)
+            return hashes
         }
     }
 

@@ -143,14 +143,7 @@ extension PostgresStorage {
         return try await transaction { connection in
             let databaseID = try await ensureDatabase(connection, database)
             guard let zone = try await liveZone(connection, databaseID, name, lock: true) else { return false }
-            for table in [
-                "records", "record_references", "record_index", "record_assets", "shares", "share_participants",
-                "account_usage",
-            ] {
-                try await connection.run(
-                    PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: Self.binds(zone.id)),
-                    logger: logger)
-            }
+            try await deleteContents(ofZones: "$1", binds: Self.binds(zone.id), connection)
             let changeSequence = try await nextDatabaseSequence(connection, databaseID)
             try await connection.run(
                 """
@@ -158,6 +151,24 @@ extension PostgresStorage {
                 WHERE id = \(zone.id)
                 """, logger: logger)
             return true
+        }
+    }
+
+    /// The tables that hold what is in a zone, by `zone_id`: its records with their query index,
+    /// reference, asset and share rows, and what each account holds in it.
+    static let zoneContentTables = [
+        "records", "record_references", "record_index", "record_assets", "shares", "share_participants",
+        "account_usage",
+    ]
+
+    /// Deletes what is in the zones whose IDs `zones` (SQL taking `binds`) selects: their records and
+    /// every row that goes with them (``zoneContentTables``). Assets the records held are then held
+    /// by no record of theirs, and ``collectAssets(registeredBefore:)`` collects those no other
+    /// record holds.
+    func deleteContents(ofZones zones: String, binds: PostgresBindings, _ connection: PostgresConnection) async throws {
+        for table in Self.zoneContentTables {
+            try await connection.run(
+                PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id IN (\(zones))", binds: binds), logger: logger)
         }
     }
 

@@ -133,14 +133,7 @@ extension PostgresStorage {
                 WHERE databases.container_id = $1 AND databases.environment = $2
                 """
             let binds = Self.binds(container, environment.rawValue)
-            for table in [
-                "records", "record_references", "record_index", "record_assets", "shares", "share_participants",
-                "account_usage",
-            ] {
-                try await connection.run(
-                    PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id IN (\(zones))", binds: binds),
-                    logger: logger)
-            }
+            try await deleteContents(ofZones: zones, binds: binds, connection)
             for table in ["databases", "subscriptions"] {
                 // Zones go with their database (ON DELETE CASCADE).
                 try await connection.run(

@@ -14,6 +14,17 @@ extension PostgresStorage {
         }
     }
 
+    public func identities(container: String) async throws -> [FederatedIdentity] {
+        try await read { connection in
+            try await Self.federatedIdentities(
+                connection.run(
+                    """
+                    SELECT \(unescaped: Self.identityColumns) FROM user_identities WHERE container_id = \(container)
+                    ORDER BY user_record_name, created_ms, issuer, subject
+                    """, logger: logger))
+        }
+    }
+
     public func apiTokens(container: String) async throws -> [APITokenInfo] {
         try await read { connection in
             try await connection.run(

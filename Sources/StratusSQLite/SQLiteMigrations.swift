@@ -208,6 +208,22 @@ enum SQLiteMigrations {
                     CREATE INDEX push_endpoints_used ON push_endpoints (used_ms);
                     """)
         }
+        migrator.registerMigration("v13: federated identities, single-use nonces") { db in
+            // An identity provider's issuer and subject name one user of a container; nonces of the
+            // ID tokens signed in with are claimed once, until they expire.
+            try db.execute(
+                sql: """
+                    CREATE TABLE user_identities (
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        issuer TEXT NOT NULL, subject TEXT NOT NULL, provider TEXT NOT NULL,
+                        user_record_name TEXT NOT NULL, email TEXT, email_verified INTEGER NOT NULL,
+                        created_ms INTEGER NOT NULL, last_sign_in_ms INTEGER NOT NULL,
+                        PRIMARY KEY (container_id, issuer, subject)) WITHOUT ROWID;
+                    CREATE INDEX user_identities_user ON user_identities (container_id, user_record_name);
+                    CREATE TABLE identity_nonces (nonce_key TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE INDEX identity_nonces_expiry ON identity_nonces (expires_ms);
+                    """)
+        }
         return migrator
     }
 }

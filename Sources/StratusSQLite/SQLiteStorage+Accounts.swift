@@ -63,26 +63,37 @@ extension SQLiteStorage {
     }
 
     public func createUser(_ user: UserInfo) async throws {
-        try await pool.write { db in
-            try Self.requireContainer(db, user.container)
-            if try Bool.fetchOne(
-                db, sql: "SELECT 1 FROM users WHERE container_id = ? AND username = ?",
-                arguments: [user.container, user.username]) != nil
-            {
-                throw StratusError(.exists, "username '\(user.username)' is taken")
-            }
-            try db.execute(
-                sql: """
-                    INSERT INTO users (
-                        container_id, record_name, username, password_hash, created_ms, email_address, discoverable,
-                        given_name, family_name, disabled_ms)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    user.container, user.recordName, user.username, user.passwordHash, user.createdAt,
-                    user.emailAddress?.lowercased(), user.discoverable, user.givenName, user.familyName, user.disabledAt,
-                ])
+        try await pool.write { db in try Self.insertUser(db, user) }
+    }
+
+    /// Inserts a user: `NOT_FOUND` without their container, `EXISTS` when the username or the
+    /// e-mail address is taken in it.
+    static func insertUser(_ db: Database, _ user: UserInfo) throws {
+        try requireContainer(db, user.container)
+        if try Bool.fetchOne(
+            db, sql: "SELECT 1 FROM users WHERE container_id = ? AND username = ?",
+            arguments: [user.container, user.username]) != nil
+        {
+            throw StratusError(.exists, "username '\(user.username)' is taken")
         }
+        if let address = user.emailAddress?.lowercased(),
+            try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM users WHERE container_id = ? AND email_address = ?",
+                arguments: [user.container, address]) != nil
+        {
+            throw StratusError(.exists, "another user of the container has the e-mail address '\(address)'")
+        }
+        try db.execute(
+            sql: """
+                INSERT INTO users (
+                    container_id, record_name, username, password_hash, created_ms, email_address, discoverable,
+                    given_name, family_name, disabled_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                user.container, user.recordName, user.username, user.passwordHash, user.createdAt,
+                user.emailAddress?.lowercased(), user.discoverable, user.givenName, user.familyName, user.disabledAt,
+            ])
     }
 
     public func user(container: String, username: String) async throws -> UserInfo? {
@@ -257,6 +268,56 @@ extension SQLiteStorage {
                 arguments: [hash, container, recordName])
             guard db.changesCount == 1 else { throw Self.noSuchUser(container, recordName) }
             return try Self.endSessions(db, container: container, recordName: recordName)
+        }
+    }
+
+    public func setUsernameAndPassword(username: String, passwordHash: String, container: String, recordName: String)
+        async throws
+    {
+        try await pool.write { db in
+            if let holder = try String.fetchOne(
+                db, sql: "SELECT record_name FROM users WHERE container_id = ? AND username = ?",
+                arguments: [container, username]), holder != recordName
+            {
+                throw StratusError(.exists, "username '\(username)' is taken")
+            }
+            try db.execute(
+                sql: "UPDATE users SET username = ?, password_hash = ? WHERE container_id = ? AND record_name = ?",
+                arguments: [username, passwordHash, container, recordName])
+            guard db.changesCount == 1 else { throw Self.noSuchUser(container, recordName) }
+        }
+    }
+
+    public func deleteUser(container: String, recordName: String) async throws -> [String] {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM users WHERE container_id = ? AND record_name = ?", arguments: [container, recordName])
+            guard db.changesCount == 1 else { throw Self.noSuchUser(container, recordName) }
+            let hashes = try Self.endSessions(db, container: container, recordName: recordName)
+            // Their own databases in both environments (the private one, and a shared one's default
+            // zone if it was ever made), whole: no tombstone is left, as no device of theirs reads it.
+            let arguments: StatementArguments = [container, recordName, DatabaseScope.public.rawValue]
+            let databases = "SELECT id FROM databases WHERE container_id = ? AND owner = ? AND scope != ?"
+            try Self.deleteContents(
+                ofZones: "SELECT id FROM zones WHERE database_id IN (\(databases))", arguments: arguments, db)
+            try db.execute(sql: "DELETE FROM zones WHERE database_id IN (\(databases))", arguments: arguments)
+            try db.execute(sql: "DELETE FROM databases WHERE container_id = ? AND owner = ? AND scope != ?", arguments: arguments)
+            // Their place in other users' shares: the index the shares' participants are reached by.
+            try db.execute(
+                sql: """
+                    DELETE FROM share_participants WHERE user_record_name = ? AND zone_id IN (
+                        SELECT zones.id FROM zones JOIN databases ON databases.id = zones.database_id
+                        WHERE databases.container_id = ?)
+                    """,
+                arguments: [recordName, container])
+            let user: StatementArguments = [container, recordName]
+            try db.execute(
+                sql: "DELETE FROM subscriptions WHERE container_id = ? AND (subscriber = ? OR owner = ?)",
+                arguments: [container, recordName, recordName])
+            try db.execute(sql: "DELETE FROM uploads WHERE container_id = ? AND user_record_name = ?", arguments: user)
+            try db.execute(
+                sql: "DELETE FROM user_identities WHERE container_id = ? AND user_record_name = ?", arguments: user)
+            return hashes
         }
     }
 

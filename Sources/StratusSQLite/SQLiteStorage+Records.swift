@@ -106,18 +106,29 @@ extension SQLiteStorage {
         return try await pool.write { db in
             let databaseID = try Self.ensureDatabase(db, database)
             guard let zone = try Self.liveZone(db, databaseID, name) else { return false }
-            try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
-            try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [zone.id])
-            try db.execute(sql: "DELETE FROM record_index WHERE zone_id = ?", arguments: [zone.id])
-            try db.execute(sql: "DELETE FROM record_assets WHERE zone_id = ?", arguments: [zone.id])
-            try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
-            try db.execute(sql: "DELETE FROM share_participants WHERE zone_id = ?", arguments: [zone.id])
-            try db.execute(sql: "DELETE FROM account_usage WHERE zone_id = ?", arguments: [zone.id])
+            try Self.deleteContents(ofZones: "?", arguments: [zone.id], db)
             let changeSequence = try Self.nextDatabaseSequence(db, databaseID)
             try db.execute(
                 sql: "UPDATE zones SET deleted = 1, change_seq = ?, changed_ms = ? WHERE id = ?",
                 arguments: [changeSequence, timestamp, zone.id])
             return true
+        }
+    }
+
+    /// The tables that hold what is in a zone, by `zone_id`: its records with their query index,
+    /// reference, asset and share rows, and what each account holds in it.
+    static let zoneContentTables = [
+        "records", "record_references", "record_index", "record_assets", "shares", "share_participants",
+        "account_usage",
+    ]
+
+    /// Deletes what is in the zones whose IDs `zones` (SQL taking `arguments`) selects: their records
+    /// and every row that goes with them (``zoneContentTables``). Assets the records held are then
+    /// held by no record of theirs, and ``collectAssets(registeredBefore:)`` collects those no other
+    /// record holds.
+    static func deleteContents(ofZones zones: String, arguments: StatementArguments, _ db: Database) throws {
+        for table in zoneContentTables {
+            try db.execute(sql: "DELETE FROM \(table) WHERE zone_id IN (\(zones))", arguments: arguments)
         }
     }
 

@@ -86,12 +86,7 @@ extension SQLiteStorage {
                 WHERE databases.container_id = ? AND databases.environment = ?
                 """
             let arguments: StatementArguments = [container, environment.rawValue]
-            for table in [
-                "records", "record_references", "record_index", "record_assets", "shares", "share_participants",
-                "account_usage",
-            ] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE zone_id IN (\(zones))", arguments: arguments)
-            }
+            try Self.deleteContents(ofZones: zones, arguments: arguments, db)
             try db.execute(sql: "DELETE FROM zones WHERE id IN (\(zones))", arguments: arguments)
             try db.execute(
                 sql: "DELETE FROM databases WHERE container_id = ? AND environment = ?", arguments: arguments)

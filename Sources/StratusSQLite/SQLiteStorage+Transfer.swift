@@ -16,6 +16,19 @@ extension SQLiteStorage {
         }
     }
 
+    public func identities(container: String) async throws -> [FederatedIdentity] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM user_identities WHERE container_id = ?
+                    ORDER BY user_record_name, created_ms, issuer, subject
+                    """,
+                arguments: [container]
+            ).map(Self.federatedIdentity)
+        }
+    }
+
     public func apiTokens(container: String) async throws -> [APITokenInfo] {
         try await pool.read { db in
             try Row.fetchAll(

@@ -61,6 +61,46 @@ public struct UserInfo: Hashable, Sendable {
     }
 }
 
+/// A user's identity at an identity provider (Sign in with Apple, an OpenID Connect provider): the
+/// provider's issuer and its subject for the user name one user of a container.
+public struct FederatedIdentity: Hashable, Sendable {
+    /// The container whose user it names.
+    public var container: String
+    /// The provider's issuer: the ID token's `iss`, e.g. `https://appleid.apple.com`.
+    public var issuer: String
+    /// The user's identifier at the provider: the ID token's `sub`, unique within ``issuer``.
+    public var subject: String
+    /// The provider's name in the container's configuration: `apple`, or an OpenID Connect
+    /// provider's name.
+    public var provider: String
+    /// The record name of the user it signs in.
+    public var userRecordName: String
+    /// The e-mail address the provider last gave for the user, lowercased; `nil` when it never gave one.
+    public var emailAddress: String?
+    /// Whether the provider said it verified ``emailAddress``.
+    public var emailVerified: Bool
+    /// When it was linked to the user, in milliseconds since 1970.
+    public var createdAt: Int64
+    /// When the user last signed in with it, in milliseconds since 1970.
+    public var lastSignInAt: Int64
+
+    /// Creates an identity.
+    public init(
+        container: String, issuer: String, subject: String, provider: String, userRecordName: String,
+        emailAddress: String? = nil, emailVerified: Bool = false, createdAt: Int64, lastSignInAt: Int64
+    ) {
+        self.container = container
+        self.issuer = issuer
+        self.subject = subject
+        self.provider = provider
+        self.userRecordName = userRecordName
+        self.emailAddress = emailAddress
+        self.emailVerified = emailVerified
+        self.createdAt = createdAt
+        self.lastSignInAt = lastSignInAt
+    }
+}
+
 /// A signed-in session, found by the hash of its web auth token.
 public struct SessionInfo: Hashable, Sendable {
     /// The container it was issued for.

@@ -93,7 +93,8 @@ public protocol SettingsStorage: Sendable {
     func setSetting(_ key: String, to value: String) async throws
 }
 
-/// Containers, their API tokens, user accounts and sessions.
+/// Containers, their API tokens, user accounts, their sessions and federated identities, and the
+/// single-use nonces of federated sign-ins.
 public protocol AccountStorage: Sendable {
     /// Creates a container; `EXISTS` if the identifier is taken.
     func createContainer(_ container: ContainerInfo) async throws
@@ -107,7 +108,7 @@ public protocol AccountStorage: Sendable {
     func containerForAPIToken(hash: String) async throws -> String?
     /// Deletes an API token of a container by its hash; `false` when the container has no such token.
     func deleteAPIToken(hash: String, container: String) async throws -> Bool
-    /// Creates a user; `EXISTS` if the username is taken in the container.
+    /// Creates a user; `EXISTS` if the username (or the e-mail address) is taken in the container.
     func createUser(_ user: UserInfo) async throws
     /// A user by username.
     func user(container: String, username: String) async throws -> UserInfo?
@@ -148,6 +149,47 @@ public protocol AccountStorage: Sendable {
     /// Replaces a user's password hash, ends their sessions and deletes their push tokens; returns
     /// the hashes of the sessions it ended. `NOT_FOUND` when there is no such user.
     func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String]
+    /// Gives a user a username and a password hash to sign in with, beside what they sign in with
+    /// already (an account made by a federated sign-in has the username `id:…` and a hash no
+    /// password matches). Their sessions go on. `EXISTS` when another user of the container has the
+    /// username, `NOT_FOUND` when there is no such user.
+    func setUsernameAndPassword(username: String, passwordHash: String, container: String, recordName: String)
+        async throws
+    /// Deletes a user's account as CloudKit does when an Apple ID goes, in one transaction: their
+    /// private database (every zone, the default zone's records, their change history, and the
+    /// shares they own, which their participants thereby lose), their place in other users' shares,
+    /// their subscriptions, push tokens and push endpoints, uploads not yet held by a record,
+    /// sessions, federated identities, and the account. What they wrote in the public database
+    /// stays. Returns the hashes of the sessions it ended; `NOT_FOUND` when there is no such user.
+    func deleteUser(container: String, recordName: String) async throws -> [String]
+
+    // MARK: Federated identities
+
+    /// Creates a user and links an identity to them (`identity` names the user's container and
+    /// record name), in one transaction: `EXISTS` when the username (or the e-mail address) is taken
+    /// in the container or the identity is linked to a user already, and then nothing is written.
+    func createUser(_ user: UserInfo, identity: FederatedIdentity) async throws
+    /// The identity an issuer's subject has in a container, and so the user it signs in.
+    func identity(container: String, issuer: String, subject: String) async throws -> FederatedIdentity?
+    /// The identities linked to a user, oldest first (then by issuer and subject).
+    func identities(container: String, userRecordName: String) async throws -> [FederatedIdentity]
+    /// Links an identity to the user it names: `EXISTS` when the identity is linked to any user
+    /// already, `NOT_FOUND` when there is no such user.
+    func linkIdentity(_ identity: FederatedIdentity) async throws
+    /// Unlinks an identity; `false` when none was linked.
+    func unlinkIdentity(container: String, issuer: String, subject: String) async throws -> Bool
+    /// Records a sign-in with an identity at `timestamp`, and the e-mail address (lowercased) and
+    /// its verification the provider gave this time; a provider that gave no address (Apple gives
+    /// it on the first sign-in only) leaves the known one. `NOT_FOUND` when the identity is not
+    /// linked.
+    func recordIdentitySignIn(
+        container: String, issuer: String, subject: String, emailAddress: String?, emailVerified: Bool,
+        at timestamp: Int64
+    ) async throws
+    /// Claims a single-use value (an ID token's nonce) until `expiresAt`, for every server instance
+    /// sharing the storage: `true` the first time, `false` while the claim is in force. Claims that
+    /// ended at or before `now` are forgotten first.
+    func claimNonce(_ key: String, expiresAt: Int64, now: Int64) async throws -> Bool
 }
 
 /// The audit log of administrative actions.
@@ -315,6 +357,8 @@ public struct PendingUpload: Sendable, Hashable {
 public protocol TransferStorage: Sendable {
     /// The users of a container, by record name.
     func users(container: String) async throws -> [UserInfo]
+    /// The federated identities of a container's users, by user record name, then oldest first.
+    func identities(container: String) async throws -> [FederatedIdentity]
     /// The API tokens of a container (their hashes), by creation.
     func apiTokens(container: String) async throws -> [APITokenInfo]
     /// The databases of a container that were ever written, in a stable order.

@@ -27,6 +27,16 @@ public enum StorageConformance {
         Check(name: "settings keep their first value unless set", run: settings),
         Check(name: "containers, API tokens, users and sessions", run: accounts),
         Check(name: "disabling a user or replacing a password ends their sessions; the audit log keeps order", run: administration),
+        Check(
+            name: "federated identities: created with their user or not at all, linked once, listed oldest first; a sign-in without an e-mail keeps the known one",
+            run: AccountCheck.federatedIdentities),
+        Check(name: "nonces: claimed once, by one of racing claimants, and again once expired", run: AccountCheck.nonces),
+        Check(
+            name: "a username and password given to an account keep its sessions and identities; a taken username fails",
+            run: AccountCheck.usernameAndPassword),
+        Check(
+            name: "deleting a user removes their private data, shares, place in others' shares, sessions and identities; their public records stay",
+            run: AccountCheck.deletion),
         Check(name: "zones: default zone, create, delete, re-create", run: zones),
         Check(name: "the seven operation types", run: operationTypes),
         Check(name: "change tags change on every write", run: changeTags),

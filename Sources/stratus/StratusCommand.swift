@@ -487,7 +487,7 @@ struct Admin: AsyncParsableCommand {
             ResetPassword.self, CreateKey.self, RevokeKey.self, ListKeys.self,
             ListContainers.self, Migrate.self, Export.self, Import.self, SetAPNs.self, SetFCM.self,
             CreateWebPushKey.self, PushStatus.self, RemovePush.self,
-        ])
+        ] + signInCommands)
 
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -58,7 +58,7 @@ struct SignInHandoffTests {
             try Self.popupScript.write(to: script, atomically: true, encoding: .utf8)
             let run = try await runChildProcess(
                 URL(fileURLWithPath: "/usr/bin/env"),
-                ["python3", script.path, server.baseURL, server.container, server.apiToken, "ada", "correct horse"])
+                ["python3", script.path, server.baseURL, server.container, server.apiToken, "password", "ada", "correct horse"])
             try #require(
                 run.status == 0,
                 "the browser run failed (scripts/test installs chromium, chromium-driver and selenium): \(run.errors)")
@@ -68,6 +68,38 @@ struct SignInHandoffTests {
             #expect(lines.contains { $0.hasPrefix("origin=" + server.baseURL) }, "the message came from the server's page: \(printed)")
             let current = try await server.database("public", "users/current", user: token)
             #expect(current.status == 200, "the token the page received signs in: \(current.text)")
+        }
+    }
+
+    @Test("in a real browser, the popup's provider button signs in at an OpenID Connect provider (code flow with PKCE) and the page receives {ckSession}")
+    func providerPopupInABrowser() async throws {
+        let provider = try await OIDCProviderStandIn.start()
+        defer { provider.stop() }
+        try await withServer { server in
+            let redirect = "\(server.baseURL)/auth/1/\(server.container)/signin/return"
+            let client = try await provider.registerClient(redirectURIs: [redirect])
+            let configured = try await server.request(
+                .PUT, "/admin/1/containers/\(server.container)/signin/oidc/corp",
+                body: ["issuer": provider.issuer, "clientID": client.id, "clientSecret": client.secret],
+                headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+            #expect(configured.status == 200, "\(configured.text)")
+            try await provider.setUser("emp-7", claims: ["email": "emp7@corp.example", "email_verified": true])
+            let script = server.directory.appendingPathComponent("popup.py")
+            try Self.popupScript.write(to: script, atomically: true, encoding: .utf8)
+            let run = try await runChildProcess(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", script.path, server.baseURL, server.container, server.apiToken, "provider", "Corp", "emp-7"])
+            try #require(run.status == 0, "the browser run failed: \(run.errors) \(provider.log.suffix(3000))")
+            let lines = run.output.split(separator: "\n").map(String.init)
+            let token = try #require(lines.first { $0.hasPrefix("ckSession=") }.map { String($0.dropFirst(10)) })
+            #expect(lines.contains { $0.hasPrefix("origin=" + server.baseURL) }, "\(run.output)")
+            let current = try await server.database("public", "users/current", user: token)
+            #expect(current.status == 200, "the token the page received signs in: \(current.text)")
+
+            // The return leg refuses a code that does not belong to this browser's sign-in.
+            let stray = try await server.request(
+                .GET, "/auth/1/\(server.container)/signin/return", query: ["code": "x", "state": "y"])
+            #expect(stray.status == 200 && stray.text.contains("start again") && !stray.text.contains("const session = \""))
         }
     }
 
@@ -82,7 +114,9 @@ struct SignInHandoffTests {
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
-        base, container, api_token, username, password = sys.argv[1:6]
+        # Signs in with a password (mode "password", then username and password) or at an identity
+        # provider (mode "provider", then the provider's name and the subject to type on its page).
+        base, container, api_token, mode, first, second = sys.argv[1:7]
         page = """<!doctype html><html><body><button id="signin">Sign in</button><pre id="out"></pre><script>
         let redirectURL = null;
         fetch('%s/database/1/%s/development/public/users/current?ckAPIToken=%s&ckWebAuthToken=null')
@@ -117,10 +151,17 @@ struct SignInHandoffTests {
             driver.find_element(By.ID, 'signin').click()
             wait.until(lambda d: len(d.window_handles) == 2)
             driver.switch_to.window([h for h in driver.window_handles if h != opener][0])
-            wait.until(lambda d: d.find_elements(By.ID, 'username'))
-            driver.find_element(By.ID, 'username').send_keys(username)
-            driver.find_element(By.ID, 'password').send_keys(password)
-            driver.find_element(By.CSS_SELECTOR, 'button[value=signin]').click()
+            if mode == 'password':
+                wait.until(lambda d: d.find_elements(By.ID, 'username'))
+                driver.find_element(By.ID, 'username').send_keys(first)
+                driver.find_element(By.ID, 'password').send_keys(second)
+                driver.find_element(By.CSS_SELECTOR, 'button[value=signin]').click()
+            else:
+                wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'a.provider'))
+                driver.find_element(By.XPATH, "//a[@class='provider' and contains(., '%s')]" % first).click()
+                wait.until(lambda d: d.find_elements(By.NAME, 'sub'))
+                driver.find_element(By.NAME, 'sub').send_keys(second)
+                driver.find_element(By.CSS_SELECTOR, 'button[type=submit]').click()
             driver.switch_to.window(opener)
             wait.until(lambda d: d.find_element(By.ID, 'out').text.startswith('ckSession='))
             print(driver.find_element(By.ID, 'out').text)

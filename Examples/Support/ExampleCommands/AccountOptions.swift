@@ -4,11 +4,20 @@ public import Foundation
 
 /// Where the server is and who signs in: the options of an example's `signup` and `signin`.
 public struct AccountOptions: ParsableArguments {
-    @Argument(help: "The username.")
-    var username: String
+    @Argument(help: "The username (not with --identity-token).")
+    var username: String?
 
     @Option(help: "The password (read from standard input when absent).")
     var password: String?
+
+    @Option(help: "An ID token from Sign in with Apple or an OpenID Connect provider, instead of a username and password.")
+    var identityToken: String?
+
+    @Option(help: "The provider that issued --identity-token: apple, or an OpenID Connect provider's name.")
+    var provider = "apple"
+
+    @Option(help: "The nonce the app made for --identity-token (Apple's token carries its SHA-256).")
+    var nonce: String?
 
     @Option(help: "A Stratus server's credentials.json, for its URL, container and API token.")
     var credentials: String?
@@ -43,6 +52,17 @@ public struct AccountOptions: ParsableArguments {
         }
         guard let container else { throw ValidationError("give --container ID or --credentials FILE") }
         guard let apiToken else { throw ValidationError("give --api-token TOKEN or --credentials FILE") }
+        if let identityToken {
+            guard username == nil, password == nil else {
+                throw ValidationError("--identity-token signs in without a username or password; leave them out")
+            }
+            guard let nonce else { throw ValidationError("--identity-token needs the --nonce the token was issued for") }
+            return DeviceDirectory.Account(
+                stateDirectory: stateDirectory, serverURL: serverURL, containerIdentifier: container, apiToken: apiToken,
+                username: "", password: "",
+                identityToken: DeviceDirectory.Account.IdentityToken(provider: provider, token: identityToken, nonce: nonce))
+        }
+        guard let username else { throw ValidationError("give a username, or --identity-token") }
         guard let password = password ?? readLine(strippingNewline: true), !password.isEmpty else {
             throw ValidationError("give --password, or the password on standard input")
         }
@@ -51,8 +71,8 @@ public struct AccountOptions: ParsableArguments {
             username: username, password: password)
     }
 
-    /// The username given.
-    public var name: String { username }
+    /// Who signs in: the username given, or the identity provider.
+    public var name: String { username ?? "your \(provider) identity" }
 }
 
 /// Writes a line straight to standard output, so it shows at once in a pipe or a file too (where

@@ -25,10 +25,26 @@ public struct DeviceDirectory: Sendable {
         public var apiToken: String
         public var username: String
         public var password: String
+        /// An identity provider's ID token to sign in with instead of the password (the account
+        /// is made on its first sign-in, so sign-up and sign-in do the same).
+        public var identityToken: IdentityToken?
+
+        /// An ID token a provider issued, with the nonce the app made for it.
+        public struct IdentityToken: Sendable {
+            public var provider: String
+            public var token: String
+            public var nonce: String
+
+            public init(provider: String, token: String, nonce: String) {
+                self.provider = provider
+                self.token = token
+                self.nonce = nonce
+            }
+        }
 
         public init(
             stateDirectory: URL, serverURL: URL, containerIdentifier: String, apiToken: String, username: String,
-            password: String
+            password: String, identityToken: IdentityToken? = nil
         ) {
             self.stateDirectory = stateDirectory
             self.serverURL = serverURL
@@ -36,6 +52,7 @@ public struct DeviceDirectory: Sendable {
             self.apiToken = apiToken
             self.username = username
             self.password = password
+            self.identityToken = identityToken
         }
     }
 
@@ -110,9 +127,12 @@ public struct DeviceDirectory: Sendable {
             ?? "\(app)-\(UUID().uuidString.prefix(8).lowercased())"
         let container = Container(
             identifier: account.containerIdentifier, serverURL: account.serverURL, apiToken: account.apiToken)
-        switch enrollment {
-        case .signUp: try await container.signUp(username: account.username, password: account.password)
-        case .signIn: try await container.signIn(username: account.username, password: account.password)
+        switch (enrollment, account.identityToken) {
+        case (_, let identity?):
+            try await container.signIn(
+                identityToken: identity.token, provider: identity.provider, nonce: Container.SignInNonce(value: identity.nonce))
+        case (.signUp, nil): try await container.signUp(username: account.username, password: account.password)
+        case (.signIn, nil): try await container.signIn(username: account.username, password: account.password)
         }
         try directory.write(
             Setup(

@@ -19,8 +19,8 @@ package struct IssuedSession: Sendable, Hashable {
 /// Containers, API tokens, users and sessions: the rules for creating and checking them, shared by
 /// the HTTP endpoints and the `stratus admin` commands.
 package struct AccountService: Sendable {
-    private let storage: any AccountStorage
-    private let configuration: ServerConfiguration
+    let storage: any AccountStorage
+    let configuration: ServerConfiguration
     private let credentials: CredentialCaches
     /// Tells the server of what a revocation ended (``PushHub/revoke(_:)``).
     private let announce: @Sendable (CredentialRevocation) async -> Void
@@ -45,7 +45,7 @@ package struct AccountService: Sendable {
     }
 
     /// Forgets what `revocation` ended, here and, through `announce`, on the other instances.
-    private func revoke(_ revocation: CredentialRevocation) async {
+    func revoke(_ revocation: CredentialRevocation) async {
         credentials.forget(revocation)
         await announce(revocation)
     }
@@ -54,7 +54,7 @@ package struct AccountService: Sendable {
     /// first use), so that an unknown username costs as much time as a known one.
     private static let unknownUserHashes = Mutex<[UInt8: String]>([:])
 
-    private func unknownUserHash() async throws -> String {
+    func unknownUserHash() async throws -> String {
         let cost = configuration.passwordHashCost
         if let hash = Self.unknownUserHashes.withLock({ $0[cost] }) { return hash }
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(Secrets.makeToken(), cost: cost) }
@@ -110,8 +110,7 @@ package struct AccountService: Sendable {
                     + "'openssl ec -in key.pem -pubout' writes it")
         }
         let keyID = Secrets.makeHexToken()
-        let cost = configuration.passwordHashCost
-        let unusable = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(Secrets.makeToken(), cost: cost) }
+        let unusable = try await unusablePasswordHash()
         let now = configuration.clock.milliseconds
         // A username sign-up refuses (':'), so nobody can sign in as the key or claim its name.
         let user = UserInfo(
@@ -229,7 +228,7 @@ package struct AccountService: Sendable {
 
     /// Starts a session of `user` as read before its password was checked; refused when the user was
     /// disabled or given another password since.
-    private func issueSession(for user: UserInfo) async throws -> IssuedSession {
+    func issueSession(for user: UserInfo) async throws -> IssuedSession {
         let token = Secrets.makeToken()
         let expiresAt = configuration.clock.milliseconds + configuration.sessionLifetimeSeconds * 1000
         guard try await storage.createSession(

@@ -56,6 +56,12 @@ struct SignInCallback: Sendable, Hashable {
         origin = parsed.origin
     }
 
+    /// A callback checked before, as a sealed sign-in (``WebSignIn``) kept it.
+    init(checked url: String, origin: String) {
+        self.url = url
+        self.origin = origin
+    }
+
     /// The origin of a URL such as `--public-url`, as a browser serializes it; `nil` when the URL is
     /// not in the form this type accepts.
     static func origin(of url: String) -> String? {

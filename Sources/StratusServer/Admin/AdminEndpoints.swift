@@ -34,6 +34,8 @@ struct AdminEndpoints: Sendable {
     let quotas: QuotaKeeper
     /// The containers' push credentials.
     let pushCredentials: PushCredentialStore
+    /// The containers' sign-in methods.
+    let signInMethods: IdentityProviderDirectory
     let clock: ServerClock
 
     func addRoutes(to router: Router<StratusRequestContext>) {
@@ -171,6 +173,7 @@ struct AdminEndpoints: Sendable {
         }
         addQuotaRoutes(to: admin)
         addPushRoutes(to: admin)
+        addSignInRoutes(to: admin)
         admin.get("audit") { request, context in
             let limit = min(max(request.query("limit").flatMap(Int.init) ?? 100, 1), 1_000)
             return Response.jsonList("entries", try await storage.auditEntries(limit: limit)) { entry, writer in

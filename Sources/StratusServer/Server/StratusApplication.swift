@@ -162,13 +162,16 @@ package enum StratusApplication {
             configuration: configuration,
             refusedPolls: FailureBackoff(maximumLockSeconds: 60, clock: configuration.clock))
         push.addRoutes(to: router)
-        AuthEndpoints(accounts: accounts, authenticator: authenticator, configuration: configuration)
-            .addRoutes(to: router)
+        let signInMethods = IdentityProviderDirectory(storage: storage, clock: configuration.clock)
+        AuthEndpoints(
+            accounts: accounts, authenticator: authenticator, configuration: configuration, directory: signInMethods,
+            settings: storage
+        ).addRoutes(to: router)
         UserDiscoveryEndpoints(storage: storage, authenticator: authenticator, limits: configuration.limits)
             .addRoutes(to: router)
         AdminEndpoints(
             storage: storage, accounts: accounts, credential: credential, quotas: quotas,
-            pushCredentials: devicePush.credentials, clock: configuration.clock
+            pushCredentials: devicePush.credentials, signInMethods: signInMethods, clock: configuration.clock
         ).addRoutes(to: router)
         MetaEndpoints(authenticator: authenticator, configuration: configuration).addRoutes(to: router)
         MetricsEndpoint(storage: storage, configuration: configuration, hub: hub, credential: credential)

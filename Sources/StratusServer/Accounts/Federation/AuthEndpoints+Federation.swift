@@ -1,0 +1,134 @@
+import Foundation
+import Hummingbird
+import StratusModel
+import StratusStorage
+
+extension AuthEndpoints {
+    /// Sign-in with identity providers under `/auth/1/{container}/`:
+    /// - `signin/token`: a native app's ID token (Sign in with Apple, Google Sign-In, …) signs in;
+    /// - `signin/web/{provider}` and `signin/return`: the browser sign-in (``WebSignIn``);
+    /// - `signin/apple/notifications`: Apple's server-to-server notifications;
+    /// - `identities`, `identities/link`, `identities/unlink` and `password`: the signed-in
+    ///   user's ways to sign in.
+    ///
+    /// A refused token counts as a failed sign-in of the client's address (the same backoff as
+    /// wrong passwords), so that a client cannot try tokens without end.
+    func addFederatedRoutes(to router: Router<StratusRequestContext>) {
+        router.on(Endpoints.signInWithIdentityToken) { request, context in
+            let container = try authenticator.authenticateApp(context)
+            let body = try await request.decodeJSON(IdentityTokenCredentials.self, limit: 64 << 10)
+            let provider = try await directory.methods(container: container).provider(named: body.provider, container: container)
+            let session = try await attempt([addressKey(context)], failingWith: .authenticationFailed) {
+                let subject = try await directory.verify(body.identityToken, of: provider, nonce: body.nonce)
+                return try await accounts.signIn(
+                    subject, provider: provider, container: container, givenName: body.givenName,
+                    familyName: body.familyName)
+            }
+            return Self.sessionResponse(session)
+        }
+        router.on(Endpoints.signInWebStart) { request, context in
+            let container = try authenticator.authenticateApp(context)
+            return try await webSignIn.start(
+                provider: try context.parameters.require("provider"), container: container,
+                handoff: try handoff(request, container: container), request: request)
+        }
+        router.on(Endpoints.signInReturn) { request, context in
+            let container = try await accounts.existingContainer(try context.parameters.require("container"))
+            return try await webSignIn.finish(
+                container: container, parameters: WebSignIn.parameters(query: request.uri.query, form: nil), request: request)
+        }
+        router.on(Endpoints.signInReturnPost) { request, context in
+            let container = try await accounts.existingContainer(try context.parameters.require("container"))
+            let form = String(buffer: try await request.body.collect(upTo: 64 << 10))
+            return try await webSignIn.finish(
+                container: container, parameters: WebSignIn.parameters(query: nil, form: form), request: request)
+        }
+        router.on(Endpoints.appleNotifications) { request, context in
+            let container = try await accounts.existingContainer(try context.parameters.require("container"))
+            let payload: String = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object().decode("payload")
+            let apple = try await directory.methods(container: container).provider(
+                named: IdentityProvider.appleName, container: container)
+            let event = try await directory.verifyAppleNotification(payload, of: apple)
+            try await accounts.apply(appleEvent: event, container: container)
+            return Response(status: .ok)
+        }
+        router.on(Endpoints.identities) { request, context in
+            let (container, user) = try signedInUser(context)
+            return .json(try await linkedIdentities(container: container, user: user))
+        }
+        router.on(Endpoints.identitiesLink) { request, context in
+            let (container, user) = try signedInUser(context)
+            let body = try await request.decodeJSON(IdentityTokenCredentials.self, limit: 64 << 10)
+            let provider = try await directory.methods(container: container).provider(named: body.provider, container: container)
+            let identity = try await attempt([addressKey(context)], failingWith: .authenticationFailed) {
+                let subject = try await directory.verify(body.identityToken, of: provider, nonce: body.nonce)
+                return try await accounts.link(subject, provider: provider, container: container, userRecordName: user)
+            }
+            return .json(Self.linked(identity))
+        }
+        router.on(Endpoints.identitiesUnlink) { request, context in
+            let (container, user) = try signedInUser(context)
+            let body = try await request.decodeJSON(UnlinkIdentityRequest.self, limit: 64 << 10)
+            try await accounts.unlink(issuer: body.issuer, subject: body.subject, container: container, userRecordName: user)
+            return .json(try await linkedIdentities(container: container, user: user))
+        }
+        router.on(Endpoints.setPassword) { request, context in
+            let (container, user) = try signedInUser(context)
+            try await requirePasswords(container)
+            let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
+            try await accounts.setPassword(
+                username: body.username, password: body.password, container: container, userRecordName: user)
+            return .json(try await linkedIdentities(container: container, user: user))
+        }
+    }
+
+    private func signedInUser(_ context: StratusRequestContext) throws -> (container: String, user: String) {
+        let container = try authenticator.authenticateApp(context)
+        guard let user = context.caller.userRecordName else {
+            throw StratusError(.authenticationRequired, "sign in first: pass ckWebAuthToken")
+        }
+        return (container, user)
+    }
+
+    private func linkedIdentities(container: String, user: String) async throws -> LinkedIdentities {
+        let identities = try await accounts.identities(container: container, userRecordName: user)
+        let hasPassword = try await accounts.storage.user(container: container, recordName: user).map(AccountService.hasPassword)
+        return LinkedIdentities(identities: identities.map(Self.linked), hasPassword: hasPassword ?? false)
+    }
+
+    /// An identity as the wire shows it.
+    static func linked(_ identity: FederatedIdentity) -> LinkedIdentity {
+        LinkedIdentity(
+            provider: identity.provider, issuer: identity.issuer, subject: identity.subject,
+            emailAddress: identity.emailAddress, emailVerified: identity.emailVerified, created: identity.createdAt,
+            lastSignIn: identity.lastSignInAt)
+    }
+}
+
+extension AccountService {
+    /// Acts on one of Apple's notifications about a user of Sign in with Apple: `account-delete`
+    /// (the user deleted their Apple account) deletes the account; `consent-revoked` (the user
+    /// stopped using Sign in with Apple with the app) disables it, ending its sessions, push
+    /// registrations and push connections, until an operator enables it again; `email-disabled` and
+    /// `email-enabled` note whether Apple's relay forwards mail. A subject no account has is
+    /// ignored.
+    func apply(appleEvent event: JSONObject, container: String) async throws {
+        let type: String = try event.decode("type")
+        let subject: String = try event.decode("sub")
+        guard let identity = try await storage.identity(container: container, issuer: IdentityProvider.appleIssuer, subject: subject)
+        else { return }
+        switch type {
+        case "account-delete":
+            try await deleteAccount(container: container, recordName: identity.userRecordName)
+        case "consent-revoked":
+            try await setDisabled(true, container: container, recordName: identity.userRecordName)
+        case "email-disabled", "email-enabled":
+            try await storage.recordIdentitySignIn(
+                container: container, issuer: identity.issuer, subject: subject,
+                emailAddress: try event.decodeIfPresent("email"), emailVerified: type == "email-enabled",
+                at: identity.lastSignInAt)
+        default:
+            break
+        }
+    }
+}
