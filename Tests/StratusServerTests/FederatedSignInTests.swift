@@ -262,6 +262,7 @@ struct FederatedSignInTests {
         defer { provider.stop() }
         let clock = ManualClock()
         try await withServer(ServerConfiguration(port: 0, passwordHashCost: 4, clock: clock.serverClock)) { server in
+            let (ada, _) = try await server.signUp("ada")
             let redirect = "http://127.0.0.1:1/callback"
             let client = try await provider.registerClient(redirectURIs: [redirect])
             let configured = try await Self.admin(
@@ -309,7 +310,21 @@ struct FederatedSignInTests {
             let page = try await server.request(.GET, "/auth/1/\(server.container)/signin", query: ["ckAPIToken": server.apiToken])
             #expect(page.text.contains("Continue with Corp") && !page.text.contains("id=\"password\""), "\(page.text)")
 
-            // The operator sees the identity and revokes it: the token then makes a new account.
+            // Discovery by the verified address, once lin opts in (off by default, as in CloudKit).
+            let lookup = ["users": [["emailAddress": "lin@corp.example"]]]
+            let hidden = try await server.database("public", "users/lookup/email", lookup, user: ada)
+            #expect(!hidden.text.contains(user), "\(hidden.text)")
+            let optIn = try await server.database("public", "users/discoverability", ["discoverable": true], user: session)
+            #expect(optIn.status == 200, "\(optIn.text)")
+            let found = try await server.database("public", "users/lookup/email", lookup, user: ada)
+            #expect(found.text.contains(user), "\(found.text)")
+
+            // The operator sees the identity in the console and revokes it.
+            let console = try await ConsoleTests.signIn(server)
+            let containerPage = try await server.request(
+                .GET, "/console/containers/\(server.container)", headers: ["Cookie": console.cookie])
+            #expect(containerPage.text.contains("corp <code>emp-42</code> lin@corp.example"))
+            #expect(containerPage.text.contains("Turn passwords on"))
             let issuer = provider.issuer
             let revoked = try await Self.admin(
                 server, .DELETE, "users/\(user)/identities", query: ["issuer": issuer, "subject": "emp-42"])

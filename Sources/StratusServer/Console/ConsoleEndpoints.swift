@@ -19,6 +19,8 @@ struct ConsoleEndpoints: Sendable {
     let devicePush: DevicePushTransport
     let housekeeping: HousekeepingStatus
     let quotas: QuotaKeeper
+    /// The containers' sign-in methods.
+    let signInMethods: IdentityProviderDirectory
 
     var sessions: ConsoleSessions { credential.console }
 
@@ -147,12 +149,29 @@ struct ConsoleEndpoints: Sendable {
         let accounts = try await storage.users(container: container).filter { !$0.username.hasPrefix("server-key:") }
             .sorted { $0.username < $1.username }
         let usage = try await quotas.usage(container: container)
+        let identities = Dictionary(grouping: try await storage.identities(container: container), by: \.userRecordName)
         let users = accounts.map { user -> [String: Any] in
             let held = usage.byAccount[user.recordName] ?? .zero
+            let signsInWith = (identities[user.recordName] ?? []).map { identity -> [String: Any] in
+                [
+                    "provider": identity.provider, "subject": identity.subject, "email": identity.emailAddress ?? "",
+                    "unlink": "\(api)/users/\(user.recordName)/identities?issuer=\(identity.issuer.queryValueEncoded)"
+                        + "&subject=\(identity.subject.queryValueEncoded)",
+                ]
+            }
             return [
-                "username": user.username, "recordName": user.recordName, "email": user.emailAddress ?? "",
+                "username": AccountService.hasPassword(user) ? user.username : "", "recordName": user.recordName,
+                "email": user.emailAddress ?? "", "identities": signsInWith,
                 "created": Self.time(user.createdAt), "disabled": user.disabledAt.map(Self.time) ?? false,
                 "api": api, "path": path, "holds": Self.holdings(held),
+            ]
+        }
+        let methods = try await signInMethods.methods(container: container)
+        let providers = methods.providers.map { provider -> [String: Any] in
+            [
+                "name": provider.name, "issuer": provider.issuer, "clientIDs": provider.clientIDs.joined(separator: ", "),
+                "updated": Self.time(provider.updatedAt),
+                "remove": api + (provider.isApple ? "/signin/apple" : "/signin/oidc/" + Self.pathSegment(provider.name)),
             ]
         }
         let quotas = try await quotas.quotas(container: container)
@@ -199,7 +218,8 @@ struct ConsoleEndpoints: Sendable {
             "container",
             [
                 "users": users, "tokens": tokens, "keys": keys, "api": api, "databases": databases, "pushChannels": channels,
-                "webPushKey": push.webPush?.publicKey ?? "",
+                "webPushKey": push.webPush?.publicKey ?? "", "providers": providers,
+                "passwords": methods.passwordsEnabled, "redirectURI": WebSignIn.redirectURI(base: "", container: path),
                 "userQuota": limits(quotas.perUser, pending: .some(quotas.perUserPendingUploadBytes)),
                 "containerQuota": limits(quotas.perContainer, pending: nil),
                 "quotaSource": quotas == self.quotas.defaults ? "the server's defaults" : "set for this container",

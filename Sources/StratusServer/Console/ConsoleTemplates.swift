@@ -67,18 +67,32 @@ enum ConsoleTemplates {
             """,
         "container": """
             <h2>Users</h2>
-            <table id="users"><tr><th>Username</th><th>Record name</th><th>E-mail</th><th>Created</th><th>Holds</th><th>State</th><th></th></tr>
-            {{#users}}<tr data-user="{{username}}"><td>{{username}}</td><td><code>{{recordName}}</code></td><td>{{email}}</td><td>{{created}}</td><td>{{holds}}</td>
+            <table id="users"><tr><th>Username</th><th>Record name</th><th>E-mail</th><th>Signs in with</th><th>Created</th><th>Holds</th><th>State</th><th></th></tr>
+            {{#users}}<tr data-user="{{username}}"><td>{{username}}</td><td><code>{{recordName}}</code></td><td>{{email}}</td>
+            <td>{{#identities}}<div class="identity">{{provider}} <code>{{subject}}</code> {{email}}
+            <form class="inline" data-api="{{unlink}}" data-method="DELETE" data-confirm="Unlink this {{provider}} identity? It no longer signs this user in."><button>Unlink</button><output></output></form></div>{{/identities}}</td>
+            <td>{{created}}</td><td>{{holds}}</td>
             <td>{{#disabled}}<span class="bad">disabled {{disabled}}</span>{{/disabled}}{{^disabled}}active{{/disabled}}</td>
             <td><form class="inline" data-api="{{api}}/users/{{recordName}}" data-method="PATCH">
             <input type="hidden" name="disabled" value="{{^disabled}}true{{/disabled}}{{#disabled}}false{{/disabled}}" data-type="bool">
             <button>{{^disabled}}Disable{{/disabled}}{{#disabled}}Enable{{/disabled}}</button><output></output></form>
             <form class="inline" data-api="{{api}}/users/{{recordName}}" data-method="PATCH">
             <input type="password" name="password" placeholder="new password" required><button>Reset password</button><output></output></form>
+            <form class="inline" data-api="{{api}}/users/{{recordName}}" data-method="DELETE" data-confirm="Delete this account and its private data? What it shared is shared no more; its public records stay."><button>Delete</button><output></output></form>
             <a href="/console/containers/{{path}}/people?user={{recordName}}">devices</a></td></tr>{{/users}}
             </table>
             <form id="new-user" data-api="{{api}}/users" data-method="POST"><label>Username <input name="username" required></label>
             <label>Password <input type="password" name="password" required></label><button>Create user</button><output></output></form>
+            <h2>Sign-in</h2>
+            <p>Users sign in {{#passwords}}with a password or {{/passwords}}with these identity providers (set them with
+            <code>stratus admin set-apple</code> and <code>set-oidc</code>, or the admin API; secrets are never shown).
+            Register <code>&lt;this server&gt;{{redirectURI}}</code> as the redirect URI of the browser sign-in.</p>
+            <table id="providers"><tr><th>Provider</th><th>Issuer</th><th>Client IDs</th><th>Set</th><th></th></tr>
+            {{#providers}}<tr><td>{{name}}</td><td>{{issuer}}</td><td>{{clientIDs}}</td><td>{{updated}}</td>
+            <td><form class="inline" data-api="{{remove}}" data-method="DELETE" data-confirm="Stop signing users in with {{name}}?"><button>Remove</button><output></output></form></td></tr>{{/providers}}</table>
+            <form id="passwords" class="inline" data-api="{{api}}/signin/passwords" data-method="PUT">
+            <input type="hidden" name="enabled" value="{{^passwords}}true{{/passwords}}{{#passwords}}false{{/passwords}}" data-type="bool">
+            <button>{{#passwords}}Turn passwords off{{/passwords}}{{^passwords}}Turn passwords on{{/passwords}}</button><output></output></form>
             <h2>API tokens</h2>
             <table id="tokens"><tr><th>Name</th><th>Created</th><th></th></tr>{{#tokens}}<tr data-token="{{name}}"><td>{{name}}</td><td>{{created}}</td>
             <td><form class="inline" data-api="{{api}}/tokens/{{id}}" data-method="DELETE" data-confirm="Revoke the API token {{name}}? Apps that use it are refused from now on."><button>Revoke</button><output></output></form></td></tr>{{/tokens}}</table>

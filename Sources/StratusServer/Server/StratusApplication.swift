@@ -178,7 +178,7 @@ package enum StratusApplication {
             .addRoutes(to: router)
         ConsoleEndpoints(
             storage: storage, configuration: configuration, credential: credential, log: requestLog, hub: hub,
-            devicePush: devicePush, housekeeping: housekeeping, quotas: quotas
+            devicePush: devicePush, housekeeping: housekeeping, quotas: quotas, signInMethods: signInMethods
         ).addRoutes(to: router)
         routes.record(router.routes)
         return (router, push, assets)
