@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import Stratus
 import StratusModel
 import StratusServer
@@ -72,6 +73,58 @@ struct AccountTests {
             let limits = try await server.makeContainer().serverLimits()
             #expect(limits.maxOperationsPerRequest == 37)
             #expect(limits.maxRecordsPerResponse == 41)
+        }
+    }
+}
+
+@Suite("SDK: sign-in with identity providers")
+struct IdentitySignInSDKTests {
+    @Test("an OpenID Connect ID token signs in; a second provider identity links; a password is added; refusals are CloudErrors")
+    func identityTokens() async throws {
+        let provider = try await OIDCProviderStandIn.start()
+        defer { provider.stop() }
+        try await withServer { server in
+            let redirect = "http://127.0.0.1:1/callback"
+            let client = try await provider.registerClient(redirectURIs: [redirect])
+            for name in ["corp", "partner"] {
+                let configured = try await server.request(
+                    .PUT, "/admin/1/containers/\(server.container)/signin/oidc/\(name)",
+                    body: ["issuer": provider.issuer, "clientID": client.id, "nonce": name == "partner" ? "sha256" : "plain"],
+                    headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+                #expect(configured.status == 200, "\(configured.text)")
+            }
+            let container = server.makeContainer()
+            let nonce = Container.SignInNonce()
+            let token = try await provider.identityToken(
+                clientID: client.id, clientSecret: client.secret, subject: "kai", nonce: nonce.value, redirectURI: redirect)
+            let user = try await container.signIn(identityToken: token, provider: "corp", nonce: nonce)
+            #expect(try await container.userRecordID() == user)
+
+            // The same token again, or with another nonce: refused with the server's reason.
+            let replay = await cloudError { try await server.makeContainer().signIn(identityToken: token, provider: "corp", nonce: nonce) }
+            #expect(replay?.code == .notAuthenticated && replay?.message.contains("used before") == true, "\(String(describing: replay))")
+
+            // A provider whose tokens carry the nonce's SHA-256, as Apple's do: the app sends the value.
+            let hashed = Container.SignInNonce()
+            let other = try await provider.identityToken(
+                clientID: client.id, clientSecret: client.secret, subject: "kai-work", nonce: hashed.sha256, redirectURI: redirect)
+            let linked = try await container.linkIdentity(identityToken: other, provider: "partner", nonce: hashed)
+            #expect(linked.subject == "kai-work" && linked.provider == "partner")
+            var listed = try await container.signInIdentities()
+            #expect(listed.identities.map(\.provider) == ["corp", "partner"] && !listed.hasPassword)
+
+            try await container.setPassword(username: "kai", password: "correct horse")
+            try await container.unlinkIdentity(linked)
+            listed = try await container.signInIdentities()
+            #expect(listed.identities.map(\.provider) == ["corp"] && listed.hasPassword)
+            #expect(try await server.makeContainer().signIn(username: "kai", password: "correct horse") == user)
+
+            // The browser sign-in's URL hands the session to the app's scheme; its callback signs in.
+            let url = container.webSignInURL.absoluteString
+            #expect(url.contains("/auth/1/\(server.container)/signin?") && url.contains("callback=cloudkit-"), "\(url)")
+            let session = try #require(container.session)
+            let callback = URL(string: "cloudkit-\(server.container.lowercased())://signin?ckWebAuthToken=\(session.webAuthToken)")!
+            #expect(try await server.makeContainer().signIn(callbackURL: callback) == user)
         }
     }
 }
