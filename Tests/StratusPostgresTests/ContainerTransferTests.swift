@@ -27,6 +27,11 @@ struct ContainerTransferTests {
             publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nMFk=\n-----END PUBLIC KEY-----\n", userRecordName: "_ned",
             createdAt: 9, revokedAt: nil)
         try await source.createServerKey(key)
+        try await source.linkIdentity(
+            FederatedIdentity(
+                container: "c", issuer: "https://appleid.apple.com", subject: "001.mei", provider: "apple",
+                userRecordName: "_mei", emailAddress: "mei@privaterelay.appleid.com", emailVerified: true, createdAt: 7,
+                lastSignInAt: 9))
         let mei = DatabaseLocator(container: "c", environment: .development, scope: .private, owner: "_mei")
         _ = try await source.createZone(named: "Notes", in: mei, timestamp: 8)
         _ = try await source.createZone(named: "Empty", in: mei, timestamp: 8)
@@ -83,7 +88,7 @@ struct ContainerTransferTests {
         // A file of the first format (no `format`, no `end` line) still imports, whole: here it ends
         // with records, as such files did when no subscription followed them.
         var firstFormat = lines.dropLast().filter { !String(decoding: $0, as: UTF8.self).contains(#""type":"subscription""#) }
-        firstFormat[0] = Array(String(decoding: firstFormat[0], as: UTF8.self).replacingOccurrences(of: #""format":2,"#, with: "").utf8)
+        firstFormat[0] = Array(String(decoding: firstFormat[0], as: UTF8.self).replacingOccurrences(of: #""format":3,"#, with: "").utf8)
         #expect(String(decoding: firstFormat.last!, as: UTF8.self).contains(#""type":"record""#))
         let older = try SQLiteStorage(path: directory.appendingPathComponent("older.sqlite").path)
         #expect(try await ContainerTransfer.importLines(firstFormat, into: older, now: 20_000).records == exported.records)
@@ -125,6 +130,7 @@ struct ContainerTransferTests {
         #expect(try await target.user(container: "c", username: "mei")?.disabledAt == nil)
         #expect(try await target.user(container: "c", username: "ned")?.disabledAt == 8, "a disabled account stays disabled")
         #expect(try await target.serverKeys(container: "c") == source.serverKeys(container: "c"), "server-to-server keys move")
+        #expect(try await target.identities(container: "c") == source.identities(container: "c"), "identities at providers move")
         #expect(try await target.schema(container: "c", environment: .development)
                 == source.schema(container: "c", environment: .development))
         #expect(try await target.zones(in: mei).map(\.name) == ["_defaultZone", "Empty", "Notes"])

@@ -3,20 +3,22 @@ import StratusModel
 package import StratusStorage
 
 /// Moves a container between storages (SQLite and PostgreSQL) as NDJSON: one JSON object per line,
-/// each with a `type`: `container`, `apiToken`, `user`, `schema`, `zone`, `asset`, `record`,
+/// each with a `type`: `container`, `apiToken`, `user`, `identity`, `schema`, `zone`, `asset`, `record`,
 /// `subscription`, in an order an import can follow, and last `end` with the counts, so that an
 /// import knows an export cut short (a full disk, a killed process) from a whole one.
 ///
 /// What survives: the container and its settings, API tokens and users (by their hashes, so the
-/// same secrets keep working; disabled users stay disabled), server-to-server keys, both schemas, every zone, every live record with its creation and
+/// same secrets keep working; disabled users stay disabled), their identities at providers (so
+/// that Sign in with Apple and OpenID Connect find the same accounts), server-to-server keys, both schemas, every zone, every live record with its creation and
 /// modification stamps, asset references (the bytes stay in the asset directory or bucket, which
 /// the new server must reach), and subscriptions. What does not: tombstones, change tags and sync
 /// tokens, which name the old storage's zones — clients get `CHANGE_TOKEN_EXPIRED` once and fetch
 /// again from the start, and a save with an old change tag gets `CONFLICT` with the server record.
 package enum ContainerTransfer {
-    /// The export's layout: 2 ends with an `end` line (and may hold `serverKey` lines); files of
-    /// layout 1, which have no `format`, end with their last record or subscription.
-    static let format = 2
+    /// The export's layout: 3 may hold `identity` lines; 2 ends with an `end` line (and may hold
+    /// `serverKey` lines); files of layout 1, which have no `format`, end with their last record or
+    /// subscription.
+    static let format = 3
 
     /// How much a transfer moved.
     package struct Counts: Sendable, Equatable {
@@ -71,6 +73,19 @@ package enum ContainerTransfer {
                 writer.field("givenName", user.givenName)
                 writer.field("familyName", user.familyName)
                 writer.field("disabledAt", user.disabledAt)
+            }
+        }
+        for identity in try await storage.identities(container: identifier) {
+            try line { writer in
+                writer.field("type", "identity")
+                writer.field("issuer", identity.issuer)
+                writer.field("subject", identity.subject)
+                writer.field("provider", identity.provider)
+                writer.field("user", identity.userRecordName)
+                writer.field("emailAddress", identity.emailAddress)
+                writer.field("emailVerified", identity.emailVerified)
+                writer.field("createdAt", identity.createdAt)
+                writer.field("lastSignInAt", identity.lastSignInAt)
             }
         }
         for key in try await storage.serverKeys(container: identifier) {
@@ -235,6 +250,14 @@ package enum ContainerTransfer {
                                  givenName: try object.decodeIfPresent("givenName"),
                                  familyName: try object.decodeIfPresent("familyName"),
                                  disabledAt: try object.decodeIfPresent("disabledAt")))
+                case "identity":
+                    try await storage.linkIdentity(
+                        FederatedIdentity(
+                            container: container!, issuer: try object.decode("issuer"), subject: try object.decode("subject"),
+                            provider: try object.decode("provider"), userRecordName: try object.decode("user"),
+                            emailAddress: try object.decodeIfPresent("emailAddress"),
+                            emailVerified: try object.decodeIfPresent("emailVerified") ?? false,
+                            createdAt: try object.decode("createdAt"), lastSignInAt: try object.decode("lastSignInAt")))
                 case "serverKey":
                     let environment: String = try object.decode("environment")
                     guard let environment = ContainerEnvironment(rawValue: environment) else {
