@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import StratusProcess
+import StratusServer
 
 /// A real OpenID Connect provider on loopback: `scripts/oidc-provider.py`, which runs
 /// oidc-provider-mock (PyPI, built on authlib) with client registration, a nonce and PKCE (S256)
@@ -15,9 +16,7 @@ import StratusProcess
 /// `iat`, `exp` (an hour later), `auth_time`, `at_hash`, and the user's claims of the `email` and
 /// `profile` scopes (``setUser(_:claims:)``).
 package final class OIDCProviderStandIn: Sendable {
-    private let process: SpawnedProcess
-    private let stateDirectory: URL
-    private let logFile: URL
+    private let standIn: StandInProcess
     /// `http://127.0.0.1:PORT`, where the provider listens.
     private let baseURL: String
 
@@ -32,7 +31,7 @@ package final class OIDCProviderStandIn: Sendable {
     package var jwksURL: String { "\(baseURL)/jwks" }
 
     /// What the provider wrote to standard error so far: a line per request, and why it refused one.
-    package var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+    package var log: String { standIn.log }
 
     /// A client that hands back a redirect instead of following it: the authorization endpoint
     /// answers with one, whose `Location` carries the code (kept for the process's life).
@@ -41,68 +40,42 @@ package final class OIDCProviderStandIn: Sendable {
 
     /// Starts the provider; it ends with ``stop()``.
     package static func start() async throws -> OIDCProviderStandIn {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let state = FileManager.default.temporaryDirectory.appendingPathComponent("oidc-provider-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
-        let log = state.appendingPathComponent("stderr.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        let process = try SpawnedProcess(
-            executable: URL(fileURLWithPath: "/usr/bin/env"),
-            arguments: ["python3", root.appendingPathComponent("scripts/oidc-provider.py").path],
-            standardOutput: .pipe, standardError: .file(try FileHandle(forWritingTo: log)))
-        let line = await firstLine(of: process)
-        guard let listening = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
-            let port = listening["port"] as? Int, let issuer = listening["issuer"] as? String
-        else {
-            process.send(SIGKILL)
-            process.waitUntilExit()
-            let errors = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            try? FileManager.default.removeItem(at: state)
-            throw ProviderError("scripts/oidc-provider.py did not start (needs pip's oidc-provider-mock): \(errors)")
+        let (standIn, listening) = try await StandInProcess.start(script: "oidc-provider.py", needs: "pip's oidc-provider-mock")
+        guard let port = listening["port"] as? Int, let issuer = listening["issuer"] as? String else {
+            standIn.stop(signal: SIGKILL)
+            throw StandInError("scripts/oidc-provider.py named no port and issuer: \(listening)")
         }
-        return OIDCProviderStandIn(
-            process: process, stateDirectory: state, logFile: log, baseURL: "http://127.0.0.1:\(port)", issuer: issuer)
+        return OIDCProviderStandIn(standIn: standIn, baseURL: "http://127.0.0.1:\(port)", issuer: issuer)
     }
 
-    private init(process: SpawnedProcess, stateDirectory: URL, logFile: URL, baseURL: String, issuer: String) {
-        self.process = process
-        self.stateDirectory = stateDirectory
-        self.logFile = logFile
+    private init(standIn: StandInProcess, baseURL: String, issuer: String) {
+        self.standIn = standIn
         self.baseURL = baseURL
         self.issuer = issuer
-    }
-
-    /// The provider's first line on standard output, which says where it listens (read on a thread
-    /// of its own: the read blocks).
-    private static func firstLine(of process: SpawnedProcess) async -> Data {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var bytes = Data()
-                while let chunk = try? process.standardOutput?.read(upToCount: 1), !chunk.isEmpty {
-                    if chunk == Data("\n".utf8) { break }
-                    bytes += chunk
-                }
-                continuation.resume(returning: bytes)
-            }
-        }
     }
 
     /// Ends the provider (it keeps everything in memory, so nothing is lost by killing it) and
     /// removes its log.
     package func stop() {
-        process.send(SIGKILL)
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(at: stateDirectory)
-    }
-
-    /// Why the provider did not start, or refused or answered a request unexpectedly.
-    struct ProviderError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
+        standIn.stop(signal: SIGKILL)
     }
 
     // MARK: Clients and users
+
+    /// Registers a client with `redirectURIs` and configures it as `server`'s container's OpenID
+    /// Connect provider `name` (its secret included, nonces `plain` or `sha256`); answers the
+    /// client.
+    package func configure(
+        on server: TestServer, name: String = "corp", redirectURIs: [String], nonce: String = "plain"
+    ) async throws -> (id: String, secret: String) {
+        let client = try await registerClient(redirectURIs: redirectURIs)
+        let configured = try await server.request(
+            .PUT, "/admin/1/containers/\(server.container)/signin/oidc/\(name)",
+            body: ["issuer": issuer, "clientID": client.id, "clientSecret": client.secret, "nonce": nonce],
+            headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
+        guard configured.status == 200 else { throw StandInError("the server refused provider \(name): \(configured.text)") }
+        return client
+    }
 
     /// Registers a client (OAuth 2.0 Dynamic Client Registration, `POST /oauth2/clients`) and
     /// answers its ID and secret.
@@ -123,7 +96,7 @@ package final class OIDCProviderStandIn: Sendable {
             .POST, "/oauth2/clients", contentType: "application/json", body: ByteBuffer(bytes: body))
         guard reply.status == .created, let client = try? JSONSerialization.jsonObject(with: reply.data) as? [String: Any],
             let id = client["client_id"] as? String, let secret = client["client_secret"] as? String
-        else { throw ProviderError("client registration answered \(reply.status): \(reply.text)") }
+        else { throw StandInError("client registration answered \(reply.status): \(reply.text)") }
         return (id, secret)
     }
 
@@ -144,14 +117,14 @@ package final class OIDCProviderStandIn: Sendable {
     package func setUser(_ subject: String, claims: [String: any Sendable]) async throws {
         let object: [String: Any] = claims
         guard JSONSerialization.isValidJSONObject(object) else {
-            throw ProviderError("the claims of \(subject) are not all JSON values: \(claims)")
+            throw StandInError("the claims of \(subject) are not all JSON values: \(claims)")
         }
         let body = try JSONSerialization.data(withJSONObject: object)
         let reply = try await send(
             .PUT, "/users/\(Self.percentEncoded(subject))", contentType: "application/json",
             body: ByteBuffer(bytes: body))
         guard reply.status == .noContent else {
-            throw ProviderError("setting the user \(subject) answered \(reply.status): \(reply.text)")
+            throw StandInError("setting the user \(subject) answered \(reply.status): \(reply.text)")
         }
     }
 
@@ -186,15 +159,15 @@ package final class OIDCProviderStandIn: Sendable {
             .POST, "/oauth2/authorize?\(query)", contentType: "application/x-www-form-urlencoded",
             body: ByteBuffer(string: Self.formEncoded([("sub", subject)])))
         guard consent.status == .found, let location = consent.headers.first(name: "location") else {
-            throw ProviderError("the authorization endpoint answered \(consent.status): \(consent.text)")
+            throw StandInError("the authorization endpoint answered \(consent.status): \(consent.text)")
         }
         let parameters = URLComponents(string: location)?.queryItems ?? []
         func parameter(_ name: String) -> String? { parameters.first { $0.name == name }?.value }
         if let error = parameter("error") {
-            throw ProviderError("the authorization endpoint refused: \(error): \(parameter("error_description") ?? "")")
+            throw StandInError("the authorization endpoint refused: \(error): \(parameter("error_description") ?? "")")
         }
         guard let code = parameter("code"), parameter("state") == state else {
-            throw ProviderError("the authorization endpoint redirected to \(location) without the code and state")
+            throw StandInError("the authorization endpoint redirected to \(location) without the code and state")
         }
 
         var form = [
@@ -214,7 +187,7 @@ package final class OIDCProviderStandIn: Sendable {
             body: ByteBuffer(string: Self.formEncoded(form)), headers: headers)
         guard exchange.status == .ok, let tokens = try? JSONSerialization.jsonObject(with: exchange.data) as? [String: Any],
             let idToken = tokens["id_token"] as? String
-        else { throw ProviderError("the token endpoint answered \(exchange.status): \(exchange.text)") }
+        else { throw StandInError("the token endpoint answered \(exchange.status): \(exchange.text)") }
         return idToken
     }
 

@@ -11,7 +11,7 @@ import Testing
 /// JWT's signature, headers, payloads; the OAuth exchange; VAPID and the `aes128gcm` body, which it
 /// decrypts) and records it. Tests read what arrived through its control port.
 package final class PushServiceStandIn: Sendable {
-    private let process: SpawnedProcess
+    private let standIn: StandInProcess
     /// The ports of the three services (TLS, HTTP/2) and of the control API (plain HTTP).
     package let apnsPort: Int
     package let fcmPort: Int
@@ -34,45 +34,24 @@ package final class PushServiceStandIn: Sendable {
 
     /// Starts the stand-in; it ends with ``stop()``.
     package static func start() async throws -> PushServiceStandIn {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let state = FileManager.default.temporaryDirectory.appendingPathComponent("push-standin-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
-        let log = state.appendingPathComponent("stderr.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        let process = try SpawnedProcess(
-            executable: URL(fileURLWithPath: "/usr/bin/env"),
-            arguments: ["python3", root.appendingPathComponent("scripts/push-standin.py").path, "--state-dir", state.path],
-            standardOutput: .pipe, standardError: .file(try FileHandle(forWritingTo: log)))
-        // Its first line says where it listens (a thread of its own: the read blocks).
-        let line = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var bytes = Data()
-                while let chunk = try? process.standardOutput?.read(upToCount: 1), !chunk.isEmpty {
-                    if chunk == Data("\n".utf8) { break }
-                    bytes += chunk
-                }
-                continuation.resume(returning: bytes)
-            }
-        }
-        guard let ports = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
-            let apns = ports["apns"] as? Int, let fcm = ports["fcm"] as? Int, let webPush = ports["webpush"] as? Int,
+        let (standIn, ports) = try await StandInProcess.start(
+            script: "push-standin.py", arguments: ["--state-dir", "{state}"], needs: "pip's h2 and cryptography")
+        guard let apns = ports["apns"] as? Int, let fcm = ports["fcm"] as? Int, let webPush = ports["webpush"] as? Int,
             let control = ports["control"] as? Int, let ca = ports["ca"] as? String
         else {
-            process.send(SIGKILL)
-            let errors = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            throw StandInError("scripts/push-standin.py did not start (needs pip's h2 and cryptography): \(errors)")
+            standIn.stop(signal: SIGKILL)
+            throw StandInError("scripts/push-standin.py named no ports: \(ports)")
         }
         return PushServiceStandIn(
-            process: process, apnsPort: apns, fcmPort: fcm, webPushPort: webPush, controlPort: control,
+            standIn: standIn, apnsPort: apns, fcmPort: fcm, webPushPort: webPush, controlPort: control,
             certificateAuthorityFile: ca)
     }
 
     private init(
-        process: SpawnedProcess, apnsPort: Int, fcmPort: Int, webPushPort: Int, controlPort: Int,
+        standIn: StandInProcess, apnsPort: Int, fcmPort: Int, webPushPort: Int, controlPort: Int,
         certificateAuthorityFile: String
     ) {
-        self.process = process
+        self.standIn = standIn
         self.apnsPort = apnsPort
         self.fcmPort = fcmPort
         self.webPushPort = webPushPort
@@ -82,13 +61,7 @@ package final class PushServiceStandIn: Sendable {
 
     /// Ends the stand-in.
     package func stop() {
-        process.send(SIGTERM)
-        _ = process.waitUntilExit()
-    }
-
-    struct StandInError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
+        standIn.stop()
     }
 
     // MARK: Control

@@ -162,7 +162,11 @@ extension Admin {
     struct UnlinkIdentity: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "unlink-identity",
-            abstract: "Unlink an identity from a user: it no longer signs them in (it would make a new account).")
+            abstract: "Unlink an identity from a user: it no longer signs them in.",
+            discussion: """
+                Its next sign-in would make a new account, unless its e-mail address is this user's: then it is refused \
+                until the user links it again.
+                """)
         @OptionGroup var storageOptions: DataOptions
         @OptionGroup var userOptions: UserOptions
         @Option(help: "The identity's issuer, as list-identities prints it.")
@@ -183,7 +187,7 @@ extension Admin {
         static let configuration = CommandConfiguration(
             commandName: "delete-user",
             abstract: "Delete a user's account and private data; what they shared is shared no more.",
-            discussion: "Their records in the public database stay. A running server refuses their sessions at once.")
+            discussion: "Their records in the public database stay. A running server refuses their sessions within 10 seconds (its cache of sessions).")
         @OptionGroup var storageOptions: DataOptions
         @OptionGroup var userOptions: UserOptions
 

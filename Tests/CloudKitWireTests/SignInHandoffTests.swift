@@ -77,12 +77,7 @@ struct SignInHandoffTests {
         defer { provider.stop() }
         try await withServer { server in
             let redirect = "\(server.baseURL)/auth/1/\(server.container)/signin/return"
-            let client = try await provider.registerClient(redirectURIs: [redirect])
-            let configured = try await server.request(
-                .PUT, "/admin/1/containers/\(server.container)/signin/oidc/corp",
-                body: ["issuer": provider.issuer, "clientID": client.id, "clientSecret": client.secret],
-                headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
-            #expect(configured.status == 200, "\(configured.text)")
+            _ = try await provider.configure(on: server, redirectURIs: [redirect])
             try await provider.setUser("emp-7", claims: ["email": "emp7@corp.example", "email_verified": true])
             let script = server.directory.appendingPathComponent("popup.py")
             try Self.popupScript.write(to: script, atomically: true, encoding: .utf8)

@@ -264,11 +264,9 @@ struct FederatedSignInTests {
         try await withServer(ServerConfiguration(port: 0, passwordHashCost: 4, clock: clock.serverClock)) { server in
             let (ada, _) = try await server.signUp("ada")
             let redirect = "http://127.0.0.1:1/callback"
-            let client = try await provider.registerClient(redirectURIs: [redirect])
-            let configured = try await Self.admin(
-                server, .PUT, "signin/oidc/corp",
-                ["issuer": provider.issuer, "clientID": client.id, "clientSecret": client.secret])
-            #expect(configured.status == 200 && !configured.text.contains(client.secret), "\(configured.text)")
+            let client = try await provider.configure(on: server, redirectURIs: [redirect])
+            let summary = try await Self.admin(server, .GET, "signin")
+            #expect(summary.text.contains(client.id) && !summary.text.contains(client.secret), "\(summary.text)")
             try await provider.setUser("emp-42", claims: ["email": "Lin@Corp.example", "email_verified": true, "given_name": "Lin"])
 
             let token = try await provider.identityToken(

@@ -1,5 +1,4 @@
 import Foundation
-import NIOHTTP1
 import Stratus
 import StratusModel
 import StratusServer
@@ -85,14 +84,9 @@ struct IdentitySignInSDKTests {
         defer { provider.stop() }
         try await withServer { server in
             let redirect = "http://127.0.0.1:1/callback"
-            let client = try await provider.registerClient(redirectURIs: [redirect])
-            for name in ["corp", "partner"] {
-                let configured = try await server.request(
-                    .PUT, "/admin/1/containers/\(server.container)/signin/oidc/\(name)",
-                    body: ["issuer": provider.issuer, "clientID": client.id, "nonce": name == "partner" ? "sha256" : "plain"],
-                    headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
-                #expect(configured.status == 200, "\(configured.text)")
-            }
+            let client = try await provider.configure(on: server, redirectURIs: [redirect])
+            // A second provider whose tokens carry the nonce's SHA-256, as Apple's do.
+            let partner = try await provider.configure(on: server, name: "partner", redirectURIs: [redirect], nonce: "sha256")
             let container = server.makeContainer()
             let nonce = Container.SignInNonce()
             let token = try await provider.identityToken(
@@ -104,10 +98,10 @@ struct IdentitySignInSDKTests {
             let replay = await cloudError { try await server.makeContainer().signIn(identityToken: token, provider: "corp", nonce: nonce) }
             #expect(replay?.code == .notAuthenticated && replay?.message.contains("used before") == true, "\(String(describing: replay))")
 
-            // A provider whose tokens carry the nonce's SHA-256, as Apple's do: the app sends the value.
+            // The second provider: the token carries the nonce's hash, the app sends the value.
             let hashed = Container.SignInNonce()
             let other = try await provider.identityToken(
-                clientID: client.id, clientSecret: client.secret, subject: "kai-work", nonce: hashed.sha256, redirectURI: redirect)
+                clientID: partner.id, clientSecret: partner.secret, subject: "kai-work", nonce: hashed.sha256, redirectURI: redirect)
             let linked = try await container.linkIdentity(identityToken: other, provider: "partner", nonce: hashed)
             #expect(linked.subject == "kai-work" && linked.provider == "partner")
             var listed = try await container.signInIdentities()

@@ -15,12 +15,7 @@ struct IdentitySignInTests {
         defer { provider.stop() }
         try await withServer { server in
             let redirect = "http://127.0.0.1:1/native-callback"
-            let client = try await provider.registerClient(redirectURIs: [redirect])
-            let configured = try await server.request(
-                .PUT, "/admin/1/containers/\(server.container)/signin/oidc/corp",
-                body: ["issuer": provider.issuer, "clientID": client.id, "clientSecret": client.secret],
-                headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
-            #expect(configured.status == 200, "\(configured.text)")
+            let client = try await provider.configure(on: server, redirectURIs: [redirect])
             let passwordsOff = try await server.request(
                 .PUT, "/admin/1/containers/\(server.container)/signin/passwords", body: ["enabled": false],
                 headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])

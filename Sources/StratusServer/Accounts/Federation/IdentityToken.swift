@@ -125,7 +125,6 @@ struct IdentityToken: Sendable {
         var subject: String
         var emailAddress: String?
         var emailVerified: Bool
-        var isPrivateEmail: Bool
         var nonce: String?
         var givenName: String?
         var familyName: String?
@@ -153,8 +152,7 @@ struct IdentityToken: Sendable {
         }
         let email = (try? claims.decode("email", as: String.self)).flatMap { $0.contains("@") ? $0.lowercased() : nil }
         return Subject(
-            issuer: issuer, subject: subject, emailAddress: email, emailVerified: Self.flag(claims["email_verified"]),
-            isPrivateEmail: Self.flag(claims["is_private_email"]), nonce: try? claims.decode("nonce", as: String.self),
+            issuer: issuer, subject: subject, emailAddress: email, emailVerified: Self.flag(claims["email_verified"]), nonce: try? claims.decode("nonce", as: String.self),
             givenName: try? claims.decode("given_name", as: String.self),
             familyName: try? claims.decode("family_name", as: String.self), expires: expires)
     }

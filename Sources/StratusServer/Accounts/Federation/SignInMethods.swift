@@ -176,6 +176,17 @@ package struct SignInMethods: Sendable, Equatable {
 
     /// What `GET …/signin` answers: everything but secrets, which show only as present.
     package func summary(to writer: inout JSONWriter) {
+        write(to: &writer, secrets: false)
+    }
+
+    /// The stored form: the summary with the secrets.
+    func storedJSON() -> String {
+        var writer = JSONWriter()
+        write(to: &writer, secrets: true)
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    private func write(to writer: inout JSONWriter, secrets: Bool) {
         writer.beginObject()
         writer.field("passwords", passwordsEnabled)
         writer.key("providers")
@@ -187,44 +198,20 @@ package struct SignInMethods: Sendable, Equatable {
             writer.field("clientIDs", array: provider.clientIDs)
             writer.field("scopes", array: provider.scopes)
             writer.field("nonce", provider.hashesNonce ? "sha256" : "plain")
-            writer.field("hasClientSecret", provider.clientSecret != nil || provider.appleKey != nil)
+            writer.field("keysURL", provider.keysURL)
             writer.field("teamID", provider.appleKey?.teamID)
             writer.field("keyID", provider.appleKey?.keyID)
-            writer.field("keysURL", provider.keysURL)
             writer.field("updated", provider.updatedAt)
+            if secrets {
+                writer.field("clientSecret", provider.clientSecret)
+                writer.field("privateKey", provider.appleKey?.privateKey)
+            } else {
+                writer.field("hasClientSecret", provider.clientSecret != nil || provider.appleKey != nil)
+            }
             writer.endObject()
         }
         writer.endArray()
         writer.endObject()
-    }
-
-    // MARK: Storage
-
-    /// The stored form: the summary with the secrets.
-    func storedJSON() -> String {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.field("passwords", passwordsEnabled)
-        writer.key("providers")
-        writer.beginArray()
-        for provider in providers {
-            writer.beginObject()
-            writer.field("name", provider.name)
-            writer.field("issuer", provider.issuer)
-            writer.field("clientIDs", array: provider.clientIDs)
-            writer.field("clientSecret", provider.clientSecret)
-            writer.field("scopes", array: provider.scopes)
-            writer.field("hashesNonce", provider.hashesNonce)
-            writer.field("keysURL", provider.keysURL)
-            writer.field("teamID", provider.appleKey?.teamID)
-            writer.field("keyID", provider.appleKey?.keyID)
-            writer.field("privateKey", provider.appleKey?.privateKey)
-            writer.field("updated", provider.updatedAt)
-            writer.endObject()
-        }
-        writer.endArray()
-        writer.endObject()
-        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
     init(stored text: String) throws {
@@ -239,7 +226,7 @@ package struct SignInMethods: Sendable, Equatable {
             return IdentityProvider(
                 name: try provider.decode("name"), issuer: try provider.decode("issuer"),
                 clientIDs: try provider.decode("clientIDs"), clientSecret: try provider.decodeIfPresent("clientSecret"),
-                scopes: try provider.decode("scopes"), hashesNonce: try provider.decode("hashesNonce"),
+                scopes: try provider.decode("scopes"), hashesNonce: try provider.decode("nonce", as: String.self) == "sha256",
                 keysURL: try provider.decodeIfPresent("keysURL"),
                 appleKey: teamID.flatMap { teamID in
                     keyID.flatMap { keyID in
