@@ -188,10 +188,11 @@ public enum Endpoints {
     /// `GET signin/web/{provider}`: starts the browser sign-in at a provider (authorization code
     /// with PKCE), which ends at ``signInReturn``.
     public static let signInWebStart = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin/web/{provider}")
-    /// `GET signin/return`: where a provider sends the browser back with a code.
-    public static let signInReturn = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin/return")
-    /// `POST signin/return`: as ``signInReturn``, for Apple, which posts the code as a form.
-    public static let signInReturnPost = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signin/return")
+    /// `GET signin/return/{provider}`: where a provider sends the browser back with a code (each
+    /// provider to its own path).
+    public static let signInReturn = Endpoint<UntypedBody, UntypedBody>(.get, .auth, "signin/return/{provider}")
+    /// `POST signin/return/{provider}`: as ``signInReturn``, for Apple, which posts the code as a form.
+    public static let signInReturnPost = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signin/return/{provider}")
     /// `signin/apple/notifications`: Apple's server-to-server notifications about its users
     /// (consent revoked, account deleted, e-mail forwarding changed).
     public static let appleNotifications = Endpoint<UntypedBody, UntypedBody>(.post, .auth, "signin/apple/notifications")

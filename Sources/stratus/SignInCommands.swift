@@ -83,7 +83,7 @@ extension Admin {
             abstract: "Let a container's users sign in with an OpenID Connect provider (Google, Microsoft, Keycloak, …).",
             discussion: """
                 The provider's discovery document is read from <issuer>/.well-known/openid-configuration when first \
-                needed. Register <server>/auth/1/<container>/signin/return as the client's redirect URI for the \
+                needed. Register <server>/auth/1/<container>/signin/return/<name> as the client's redirect URI for the \
                 browser sign-in.
                 """)
         @OptionGroup var storageOptions: DataOptions

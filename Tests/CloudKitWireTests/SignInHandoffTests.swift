@@ -76,7 +76,7 @@ struct SignInHandoffTests {
         let provider = try await OIDCProviderStandIn.start()
         defer { provider.stop() }
         try await withServer { server in
-            let redirect = "\(server.baseURL)/auth/1/\(server.container)/signin/return"
+            let redirect = "\(server.baseURL)/auth/1/\(server.container)/signin/return/corp"
             _ = try await provider.configure(on: server, redirectURIs: [redirect])
             try await provider.setUser("emp-7", claims: ["email": "emp7@corp.example", "email_verified": true])
             let script = server.directory.appendingPathComponent("popup.py")
@@ -93,7 +93,7 @@ struct SignInHandoffTests {
 
             // The return leg refuses a code that does not belong to this browser's sign-in.
             let stray = try await server.request(
-                .GET, "/auth/1/\(server.container)/signin/return", query: ["code": "x", "state": "y"])
+                .GET, "/auth/1/\(server.container)/signin/return/corp", query: ["code": "x", "state": "y"])
             #expect(stray.status == 200 && stray.text.contains("start again") && !stray.text.contains("const session = \""))
         }
     }

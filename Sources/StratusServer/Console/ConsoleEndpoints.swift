@@ -170,6 +170,7 @@ struct ConsoleEndpoints: Sendable {
         let providers = methods.providers.map { provider -> [String: Any] in
             [
                 "name": provider.name, "issuer": provider.issuer, "clientIDs": provider.clientIDs.joined(separator: ", "),
+                "keysURL": provider.keysURL ?? "",
                 "updated": Self.time(provider.updatedAt),
                 "remove": api + (provider.isApple ? "/signin/apple" : "/signin/oidc/" + Self.pathSegment(provider.name)),
             ]
@@ -219,7 +220,7 @@ struct ConsoleEndpoints: Sendable {
             [
                 "users": users, "tokens": tokens, "keys": keys, "api": api, "databases": databases, "pushChannels": channels,
                 "webPushKey": push.webPush?.publicKey ?? "", "providers": providers,
-                "passwords": methods.passwordsEnabled, "redirectURI": WebSignIn.redirectURI(base: "", container: path),
+                "passwords": methods.passwordsEnabled, "returnPath": WebSignIn.returnPath(base: "", container: path),
                 "userQuota": limits(quotas.perUser, pending: .some(quotas.perUserPendingUploadBytes)),
                 "containerQuota": limits(quotas.perContainer, pending: nil),
                 "quotaSource": quotas == self.quotas.defaults ? "the server's defaults" : "set for this container",

@@ -86,9 +86,9 @@ enum ConsoleTemplates {
             <h2>Sign-in</h2>
             <p>Users sign in {{#passwords}}with a password or {{/passwords}}with these identity providers (set them with
             <code>stratus admin set-apple</code> and <code>set-oidc</code>, or the admin API; secrets are never shown).
-            Register <code>&lt;this server&gt;{{redirectURI}}</code> as the redirect URI of the browser sign-in.</p>
+            Register <code>&lt;this server&gt;{{returnPath}}/&lt;provider&gt;</code> as each provider's redirect URI for the browser sign-in.</p>
             <table id="providers"><tr><th>Provider</th><th>Issuer</th><th>Client IDs</th><th>Set</th><th></th></tr>
-            {{#providers}}<tr><td>{{name}}</td><td>{{issuer}}</td><td>{{clientIDs}}</td><td>{{updated}}</td>
+            {{#providers}}<tr><td>{{name}}</td><td>{{issuer}}{{#keysURL}}<br><span class="bad">keys from {{keysURL}}, not Apple's</span>{{/keysURL}}</td><td>{{clientIDs}}</td><td>{{updated}}</td>
             <td><form class="inline" data-api="{{remove}}" data-method="DELETE" data-confirm="Stop signing users in with {{name}}?"><button>Remove</button><output></output></form></td></tr>{{/providers}}</table>
             <form id="passwords" class="inline" data-api="{{api}}/signin/passwords" data-method="PUT">
             <input type="hidden" name="enabled" value="{{^passwords}}true{{/passwords}}{{#passwords}}false{{/passwords}}" data-type="bool">

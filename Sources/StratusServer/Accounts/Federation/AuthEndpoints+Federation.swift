@@ -6,7 +6,7 @@ import StratusStorage
 extension AuthEndpoints {
     /// Sign-in with identity providers under `/auth/1/{container}/`:
     /// - `signin/token`: a native app's ID token (Sign in with Apple, Google Sign-In, …) signs in;
-    /// - `signin/web/{provider}` and `signin/return`: the browser sign-in (``WebSignIn``);
+    /// - `signin/web/{provider}` and `signin/return/{provider}`: the browser sign-in (``WebSignIn``);
     /// - `signin/apple/notifications`: Apple's server-to-server notifications;
     /// - `identities`, `identities/link`, `identities/unlink` and `password`: the signed-in
     ///   user's ways to sign in.
@@ -32,16 +32,20 @@ extension AuthEndpoints {
                 provider: try context.parameters.require("provider"), container: container,
                 handoff: try handoff(request, container: container), request: request)
         }
-        router.on(Endpoints.signInReturn) { request, context in
+        @Sendable func finish(_ request: Request, _ context: StratusRequestContext, form: String?) async throws -> Response {
             let container = try await accounts.existingContainer(try context.parameters.require("container"))
-            return try await webSignIn.finish(
-                container: container, parameters: WebSignIn.parameters(query: request.uri.query, form: nil), request: request)
+            return await webSignIn.finish(
+                container: container, provider: try context.parameters.require("provider"),
+                parameters: WebSignIn.parameters(query: form == nil ? request.uri.query : nil, form: form), request: request
+            ) { signIn in
+                try await attempt([addressKey(context)], failingWith: .authenticationFailed, signIn)
+            }
+        }
+        router.on(Endpoints.signInReturn) { request, context in
+            try await finish(request, context, form: nil)
         }
         router.on(Endpoints.signInReturnPost) { request, context in
-            let container = try await accounts.existingContainer(try context.parameters.require("container"))
-            let form = String(buffer: try await request.body.collect(upTo: 64 << 10))
-            return try await webSignIn.finish(
-                container: container, parameters: WebSignIn.parameters(query: nil, form: form), request: request)
+            try await finish(request, context, form: String(buffer: try await request.body.collect(upTo: 64 << 10)))
         }
         router.on(Endpoints.appleNotifications) { request, context in
             let container = try await accounts.existingContainer(try context.parameters.require("container"))

@@ -19,20 +19,37 @@ package final class IdentityProviderDirectory: Sendable {
     private let storage: any SettingsStorage
     private let clock: ServerClock
     private let methods = Mutex<[String: (methods: SignInMethods, read: Int64)]>([:])
-    private let documents = Mutex<[String: Fetched]>([:])
+    private let documents = Mutex<[String: Document]>([:])
     /// When each key set was last fetched again for a token naming a key it lacked.
     private let refreshes = Mutex<[String: Int64]>([:])
 
     static let refreshMilliseconds: Int64 = 10_000
     static let keySetLifetimeMilliseconds: Int64 = 3_600_000
     static let keySetRefreshMilliseconds: Int64 = 60_000
+    /// How long a document that could not be read is not asked for again.
+    static let failureRestMilliseconds: Int64 = 15_000
     /// How far apart the provider's clock and this server's may be when times in a token are checked.
     static let clockSkewSeconds: Int64 = 60
 
-    /// A document as fetched (or the fetch under way), and when.
-    private struct Fetched {
-        var task: Task<JSONValue, any Error>
-        var started: Int64
+    /// What is known of a document at a URL: the last good copy, the fetch under way, the last
+    /// failure.
+    private struct Document {
+        var good: (value: JSONValue, fetched: Int64)?
+        var pending: Task<JSONValue, any Error>?
+        var failedAt: Int64?
+
+        /// Notes how `task` ended (once: the first waiter to hear of it settles it).
+        mutating func settle(_ task: Task<JSONValue, any Error>, with result: Result<JSONValue, any Error>, at now: Int64) {
+            guard pending == task else { return }
+            pending = nil
+            switch result {
+            case .success(let value):
+                good = (value, now)
+                failedAt = nil
+            case .failure:
+                failedAt = now
+            }
+        }
     }
 
     /// Every provider's documents, for the life of the process: a fetch gives up after 10 seconds.
@@ -93,24 +110,29 @@ package final class IdentityProviderDirectory: Sendable {
                 authorization: IdentityProvider.appleIssuer + "/auth/authorize", token: IdentityProvider.appleIssuer + "/auth/token",
                 keys: provider.keysURL ?? IdentityProvider.appleIssuer + "/auth/keys")
         }
-        let url = provider.issuer + "/.well-known/openid-configuration"
+        let base = provider.issuer.hasSuffix("/") ? String(provider.issuer.dropLast()) : provider.issuer
+        let url = base + "/.well-known/openid-configuration"
         let document = try await fetch(url, maxAge: Self.keySetLifetimeMilliseconds).object()
         let issuer: String? = try? document.decode("issuer")
         guard issuer == provider.issuer else {
             throw Self.unavailable("\(url) names the issuer '\(issuer ?? "")', not '\(provider.issuer)'")
         }
+        // The document is the provider's: it may point this server at loopback only when the
+        // operator's issuer is there too.
+        let loopback = URLComponents(string: provider.issuer)?.host.map(SignInMethods.isLoopback) ?? false
         do {
             return Endpoints(
-                authorization: try SignInMethods.checkedURL(document.decode("authorization_endpoint"), field: "authorization_endpoint"),
-                token: try SignInMethods.checkedURL(document.decode("token_endpoint"), field: "token_endpoint"),
-                keys: try SignInMethods.checkedURL(document.decode("jwks_uri"), field: "jwks_uri"))
+                authorization: try SignInMethods.checkedURL(
+                    document.decode("authorization_endpoint"), field: "authorization_endpoint", loopback: loopback),
+                token: try SignInMethods.checkedURL(document.decode("token_endpoint"), field: "token_endpoint", loopback: loopback),
+                keys: try SignInMethods.checkedURL(document.decode("jwks_uri"), field: "jwks_uri", loopback: loopback))
         } catch {
             throw Self.unavailable("\(url) is not a usable discovery document: \(error)")
         }
     }
 
     /// The signature keys at `url`; with `refreshing`, fetched again unless a refresh was made in
-    /// the last ``keySetRefreshMilliseconds``.
+    /// the last ``keySetRefreshMilliseconds``. A failed refresh keeps the keys known.
     func keys(at url: String, refreshing: Bool) async throws -> [JSONWebKey] {
         var maxAge = Self.keySetLifetimeMilliseconds
         if refreshing {
@@ -131,23 +153,46 @@ package final class IdentityProviderDirectory: Sendable {
         }
     }
 
-    /// The JSON at `url`, fetched unless a fetch started less than `maxAge` ago; a failed fetch is
-    /// forgotten, so the next need tries again.
+    /// The JSON at `url`: as fetched less than `maxAge` ago, else fetched now (concurrent needs
+    /// share one fetch). A failed fetch answers the last good document when there is one, and is
+    /// not tried again for ``failureRestMilliseconds``.
     private func fetch(_ url: String, maxAge: Int64) async throws -> JSONValue {
         let now = clock.milliseconds
-        let task = documents.withLock { documents in
-            if let fetched = documents[url], now - fetched.started < maxAge { return fetched.task }
-            let task = Task { try await Self.download(url) }
-            documents[url] = Fetched(task: task, started: now)
-            return task
+        enum Next {
+            case known(JSONValue)
+            case failed
+            case wait(Task<JSONValue, any Error>)
         }
-        do {
-            return try await task.value
-        } catch {
-            documents.withLock { documents in
-                if documents[url]?.started == now { documents[url] = nil }
+        let next: Next = documents.withLock { documents in
+            var entry = documents[url] ?? Document()
+            defer { documents[url] = entry }
+            if let good = entry.good, now - good.fetched < maxAge { return .known(good.value) }
+            if let failed = entry.failedAt, now - failed < Self.failureRestMilliseconds {
+                return entry.good.map { .known($0.value) } ?? .failed
             }
-            throw error
+            if let task = entry.pending { return .wait(task) }
+            let task = Task { try await Self.download(url) }
+            entry.pending = task
+            return .wait(task)
+        }
+        switch next {
+        case .known(let value):
+            return value
+        case .failed:
+            throw Self.unavailable("\(url) could not be read a moment ago; try again shortly")
+        case .wait(let task):
+            do {
+                let value = try await task.value
+                documents.withLock { $0[url, default: Document()].settle(task, with: .success(value), at: now) }
+                return value
+            } catch {
+                let good = documents.withLock { documents in
+                    documents[url, default: Document()].settle(task, with: .failure(error), at: now)
+                    return documents[url]?.good?.value
+                }
+                if let good { return good }
+                throw error
+            }
         }
     }
 
@@ -161,9 +206,8 @@ package final class IdentityProviderDirectory: Sendable {
             throw unavailable("\(url) could not be reached: \(error)")
         }
         guard response.status == .ok else { throw unavailable("\(url) answered \(response.status.code)") }
-        let body = try await response.body.collect(upTo: 256 << 10)
         do {
-            return try JSONValue.parse(Array(buffer: body))
+            return try JSONValue.parse(Array(buffer: try await response.body.collect(upTo: 256 << 10)))
         } catch {
             throw unavailable("\(url) did not answer JSON")
         }
@@ -186,7 +230,7 @@ package final class IdentityProviderDirectory: Sendable {
         if key == nil { key = parsed.signingKey(in: try await keys(at: url, refreshing: true)) }
         guard let key else {
             throw IdentityToken.refusal(
-                "names the key '\(parsed.keyID ?? "")', which is not in \(provider.name)'s key set for \(parsed.algorithm)")
+                "names the key '\(IdentityToken.quoted(parsed.keyID ?? ""))', which is not in \(provider.name)'s key set for \(parsed.algorithm)")
         }
         try parsed.verifySignature(with: key)
         return parsed
@@ -235,8 +279,8 @@ package final class IdentityProviderDirectory: Sendable {
         } catch {
             throw Self.unavailable("\(request.url) could not be reached: \(error)")
         }
-        let body = try await response.body.collect(upTo: 256 << 10)
-        guard let answer = try? JSONValue.parse(Array(buffer: body)) else {
+        guard let body = try? await response.body.collect(upTo: 256 << 10), let answer = try? JSONValue.parse(Array(buffer: body))
+        else {
             throw Self.unavailable("\(request.url) answered \(response.status.code) without JSON")
         }
         return answer

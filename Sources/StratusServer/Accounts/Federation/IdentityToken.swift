@@ -94,9 +94,13 @@ struct IdentityToken: Sendable {
         let algorithm = (try? header.decode("alg", as: String.self)) ?? ""
         guard Self.acceptedAlgorithms.contains(algorithm) else {
             throw Self.refusal(
-                "is signed with alg '\(algorithm)'; only RS256 and ES256 (the provider's public keys) are accepted")
+                "is signed with alg '\(Self.quoted(algorithm))'; only RS256 and ES256 (the provider's public keys) are accepted")
         }
         guard header["crit"] == nil else { throw Self.refusal("has critical header parameters (crit), which are not supported") }
+        // An access token in JWT form (`at+jwt`) may be signed with the same keys; only ID tokens sign in.
+        if let type = try? header.decode("typ", as: String.self), !["JWT", "jwt", "application/jwt"].contains(type) {
+            throw Self.refusal("is of type '\(Self.quoted(type))', not an ID token (JWT)")
+        }
         self.algorithm = algorithm
         keyID = try? header.decodeIfPresent("kid", as: String.self)
         self.claims = claims
@@ -115,7 +119,7 @@ struct IdentityToken: Sendable {
     /// Checks the signature with `key`.
     func verifySignature(with key: JSONWebKey) throws {
         guard key.verifies(signature, of: signingInput) else {
-            throw Self.refusal("has a signature that the provider's key \(keyID.map { "'\($0)' " } ?? "")does not verify")
+            throw Self.refusal("has a signature that the provider's key \(keyID.map { "'\(Self.quoted($0))' " } ?? "")does not verify")
         }
     }
 
@@ -144,8 +148,11 @@ struct IdentityToken: Sendable {
         guard issued <= seconds + skewSeconds else {
             throw Self.refusal("claims to be issued \(issued - seconds) seconds in the future (iat)")
         }
-        if let notBefore = try? claims.decode("nbf", as: Int64.self), notBefore > seconds + skewSeconds {
-            throw Self.refusal("is not valid for another \(notBefore - seconds) seconds (nbf)")
+        if claims["nbf"] != nil {
+            guard let notBefore = try? claims.decode("nbf", as: Int64.self) else { throw Self.refusal("has an nbf that is not a time") }
+            guard notBefore <= seconds + skewSeconds else {
+                throw Self.refusal("is not valid for another \(notBefore - seconds) seconds (nbf)")
+            }
         }
         guard let subject = try? claims.decode("sub", as: String.self), (1...255).contains(subject.utf8.count) else {
             throw Self.refusal("has no subject (sub) of 1 to 255 bytes")
@@ -172,8 +179,11 @@ struct IdentityToken: Sendable {
             throw Self.refusal(
                 "is meant for '\(audience.joined(separator: "', '"))', which is not a client ID configured for this provider")
         }
-        if audience.count > 1, let party = try? claims.decode("azp", as: String.self), !audiences.contains(party) {
-            throw Self.refusal("was requested by '\(party)' (azp), which is not a client ID configured for this provider")
+        // A token for several parties is ours only when it names us as the party it was issued to.
+        if audience.count > 1 {
+            guard let party = try? claims.decode("azp", as: String.self), audiences.contains(party) else {
+                throw Self.refusal("has several audiences and no authorized party (azp) that is a client ID configured for this provider")
+            }
         }
     }
 
@@ -184,6 +194,12 @@ struct IdentityToken: Sendable {
         case .string(let text): text == "true"
         default: false
         }
+    }
+
+    /// Text of an unchecked token as a reason may show it: at most 64 characters, without control
+    /// characters.
+    static func quoted(_ text: String) -> String {
+        String(text.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
     }
 
     static func refusal(_ rule: String) -> StratusError {

@@ -131,7 +131,7 @@ package struct SignInMethods: Sendable, Equatable {
     /// (`plain`, the default, or `sha256`).
     package static func openIDConnect(name: String, json: JSONValue, at now: Int64) throws -> IdentityProvider {
         guard (1...32).contains(name.count), name != IdentityProvider.appleName,
-            name.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" })
+            name.allSatisfy({ $0.isASCII && (("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-") })
         else {
             throw StratusError.badRequest(
                 "the provider's name must be 1 to 32 lowercase letters, digits and hyphens, and not 'apple', not '\(name)'")
@@ -163,15 +163,22 @@ package struct SignInMethods: Sendable, Equatable {
         return ids
     }
 
-    /// `text` when it is an `https` URL, or an `http` URL of a loopback host (a provider on this
-    /// machine); `BAD_REQUEST` naming `field` otherwise. A trailing `/` is dropped.
-    static func checkedURL(_ text: String, field: String) throws -> String {
+    /// `text` when it is an `https` URL, or, with `loopback`, an `http` URL of a loopback host (a
+    /// provider on this machine); `BAD_REQUEST` naming `field` otherwise. The URL is kept as given:
+    /// an issuer must match a token's `iss` exactly, trailing `/` and all.
+    static func checkedURL(_ text: String, field: String, loopback: Bool = true) throws -> String {
         guard let url = URLComponents(string: text), let host = url.host, !host.isEmpty, url.user == nil,
-            url.scheme == "https" || (url.scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host))
+            url.scheme == "https" || (loopback && url.scheme == "http" && isLoopback(host))
         else {
-            throw StratusError.badRequest("\(field) must be an https URL (http only on a loopback address), not '\(text)'")
+            throw StratusError.badRequest(
+                "\(field) must be an https URL\(loopback ? " (http only on a loopback address)" : ""), not '\(text)'")
         }
-        return text.hasSuffix("/") ? String(text.dropLast()) : text
+        return text
+    }
+
+    /// Whether `host` is this machine.
+    static func isLoopback(_ host: String) -> Bool {
+        ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)
     }
 
     /// What `GET …/signin` answers: everything but secrets, which show only as present.

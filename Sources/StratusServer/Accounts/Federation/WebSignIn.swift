@@ -14,7 +14,7 @@ import Synchronization
 /// `signin/web/{provider}` makes a fresh state, nonce and code verifier, keeps them in a cookie
 /// sealed with the server's key (AES-GCM; the browser can neither read nor change it, and it lives
 /// ten minutes), and sends the browser to the provider. The provider sends it back to
-/// `signin/return` with a code and the state: the state must be the cookie's (so that a code
+/// `signin/return/{provider}` with a code and the state: the state must be the cookie's (so that a code
 /// from another browser's sign-in cannot be planted in this one), the code is traded for an ID
 /// token with the verifier, and the token is checked like a native app's, its nonce the cookie's.
 final class WebSignIn: Sendable {
@@ -107,11 +107,16 @@ final class WebSignIn: Sendable {
         return key
     }
 
-    /// Where the provider sends the browser back: the URL the operator registers with it.
-    static func redirectURI(base: String, container: String) -> String {
+    /// Where the providers send the browser back, each to `…/signin/return/{provider}`: the URL the
+    /// operator registers with provider `provider` (each its own, so that a code can come back only
+    /// from the provider the sign-in started at, RFC 9700's defence against mix-up attacks).
+    static func returnPath(base: String, container: String, provider: String? = nil) -> String {
         let encoded = container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? container
-        return "\(base)/auth/1/\(encoded)/signin/return"
+        return "\(base)/auth/1/\(encoded)/signin/return" + (provider.map { "/" + $0 } ?? "")
     }
+
+    /// How long a callback the cookie keeps may be: a cookie over 4 KiB is dropped by browsers.
+    static let maxCallbackBytes = 2048
 
     // MARK: The two legs
 
@@ -120,13 +125,17 @@ final class WebSignIn: Sendable {
     func start(
         provider name: String, container: String, handoff: SignInHandoff, request: Request
     ) async throws -> Response {
+        guard (handoff.callback?.url.utf8.count ?? 0) <= Self.maxCallbackBytes else {
+            throw StratusError.badRequest("callback must be at most \(Self.maxCallbackBytes) bytes")
+        }
         let methods = try await directory.methods(container: container)
         let provider = try methods.provider(named: name, container: container)
         let endpoints = try await directory.endpoints(of: provider)
         let base = authenticator.baseURL(request)
         let pending = Pending(
             container: container, provider: provider.name, state: Secrets.makeToken(), nonce: Secrets.makeToken(),
-            verifier: Secrets.makeToken() + Secrets.makeToken(), redirectURI: Self.redirectURI(base: base, container: container),
+            verifier: Secrets.makeToken() + Secrets.makeToken(),
+            redirectURI: Self.returnPath(base: base, container: container, provider: provider.name),
             handoff: handoff, expires: clock.milliseconds / 1000 + Self.lifetimeSeconds)
         var query: [(String, String)] = [
             ("response_type", "code"), ("client_id", provider.clientIDs[0]), ("redirect_uri", pending.redirectURI),
@@ -148,35 +157,53 @@ final class WebSignIn: Sendable {
         return Response(status: .found, headers: headers)
     }
 
-    /// Ends a browser sign-in: checks the provider's answer against the cookie, trades the code for
-    /// an ID token, signs the user in and answers the page that hands the session on.
-    func finish(container: String, parameters: [String: String], request: Request) async throws -> Response {
+    /// Ends a browser sign-in at `provider`'s return path: checks the provider's answer against the
+    /// cookie (its state, used once; the provider it started at; the `iss` the provider names, when
+    /// it names one, RFC 9207), then, through `guarded` (the sign-in backoff), trades the code for an
+    /// ID token and signs the user in, and answers the page that hands the session on. Any refusal
+    /// is a page that says why.
+    func finish(
+        container: String, provider name: String, parameters: [String: String], request: Request,
+        guarded: (() async throws -> IssuedSession) async throws -> IssuedSession
+    ) async -> Response {
         let base = authenticator.baseURL(request)
         var headers = ConsoleEndpoints.unframedPageHeaders
         headers[.setCookie] = cookie("", base: base, container: container, maxAge: 0)
-        guard let pending = try await pending(from: request), pending.container == container else {
-            return page(container, SignInHandoff(), headers, problem: "This sign-in expired or was started in another browser; start again.")
+        guard let pending = await pending(from: request), pending.container == container, pending.provider == name else {
+            return page(container, SignInHandoff(), headers, problem: "This sign-in expired or was started elsewhere; start again.")
         }
-        if let error = parameters["error"] {
-            return page(
-                container, pending.handoff, headers,
-                problem: "The provider did not sign you in: " + (parameters["error_description"] ?? error))
-        }
-        guard let state = parameters["state"], Secrets.constantTimeEquals(Array(state.utf8), Array(pending.state.utf8)),
-            let code = parameters["code"], !code.isEmpty
-        else {
+        guard let state = parameters["state"], Secrets.constantTimeEquals(Array(state.utf8), Array(pending.state.utf8)) else {
             return page(container, pending.handoff, headers, problem: "The provider's answer does not belong to this sign-in; start again.")
         }
         do {
+            // Each state signs in once: a copy of the cookie cannot try codes again.
+            guard try await accounts.storage.claimNonce(
+                Secrets.hash("state\n\(pending.state)"), expiresAt: (pending.expires + 60) * 1000, now: clock.milliseconds)
+            else { throw StratusError(.authenticationFailed, "this sign-in was used already; start again") }
+            if let error = parameters["error"] {
+                throw StratusError(
+                    .authenticationFailed,
+                    "the provider did not sign you in: " + IdentityToken.quoted(parameters["error_description"] ?? error))
+            }
+            guard let code = parameters["code"], !code.isEmpty else {
+                throw StratusError(.authenticationFailed, "the provider's answer has no code; start again")
+            }
             let provider = try await directory.methods(container: container).provider(named: pending.provider, container: container)
-            let idToken = try await exchange(code: code, pending: pending, provider: provider)
-            let subject = try await directory.verify(idToken, of: provider, nonce: pending.nonce)
-            let name = Self.appleUserName(parameters["user"])
-            let session = try await accounts.signIn(
-                subject, provider: provider, container: container, givenName: name.given, familyName: name.family)
+            if let issuer = parameters["iss"], issuer != provider.issuer {
+                throw StratusError(.authenticationFailed, "the answer comes from another issuer than \(provider.name)'s; start again")
+            }
+            let session = try await guarded {
+                let idToken = try await exchange(code: code, pending: pending, provider: provider)
+                let subject = try await directory.verify(idToken, of: provider, nonce: pending.nonce)
+                let name = Self.appleUserName(parameters["user"])
+                return try await accounts.signIn(
+                    subject, provider: provider, container: container, givenName: name.given, familyName: name.family)
+            }
             return page(container, pending.handoff, headers, session: session.webAuthToken)
         } catch let error as StratusError {
             return page(container, pending.handoff, headers, problem: error.reason)
+        } catch {
+            return page(container, pending.handoff, headers, problem: "The sign-in failed: \(error)")
         }
     }
 
@@ -191,20 +218,21 @@ final class WebSignIn: Sendable {
                         container: container, handoff: handoff, passwords: false, session: session, problem: problem))))
     }
 
-    /// The cookie of the pending sign-in, sent back only to `signin/return`. It crosses sites on
+    /// The cookie of the pending sign-in, sent back only to `signin/return/…`. It crosses sites on
     /// the way back: a redirect (a top-level GET, which `SameSite=Lax` allows) or Apple's form
     /// post, which only `SameSite=None` allows, and that only over HTTPS.
     private func cookie(_ value: String, base: String, container: String, maxAge: Int64) -> String {
-        let path = URLComponents(string: Self.redirectURI(base: base, container: container))?.percentEncodedPath ?? "/"
+        let path = URLComponents(string: Self.returnPath(base: base, container: container))?.percentEncodedPath ?? "/"
         let secure = base.hasPrefix("https://") ? "; Secure; SameSite=None" : "; SameSite=Lax"
         return "\(Self.cookieName)=\(value); Path=\(path); Max-Age=\(maxAge); HttpOnly" + secure
     }
 
-    private func pending(from request: Request) async throws -> Pending? {
+    /// The pending sign-in the request's cookie seals; `nil` when it has none, or several (another
+    /// site of the same domain may plant one), or one this server did not seal, or one expired.
+    private func pending(from request: Request) async -> Pending? {
         let cookies = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }
-        guard let value = cookies.lazy.map({ $0.trimmingCharacters(in: .whitespaces) })
-            .first(where: { $0.hasPrefix(Self.cookieName + "=") })?.dropFirst(Self.cookieName.count + 1),
-            let sealed = Base64URL.decode(String(value)),
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix(Self.cookieName + "=") }
+        guard cookies.count == 1, let sealed = Base64URL.decode(String(cookies[0].dropFirst(Self.cookieName.count + 1))),
             let box = try? AES.GCM.SealedBox(combined: sealed),
             let opened = try? AES.GCM.open(box, using: try await sealingKey()),
             let pending = try? Pending(json: Array(opened)),
