@@ -255,6 +255,10 @@ extension PostgresStorage {
         }
     }
 
+    public func endSessions(container: String, recordName: String) async throws -> [String] {
+        try await transaction { connection in try await endSessions(connection, container: container, recordName: recordName) }
+    }
+
     public func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String] {
         try await transaction { connection in
             let updated = try await connection.run(

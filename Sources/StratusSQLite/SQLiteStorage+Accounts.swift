@@ -271,6 +271,10 @@ extension SQLiteStorage {
         }
     }
 
+    public func endSessions(container: String, recordName: String) async throws -> [String] {
+        try await pool.write { db in try Self.endSessions(db, container: container, recordName: recordName) }
+    }
+
     public func setUsernameAndPassword(username: String, passwordHash: String, container: String, recordName: String)
         async throws
     {

@@ -149,6 +149,9 @@ public protocol AccountStorage: Sendable {
     /// Replaces a user's password hash, ends their sessions and deletes their push tokens; returns
     /// the hashes of the sessions it ended. `NOT_FOUND` when there is no such user.
     func setPasswordHash(_ hash: String, container: String, recordName: String) async throws -> [String]
+    /// Signs a user out everywhere: ends their sessions and deletes their push tokens; returns the
+    /// hashes of the sessions it ended.
+    func endSessions(container: String, recordName: String) async throws -> [String]
     /// Gives a user a username and a password hash to sign in with, beside what they sign in with
     /// already (an account made by a federated sign-in has the username `id:…` and a hash no
     /// password matches). Their sessions go on. `EXISTS` when another user of the container has the

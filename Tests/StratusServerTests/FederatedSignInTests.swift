@@ -330,7 +330,7 @@ struct FederatedSignInTests {
         }
     }
 
-    @Test("a signed-in user links another provider, cannot unlink the last way in, and Apple's notifications disable or delete the account")
+    @Test("a signed-in user links another provider, cannot unlink the last way in; Apple's notifications sign out, unlink, or delete an Apple-only account")
     func linkingAndNotifications() async throws {
         try await Self.withApple { server, apple, clock in
             let now = clock.milliseconds / 1000
@@ -374,11 +374,20 @@ struct FederatedSignInTests {
             let gone = try await Self.admin(server, .GET, "users/\(meiName)/identities")
             #expect(gone.status == 404, "\(gone.text)")
 
-            // consent-revoked disables ada's account (her password too) until the operator enables it.
+            // consent-revoked signs ada out everywhere; she signs in with Apple again.
             #expect(try await notify("consent-revoked", "ada.apple").status == 200)
             #expect(try await server.database("private", "users/caller", user: session).status == 401)
-            let disabled = try await Self.tokenSignIn(server, token: try apple.token(subject: "ada.apple", nonce: "l3", now: now), nonce: "l3")
-            #expect(disabled.status == 403 && disabled.reason.contains("disabled"), "\(disabled.text)")
+            let again = try await Self.tokenSignIn(server, token: try apple.token(subject: "ada.apple", nonce: "l3", now: now), nonce: "l3")
+            #expect(again.status == 200 && again.body["userRecordName"] as? String == user, "\(again.text)")
+
+            // ada deletes her Apple ID: she has a password, so only the Apple identity goes.
+            #expect(try await notify("account-delete", "ada.apple").status == 200)
+            let left = try await Self.admin(server, .GET, "users/\(user)/identities")
+            #expect(left.status == 200 && (left.body["identities"] as? [Any])?.isEmpty == true, "\(left.text)")
+            let password = try await server.request(
+                .POST, "/auth/1/\(server.container)/signin", body: ["username": "ada", "password": "correct horse"],
+                query: ["ckAPIToken": server.apiToken])
+            #expect(password.status == 200, "\(password.text)")
         }
     }
 }

@@ -52,8 +52,8 @@ extension AuthEndpoints {
             let payload: String = try await request.decodeJSON(JSONValue.self, limit: 64 << 10).object().decode("payload")
             let apple = try await directory.methods(container: container).provider(
                 named: IdentityProvider.appleName, container: container)
-            let event = try await directory.verifyAppleNotification(payload, of: apple)
-            try await accounts.apply(appleEvent: event, container: container)
+            let notification = try await directory.verifyAppleNotification(payload, of: apple)
+            try await accounts.apply(appleNotification: notification, container: container)
             return Response(status: .ok)
         }
         router.on(Endpoints.identities) { request, context in
@@ -110,22 +110,43 @@ extension AuthEndpoints {
 }
 
 extension AccountService {
-    /// Acts on one of Apple's notifications about a user of Sign in with Apple: `account-delete`
-    /// (the user deleted their Apple account) deletes the account; `consent-revoked` (the user
-    /// stopped using Sign in with Apple with the app) disables it, ending its sessions, push
-    /// registrations and push connections, until an operator enables it again; `email-disabled` and
-    /// `email-enabled` note whether Apple's relay forwards mail. A subject no account has is
-    /// ignored.
-    func apply(appleEvent event: JSONObject, container: String) async throws {
+    /// Acts on one of Apple's notifications about a user of Sign in with Apple, unless it was seen
+    /// before (its `jti`) or is older than the identity (a notification about an earlier account):
+    /// - `account-delete` (the user deleted their Apple account): the account is deleted when Apple
+    ///   was its only way in; otherwise the Apple identity is unlinked and the user signed out;
+    /// - `consent-revoked` (the user stopped using Sign in with Apple with the app): the user is
+    ///   signed out everywhere (sessions, push registrations), as Apple asks; their next Apple
+    ///   sign-in asks for consent again;
+    /// - `email-disabled` and `email-enabled`: whether Apple's relay forwards mail is noted.
+    ///
+    /// A subject no account has is ignored.
+    func apply(appleNotification notification: IdentityProviderDirectory.AppleNotification, container: String) async throws {
+        guard try await storage.claimNonce(
+            Secrets.hash("apple-notification\n\(container)\n\(notification.id)"), expiresAt: notification.issued * 1000 + 2 * 86_400_000,
+            now: now)
+        else { return }
+        let event = notification.event
         let type: String = try event.decode("type")
         let subject: String = try event.decode("sub")
         guard let identity = try await storage.identity(container: container, issuer: IdentityProvider.appleIssuer, subject: subject)
         else { return }
+        // Apple writes the time in seconds or milliseconds since 1970; clocks differ by up to the skew.
+        let written: Int64 = try event.decodeIfPresent("event_time") ?? now
+        let eventTime = written < 100_000_000_000 ? written * 1000 : written
+        guard eventTime + IdentityProviderDirectory.clockSkewSeconds * 1000 >= identity.createdAt else { return }
+        let user = identity.userRecordName
         switch type {
         case "account-delete":
-            try await deleteAccount(container: container, recordName: identity.userRecordName)
+            let others = try await storage.identities(container: container, userRecordName: user).count - 1
+            let hasPassword = try await storage.user(container: container, recordName: user).map(Self.hasPassword) ?? false
+            if others == 0, !hasPassword {
+                try await deleteAccount(container: container, recordName: user)
+            } else {
+                _ = try await storage.unlinkIdentity(container: container, issuer: identity.issuer, subject: subject)
+                try await signOutEverywhere(container: container, recordName: user)
+            }
         case "consent-revoked":
-            try await setDisabled(true, container: container, recordName: identity.userRecordName)
+            try await signOutEverywhere(container: container, recordName: user)
         case "email-disabled", "email-enabled":
             try await storage.recordIdentitySignIn(
                 container: container, issuer: identity.issuer, subject: subject,
@@ -134,5 +155,11 @@ extension AccountService {
         default:
             break
         }
+    }
+
+    /// Ends a user's sessions, push registrations and push connections, on every instance.
+    func signOutEverywhere(container: String, recordName: String) async throws {
+        let ended = try await storage.endSessions(container: container, recordName: recordName)
+        await revoke(CredentialRevocation(container: container, userRecordName: recordName, sessionHashes: ended))
     }
 }

@@ -254,20 +254,32 @@ package final class IdentityProviderDirectory: Sendable {
         return subject
     }
 
-    /// The event of one of Apple's server-to-server notifications (`{"payload": "<JWT>"}`), once
-    /// its signature, `iss`, `aud` and `iat` (within a day) are checked: `type`, `sub` and, for
-    /// the e-mail events, `email`.
-    func verifyAppleNotification(_ payload: String, of provider: IdentityProvider) async throws -> JSONObject {
+    /// One of Apple's server-to-server notifications, checked.
+    struct AppleNotification: Sendable {
+        /// Its `jti`, unique per notification.
+        var id: String
+        /// When Apple issued it (`iat`), in seconds since 1970.
+        var issued: Int64
+        /// The event: `type`, `sub`, `event_time` and, for the e-mail events, `email`.
+        var event: JSONObject
+    }
+
+    /// One of Apple's server-to-server notifications (`{"payload": "<JWT>"}`), once its signature,
+    /// `iss`, `aud` and `iat` (within a day) are checked.
+    func verifyAppleNotification(_ payload: String, of provider: IdentityProvider) async throws -> AppleNotification {
         let token = try await signedToken(payload, of: provider)
         try token.verifyIssuer(provider.issuer, audiences: Set(provider.clientIDs))
         let seconds = clock.milliseconds / 1000
         guard let issued = try? token.claims.decode("iat", as: Int64.self),
             issued <= seconds + Self.clockSkewSeconds, issued > seconds - 86_400
         else { throw IdentityToken.refusal("was not issued within the last day (iat)") }
+        guard let id = try? token.claims.decode("jti", as: String.self), (1...255).contains(id.utf8.count) else {
+            throw IdentityToken.refusal("has no jti, which tells one notification from another")
+        }
         guard let events = try? token.claims.decode("events", as: String.self),
             let event = try? JSONValue.parse(Array(events.utf8)).object()
         else { throw IdentityToken.refusal("has no events claim (a JSON object in a string)") }
-        return event
+        return AppleNotification(id: id, issued: issued, event: event)
     }
 
     /// Sends `request` to a provider (a code exchange) and reads its JSON answer, whatever the
