@@ -344,6 +344,14 @@ struct FederatedSignInTests {
             let viaApple = try await Self.tokenSignIn(server, token: try apple.token(subject: "ada.apple", nonce: "l2", now: now), nonce: "l2")
             #expect(viaApple.body["userRecordName"] as? String == user, "\(viaApple.text)")
 
+            // Adding a way in needs a fresh sign-in: a session six minutes old (or stolen) cannot.
+            clock.advance(bySeconds: 360)
+            let stale = try await server.request(
+                .POST, "/auth/1/\(server.container)/identities/link",
+                body: ["provider": "apple", "identityToken": try apple.token(subject: "ada.other", nonce: "l9", now: now + 360), "nonce": "l9"],
+                query: query)
+            #expect(stale.status == 401 && stale.reason.contains("minutes old"), "\(stale.text)")
+
             // An Apple-only account cannot drop its only identity.
             let mei = try await Self.tokenSignIn(server, token: try apple.token(subject: "mei.apple", nonce: "m1", now: now, email: nil), nonce: "m1")
             let meiSession = try #require(mei.body["ckWebAuthToken"] as? String)
@@ -357,10 +365,13 @@ struct FederatedSignInTests {
             // mei writes a private record; Apple says her account is deleted; it is, with her data.
             try await server.createZone("Notes", user: meiSession)
             func notify(_ type: String, _ subject: String) async throws -> TestServer.Reply {
-                let events = #"{"type":"\#(type)","sub":"\#(subject)","event_time":\#(now * 1000)}"#
+                let events = #"{"type":"\#(type)","sub":"\#(subject)","event_time":\#(clock.milliseconds)}"#
                 let payload = try Self.jwt(
                     header: ["alg": "RS256", "kid": "apple-rsa-1"],
-                    claims: ["iss": "https://appleid.apple.com", "aud": Self.bundleID, "iat": now, "jti": UUID().uuidString, "events": events]
+                    claims: [
+                        "iss": "https://appleid.apple.com", "aud": Self.bundleID, "iat": clock.milliseconds / 1000,
+                        "jti": UUID().uuidString, "events": events,
+                    ]
                 ) { try apple.rsa.signature(for: $0, padding: .insecurePKCS1v1_5).rawRepresentation }
                 return try await server.request(
                     .POST, "/auth/1/\(server.container)/signin/apple/notifications", body: ["payload": payload])

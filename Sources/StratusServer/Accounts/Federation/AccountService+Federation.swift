@@ -105,6 +105,22 @@ extension AccountService {
         }
     }
 
+    /// How recent a sign-in must be to add a way in (a provider, a password): a stolen session
+    /// cannot make itself permanent.
+    static let recentSignInMilliseconds: Int64 = 300_000
+
+    /// Refuses a session that did not sign in within ``recentSignInMilliseconds``.
+    func requireRecentSignIn(webAuthToken: String?, container: String) async throws {
+        guard let webAuthToken, let session = try await storage.session(hash: Secrets.hash(webAuthToken)),
+            session.container == container,
+            now - (session.expiresAt - configuration.sessionLifetimeSeconds * 1000) <= Self.recentSignInMilliseconds
+        else {
+            throw StratusError(
+                .authenticationFailed,
+                "adding a way to sign in needs a session at most \(Self.recentSignInMilliseconds / 60_000) minutes old; sign in again first")
+        }
+    }
+
     /// Gives an account made by an identity provider a username and password to sign in with too.
     func setPassword(username: String, password: String, container: String, userRecordName: String) async throws {
         guard let user = try await storage.user(container: container, recordName: userRecordName) else {
@@ -115,6 +131,10 @@ extension AccountService {
         }
         if let violation = Self.usernameViolation(username) { throw StratusError.badRequest(violation) }
         if let violation = PasswordPolicy.violation(of: password, username: username) { throw StratusError.badRequest(violation) }
+        // Checked before the slow hash; the storage checks again as it writes.
+        guard try await storage.user(container: container, username: username) == nil else {
+            throw StratusError(.exists, "username '\(username)' is taken")
+        }
         let cost = configuration.passwordHashCost
         let hash = try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
         try await storage.setUsernameAndPassword(

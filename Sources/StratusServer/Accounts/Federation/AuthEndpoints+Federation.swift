@@ -9,7 +9,7 @@ extension AuthEndpoints {
     /// - `signin/web/{provider}` and `signin/return/{provider}`: the browser sign-in (``WebSignIn``);
     /// - `signin/apple/notifications`: Apple's server-to-server notifications;
     /// - `identities`, `identities/link`, `identities/unlink` and `password`: the signed-in
-    ///   user's ways to sign in.
+    ///   user's ways to sign in; adding one needs a sign-in of the last five minutes.
     ///
     /// A refused token counts as a failed sign-in of the client's address (the same backoff as
     /// wrong passwords), so that a client cannot try tokens without end.
@@ -62,6 +62,7 @@ extension AuthEndpoints {
         }
         router.on(Endpoints.identitiesLink) { request, context in
             let (container, user) = try signedInUser(context)
+            try await accounts.requireRecentSignIn(webAuthToken: request.query("ckWebAuthToken"), container: container)
             let body = try await request.decodeJSON(IdentityTokenCredentials.self, limit: 64 << 10)
             let provider = try await directory.methods(container: container).provider(named: body.provider, container: container)
             let identity = try await attempt([addressKey(context)], failingWith: .authenticationFailed) {
@@ -79,9 +80,13 @@ extension AuthEndpoints {
         router.on(Endpoints.setPassword) { request, context in
             let (container, user) = try signedInUser(context)
             try await requirePasswords(container)
+            try await accounts.requireRecentSignIn(webAuthToken: request.query("ckWebAuthToken"), container: container)
             let body = try await request.decodeJSON(PasswordCredentials.self, limit: 64 << 10)
-            try await accounts.setPassword(
-                username: body.username, password: body.password, container: container, userRecordName: user)
+            // A taken username counts as a failed guess of this address, as at sign-up.
+            try await attempt([addressKey(context)], failingWith: .exists) {
+                try await accounts.setPassword(
+                    username: body.username, password: body.password, container: container, userRecordName: user)
+            }
             return .json(try await linkedIdentities(container: container, user: user))
         }
     }
