@@ -101,12 +101,14 @@ extension Admin {
         var audience: [String] = []
         @Option(help: "A scope the browser sign-in asks for (repeat; openid email profile by default).")
         var scope: [String] = []
-        @Option(help: "plain (the token carries the app's nonce) or sha256 (its hash, as Apple's).")
-        var nonce = "plain"
+        @Option(help: "sha256 (the token carries the SHA-256 of the app's nonce, as Apple's) or plain (the nonce itself).")
+        var nonce = "sha256"
+        @Flag(help: "Take the addresses the provider says it verified as the users' (for discovery and invitations by e-mail).")
+        var trustsEmail = false
 
         func run() async throws {
             var members: JSONMembers = [
-                "issuer": .string(issuer), "clientID": .string(clientID), "nonce": .string(nonce),
+                "issuer": .string(issuer), "clientID": .string(clientID), "nonce": .string(nonce), "trustsEmail": .bool(trustsEmail),
                 "audiences": .array(audience.map(JSONValue.string)),
             ]
             if let clientSecret { members["clientSecret"] = .string(clientSecret) }

@@ -7,21 +7,25 @@ package import StratusStorage
 /// Accounts known by an identity provider: found by the provider's (issuer, subject), never by an
 /// e-mail address alone.
 extension AccountService {
+    /// How long after a token expires its nonce stays used: longer than any instance's clock may
+    /// be behind, so that no instance takes the token again.
+    static let nonceMarginSeconds: Int64 = 600
+
     /// Uses up the nonce of a verified token, so that the token cannot sign in again; refused when
     /// it was used before, on any instance.
     private func claimNonce(of subject: IdentityToken.Subject, container: String) async throws {
         guard let nonce = subject.nonce,
             try await storage.claimNonce(
                 Secrets.hash("\(container)\n\(subject.issuer)\n\(nonce)"),
-                expiresAt: (subject.expires + IdentityProviderDirectory.clockSkewSeconds) * 1000, now: now)
+                expiresAt: (subject.expires + Self.nonceMarginSeconds) * 1000, now: now)
         else {
             throw IdentityToken.refusal("was used before (its nonce was seen); sign in again for a new token")
         }
     }
 
     /// Signs in the user `subject` names at `provider`, creating the account on the first sign-in
-    /// when the container allows sign-up. An e-mail address the provider verified is recorded for
-    /// a new account (for discovery, which stays off until the user turns it on); a token whose
+    /// when the container allows sign-up. An e-mail address the provider verified, of a provider
+    /// trusted with addresses (``IdentityProvider/trustsEmail``), is recorded for a new account (for discovery, which stays off until the user turns it on); a token whose
     /// address belongs to another account creates nothing: the user signs in to that account and
     /// links the provider there. `givenName` and `familyName` (which Apple gives the app, not the
     /// token, on the first sign-in only) name a new account.
@@ -51,7 +55,7 @@ extension AccountService {
             container: container, recordName: Secrets.makeUserRecordName(),
             username: "id:" + Secrets.hash("\(subject.issuer)\n\(subject.subject)").prefix(32),
             passwordHash: try await unusablePasswordHash(), createdAt: now,
-            emailAddress: subject.emailVerified ? subject.emailAddress : nil,
+            emailAddress: provider.trustsEmail && subject.emailVerified ? subject.emailAddress : nil,
             givenName: Self.name(givenName) ?? Self.name(subject.givenName),
             familyName: Self.name(familyName) ?? Self.name(subject.familyName))
         try await storage.createUser(
@@ -73,7 +77,7 @@ extension AccountService {
         }
         let identity = identity(of: subject, provider: provider, container: container, user: userRecordName)
         try await storage.linkIdentity(identity)
-        if subject.emailVerified, let address = subject.emailAddress,
+        if provider.trustsEmail, subject.emailVerified, let address = subject.emailAddress,
             try await storage.user(container: container, recordName: userRecordName)?.emailAddress == nil
         {
             // The address may be another account's; then this one goes without.

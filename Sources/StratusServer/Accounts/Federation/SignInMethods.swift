@@ -22,8 +22,12 @@ package struct IdentityProvider: Sendable, Equatable {
     package var clientSecret: String?
     /// The scopes the browser sign-in asks for.
     package var scopes: [String]
-    /// Whether the token's `nonce` is the SHA-256 (hex) of the value the app sends, as Apple's is.
+    /// Whether the token's `nonce` is the SHA-256 (hex) of the value the app sends, as Apple's is
+    /// (then a token seen elsewhere cannot be redeemed without the value, which only the app has).
     package var hashesNonce: Bool
+    /// Whether an address the provider says it verified is taken as the user's (for discovery and
+    /// invitations by e-mail): Apple's are; an OpenID Connect provider's when the operator says so.
+    package var trustsEmail: Bool
     /// The key set's URL when it is known without discovery (Apple's, or a stand-in for it).
     package var keysURL: String?
     /// Apple's team ID, key ID and private key (a `.p8`), which sign the client secret of Apple's
@@ -100,7 +104,7 @@ package struct SignInMethods: Sendable, Equatable {
         var provider = IdentityProvider(
             name: IdentityProvider.appleName, issuer: IdentityProvider.appleIssuer,
             clientIDs: try clientIDs(object.decode("clientIDs")), clientSecret: nil,
-            scopes: ["name", "email"], hashesNonce: true,
+            scopes: ["name", "email"], hashesNonce: true, trustsEmail: true,
             keysURL: try object.decodeIfPresent("keysURL").map { try checkedURL($0, field: "keysURL") }, appleKey: nil,
             updatedAt: now)
         let teamID: String? = try object.decodeIfPresent("teamID")
@@ -127,8 +131,9 @@ package struct SignInMethods: Sendable, Equatable {
     /// An OpenID Connect provider from `PUT …/signin/oidc/{name}`: `issuer` (its discovery
     /// document is `{issuer}/.well-known/openid-configuration`), `clientID`, optionally
     /// `clientSecret` (a confidential client), `audiences` (more client IDs tokens may be meant
-    /// for, such as an Android app's), `scopes` (`openid email profile` by default) and `nonce`
-    /// (`plain`, the default, or `sha256`).
+    /// for, such as an Android app's), `scopes` (`openid email profile` by default), `nonce`
+    /// (`sha256`, the default: the token carries the SHA-256 of the app's value; or `plain`) and
+    /// `trustsEmail` (false by default: whether addresses it verified are taken as the user's).
     package static func openIDConnect(name: String, json: JSONValue, at now: Int64) throws -> IdentityProvider {
         guard (1...32).contains(name.count), name != IdentityProvider.appleName,
             name.allSatisfy({ $0.isASCII && (("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-") })
@@ -144,7 +149,7 @@ package struct SignInMethods: Sendable, Equatable {
         guard scopes.contains("openid"), scopes.allSatisfy({ !$0.isEmpty && !$0.contains(" ") }) else {
             throw StratusError.badRequest("scopes must include 'openid', each scope without spaces")
         }
-        let nonce: String = try object.decodeIfPresent("nonce") ?? "plain"
+        let nonce: String = try object.decodeIfPresent("nonce") ?? "sha256"
         guard nonce == "plain" || nonce == "sha256" else {
             throw StratusError.badRequest("nonce must be 'plain' (the token carries the app's value) or 'sha256', not '\(nonce)'")
         }
@@ -152,6 +157,7 @@ package struct SignInMethods: Sendable, Equatable {
         return IdentityProvider(
             name: name, issuer: issuer, clientIDs: try clientIDs([clientID] + audiences),
             clientSecret: secret.flatMap { $0.isEmpty ? nil : $0 }, scopes: scopes, hashesNonce: nonce == "sha256",
+            trustsEmail: try object.decodeIfPresent("trustsEmail") ?? false,
             keysURL: nil, appleKey: nil, updatedAt: now)
     }
 
@@ -205,6 +211,7 @@ package struct SignInMethods: Sendable, Equatable {
             writer.field("clientIDs", array: provider.clientIDs)
             writer.field("scopes", array: provider.scopes)
             writer.field("nonce", provider.hashesNonce ? "sha256" : "plain")
+            writer.field("trustsEmail", provider.trustsEmail)
             writer.field("keysURL", provider.keysURL)
             writer.field("teamID", provider.appleKey?.teamID)
             writer.field("keyID", provider.appleKey?.keyID)
@@ -234,6 +241,7 @@ package struct SignInMethods: Sendable, Equatable {
                 name: try provider.decode("name"), issuer: try provider.decode("issuer"),
                 clientIDs: try provider.decode("clientIDs"), clientSecret: try provider.decodeIfPresent("clientSecret"),
                 scopes: try provider.decode("scopes"), hashesNonce: try provider.decode("nonce", as: String.self) == "sha256",
+                trustsEmail: try provider.decode("trustsEmail"),
                 keysURL: try provider.decodeIfPresent("keysURL"),
                 appleKey: teamID.flatMap { teamID in
                     keyID.flatMap { keyID in
