@@ -27,6 +27,8 @@ struct ContainerTransferTests {
             publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nMFk=\n-----END PUBLIC KEY-----\n", userRecordName: "_ned",
             createdAt: 9, revokedAt: nil)
         try await source.createServerKey(key)
+        try await source.setSetting(
+            "signin:c", to: #"{"passwords":false,"providers":[]}"#)
         try await source.linkIdentity(
             FederatedIdentity(
                 container: "c", issuer: "https://appleid.apple.com", subject: "001.mei", provider: "apple",
@@ -131,6 +133,7 @@ struct ContainerTransferTests {
         #expect(try await target.user(container: "c", username: "ned")?.disabledAt == 8, "a disabled account stays disabled")
         #expect(try await target.serverKeys(container: "c") == source.serverKeys(container: "c"), "server-to-server keys move")
         #expect(try await target.identities(container: "c") == source.identities(container: "c"), "identities at providers move")
+        #expect(try await target.setting("signin:c") == #"{"passwords":false,"providers":[]}"#, "how users sign in moves")
         #expect(try await target.schema(container: "c", environment: .development)
                 == source.schema(container: "c", environment: .development))
         #expect(try await target.zones(in: mei).map(\.name) == ["_defaultZone", "Empty", "Notes"])

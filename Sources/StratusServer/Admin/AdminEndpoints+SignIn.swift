@@ -11,7 +11,8 @@ extension AdminEndpoints {
     /// - `PUT …/signin/passwords`: `{"enabled": false}` turns password sign-up and sign-in off.
     /// - `PUT …/signin/apple`: Sign in with Apple (``SignInMethods/apple(json:at:)``).
     /// - `PUT …/signin/oidc/{name}`: an OpenID Connect provider
-    ///   (``SignInMethods/openIDConnect(name:json:at:)``).
+    ///   (``SignInMethods/openIDConnect(name:json:at:)``); a body without `clientSecret` keeps the
+    ///   secret set before (`null` removes it).
     /// - `DELETE …/signin/apple`, `DELETE …/signin/oidc/{name}`: removes a provider; its users'
     ///   identities stay, and sign in again once it is back.
     /// - `GET …/users/{user}/identities`; `DELETE …/users/{user}/identities?issuer=…&subject=…`
@@ -42,13 +43,21 @@ extension AdminEndpoints {
             return try await update(context) { $0.set(apple) }
         }
         admin.put("containers/:container/signin/oidc/:name") { request, context in
-            let provider = try SignInMethods.openIDConnect(
-                name: try context.parameters.require("name"),
-                json: try await request.decodeJSON(JSONValue.self, limit: 64 << 10), at: clock.milliseconds)
-            return try await update(context) { $0.set(provider) }
+            let json = try await request.decodeJSON(JSONValue.self, limit: 64 << 10)
+            var provider = try SignInMethods.openIDConnect(
+                name: try context.parameters.require("name"), json: json, at: clock.milliseconds)
+            // A body without clientSecret keeps the one set (it is never shown, so cannot be sent back).
+            let keepsSecret = (try? json.object().members["clientSecret"]) == nil
+            return try await update(context) { methods in
+                if keepsSecret { provider.clientSecret = methods.providers.first { $0.name == provider.name }?.clientSecret }
+                methods.set(provider)
+            }
         }
         admin.delete("containers/:container/signin/apple") { request, context in
             try await update(context) { methods in
+                guard methods.providers.contains(where: { $0.name == IdentityProvider.appleName }) else {
+                    throw StratusError(.notFound, "Sign in with Apple is not configured")
+                }
                 methods.providers.removeAll { $0.name == IdentityProvider.appleName }
             }
         }

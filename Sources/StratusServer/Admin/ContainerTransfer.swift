@@ -3,13 +3,14 @@ import StratusModel
 package import StratusStorage
 
 /// Moves a container between storages (SQLite and PostgreSQL) as NDJSON: one JSON object per line,
-/// each with a `type`: `container`, `apiToken`, `user`, `identity`, `schema`, `zone`, `asset`, `record`,
+/// each with a `type`: `container`, `apiToken`, `user`, `signInMethods`, `identity`, `schema`, `zone`, `asset`, `record`,
 /// `subscription`, in an order an import can follow, and last `end` with the counts, so that an
 /// import knows an export cut short (a full disk, a killed process) from a whole one.
 ///
 /// What survives: the container and its settings, API tokens and users (by their hashes, so the
-/// same secrets keep working; disabled users stay disabled), their identities at providers (so
-/// that Sign in with Apple and OpenID Connect find the same accounts), server-to-server keys, both schemas, every zone, every live record with its creation and
+/// same secrets keep working; disabled users stay disabled), how they sign in (whether passwords
+/// are on, the identity providers with their secrets) and their identities at providers (so that
+/// Sign in with Apple and OpenID Connect find the same accounts), server-to-server keys, both schemas, every zone, every live record with its creation and
 /// modification stamps, asset references (the bytes stay in the asset directory or bucket, which
 /// the new server must reach), and subscriptions. What does not: tombstones, change tags and sync
 /// tokens, which name the old storage's zones — clients get `CHANGE_TOKEN_EXPIRED` once and fetch
@@ -73,6 +74,12 @@ package enum ContainerTransfer {
                 writer.field("givenName", user.givenName)
                 writer.field("familyName", user.familyName)
                 writer.field("disabledAt", user.disabledAt)
+            }
+        }
+        if let methods = try await storage.setting(IdentityProviderDirectory.settingKey(identifier)) {
+            try line { writer in
+                writer.field("type", "signInMethods")
+                writer.field("stored", methods)
             }
         }
         for identity in try await storage.identities(container: identifier) {
@@ -250,6 +257,10 @@ package enum ContainerTransfer {
                                  givenName: try object.decodeIfPresent("givenName"),
                                  familyName: try object.decodeIfPresent("familyName"),
                                  disabledAt: try object.decodeIfPresent("disabledAt")))
+                case "signInMethods":
+                    let stored: String = try object.decode("stored")
+                    _ = try SignInMethods(stored: stored)
+                    try await storage.setSetting(IdentityProviderDirectory.settingKey(container!), to: stored)
                 case "identity":
                     try await storage.linkIdentity(
                         FederatedIdentity(

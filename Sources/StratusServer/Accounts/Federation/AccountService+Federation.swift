@@ -36,16 +36,7 @@ extension AccountService {
         let info = try await storage.requireContainer(container)
         try await claimNonce(of: subject, container: container)
         if let identity = try await storage.identity(container: container, issuer: subject.issuer, subject: subject.subject) {
-            guard let user = try await storage.user(container: container, recordName: identity.userRecordName) else {
-                throw StratusError(.authenticationFailed, "the account of this identity was deleted; sign in again")
-            }
-            guard user.disabledAt == nil else {
-                throw StratusError(.accessDenied, "this account is disabled; ask the app's administrator")
-            }
-            try await storage.recordIdentitySignIn(
-                container: container, issuer: subject.issuer, subject: subject.subject, emailAddress: subject.emailAddress,
-                emailVerified: subject.emailVerified, at: now)
-            return try await issueSession(for: user)
+            return try await signIn(subject, linkedTo: identity, container: container)
         }
         guard info.allowsSignUp else {
             throw StratusError(.accessDenied, "container '\(container)' does not allow sign-up; ask an admin for an account")
@@ -58,8 +49,31 @@ extension AccountService {
             emailAddress: provider.trustsEmail && subject.emailVerified ? subject.emailAddress : nil,
             givenName: Self.name(givenName) ?? Self.name(subject.givenName),
             familyName: Self.name(familyName) ?? Self.name(subject.familyName))
-        try await storage.createUser(
-            user, identity: identity(of: subject, provider: provider, container: container, user: user.recordName))
+        do {
+            try await storage.createUser(
+                user, identity: identity(of: subject, provider: provider, container: container, user: user.recordName))
+        } catch let error as StratusError where error.code == .exists {
+            // Another first sign-in of the same person made the account a moment ago.
+            guard let identity = try await storage.identity(container: container, issuer: subject.issuer, subject: subject.subject)
+            else { throw error }
+            return try await signIn(subject, linkedTo: identity, container: container)
+        }
+        return try await issueSession(for: user)
+    }
+
+    /// Signs in the user `identity` names, noting the sign-in.
+    private func signIn(
+        _ subject: IdentityToken.Subject, linkedTo identity: FederatedIdentity, container: String
+    ) async throws -> IssuedSession {
+        guard let user = try await storage.user(container: container, recordName: identity.userRecordName) else {
+            throw StratusError(.authenticationFailed, "the account of this identity was deleted; sign in again")
+        }
+        guard user.disabledAt == nil else {
+            throw StratusError(.accessDenied, "this account is disabled; ask the app's administrator")
+        }
+        try await storage.recordIdentitySignIn(
+            container: container, issuer: subject.issuer, subject: subject.subject, emailAddress: subject.emailAddress,
+            emailVerified: subject.emailVerified, at: now)
         return try await issueSession(for: user)
     }
 
@@ -86,14 +100,17 @@ extension AccountService {
         return identity
     }
 
-    /// Unlinks an identity from its user, unless it is the user's last way to sign in.
-    func unlink(issuer: String, subject: String, container: String, userRecordName: String) async throws {
+    /// Unlinks an identity from its user, unless it is the user's last way to sign in (a password
+    /// counts only while `passwordsEnabled`).
+    func unlink(
+        issuer: String, subject: String, container: String, userRecordName: String, passwordsEnabled: Bool
+    ) async throws {
         let identities = try await storage.identities(container: container, userRecordName: userRecordName)
         guard identities.contains(where: { $0.issuer == issuer && $0.subject == subject }) else {
             throw StratusError(.notFound, "this user has no identity of '\(issuer)' with subject '\(subject)'")
         }
         let hasPassword = try await storage.user(container: container, recordName: userRecordName).map(Self.hasPassword) ?? false
-        guard hasPassword || identities.count > 1 else {
+        guard (passwordsEnabled && hasPassword) || identities.count > 1 else {
             throw StratusError.badRequest(
                 "this is the user's only way to sign in; link another provider or set a password first")
         }

@@ -74,7 +74,9 @@ extension AuthEndpoints {
         router.on(Endpoints.identitiesUnlink) { request, context in
             let (container, user) = try signedInUser(context)
             let body = try await request.decodeJSON(UnlinkIdentityRequest.self, limit: 64 << 10)
-            try await accounts.unlink(issuer: body.issuer, subject: body.subject, container: container, userRecordName: user)
+            try await accounts.unlink(
+                issuer: body.issuer, subject: body.subject, container: container, userRecordName: user,
+                passwordsEnabled: try await directory.methods(container: container).passwordsEnabled)
             return .json(try await linkedIdentities(container: container, user: user))
         }
         router.on(Endpoints.setPassword) { request, context in

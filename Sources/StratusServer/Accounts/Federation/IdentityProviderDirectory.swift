@@ -58,12 +58,14 @@ package final class IdentityProviderDirectory: Sendable {
         configuration: HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(10))))
 
+    /// The sign-in methods kept in `storage`, read again by `clock`.
     package init(storage: any SettingsStorage, clock: ServerClock) {
         self.storage = storage
         self.clock = clock
     }
 
-    private static func settingKey(_ container: String) -> String { "signin:\(container)" }
+    /// The setting that keeps `container`'s sign-in methods.
+    static func settingKey(_ container: String) -> String { "signin:\(container)" }
 
     // MARK: Sign-in methods
 

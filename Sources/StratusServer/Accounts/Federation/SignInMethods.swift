@@ -38,8 +38,11 @@ package struct IdentityProvider: Sendable, Equatable {
 
     /// The key Apple issued for Sign in with Apple.
     package struct AppleKey: Sendable, Equatable {
+        /// The developer team's ID.
         package var teamID: String
+        /// The key's ID.
         package var keyID: String
+        /// The `.p8` file's text: a P-256 private key in PEM.
         package var privateKey: String
     }
 
@@ -74,6 +77,7 @@ package struct SignInMethods: Sendable, Equatable {
     /// The providers, by name.
     package var providers: [IdentityProvider] = []
 
+    /// Passwords only, as a container starts.
     package init() {}
 
     /// The provider named `name`; `BAD_REQUEST` naming the configured ones otherwise.
