@@ -6,9 +6,10 @@ import StratusModel
 /// Microsoft, Keycloak, …) that the container's operator configured.
 extension Container {
     /// A single-use value that ties an identity token to one sign-in, so that a token cannot be
-    /// replayed. Give the provider ``sha256`` for Sign in with Apple (the hash goes to Apple, the
-    /// value to the server) or ``value`` for a provider configured with plain nonces, and pass
-    /// ``value`` to ``signIn(identityToken:provider:nonce:givenName:familyName:)``.
+    /// replayed. Give the provider ``sha256`` (Sign in with Apple, and OpenID Connect providers by
+    /// default: the hash goes to the provider, the value only to the server) or ``value`` for a
+    /// provider configured with plain nonces, and pass the nonce to
+    /// ``signIn(identityToken:provider:nonce:givenName:familyName:)``.
     public struct SignInNonce: Hashable, Sendable {
         /// The random value (32 bytes, base64url).
         public let value: String

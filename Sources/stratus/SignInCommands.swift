@@ -95,7 +95,7 @@ extension Admin {
         var issuer: String
         @Option(help: "The client ID registered with the provider.")
         var clientID: String
-        @Option(help: "The client secret of a confidential client (leave out for PKCE alone).")
+        @Option(help: "The client secret of a confidential client (left out: the one set before stays; none for PKCE alone).")
         var clientSecret: String?
         @Option(help: "Another client ID tokens may be meant for, such as an Android app's (repeat for several).")
         var audience: [String] = []
@@ -114,8 +114,12 @@ extension Admin {
             if let clientSecret { members["clientSecret"] = .string(clientSecret) }
             if !scope.isEmpty { members["scopes"] = .array(scope.map(JSONValue.string)) }
             let body = JSONValue.object(members)
-            try await SignInCommands.update(container, storageOptions, "admin set-oidc \(container) \(name)") {
-                $0.set(try SignInMethods.openIDConnect(name: name, json: body, at: Timestamp.now.milliseconds))
+            let keepsSecret = clientSecret == nil
+            try await SignInCommands.update(container, storageOptions, "admin set-oidc \(container) \(name)") { methods in
+                var provider = try SignInMethods.openIDConnect(name: name, json: body, at: Timestamp.now.milliseconds)
+                // Left out, the secret set before stays (as the admin API's PUT keeps it).
+                if keepsSecret { provider.clientSecret = methods.providers.first { $0.name == name }?.clientSecret }
+                methods.set(provider)
             }
         }
     }
