@@ -64,15 +64,17 @@ package final class OIDCProviderStandIn: Sendable {
 
     /// Registers a client with `redirectURIs` and configures it as `server`'s container's OpenID
     /// Connect provider `name` (its secret included, nonces `plain` or `sha256`, the addresses it
-    /// verifies trusted); answers the client.
+    /// verifies trusted or not); answers the client.
     package func configure(
-        on server: TestServer, name: String = "corp", redirectURIs: [String], nonce: String = "plain"
+        on server: TestServer, name: String = "corp", redirectURIs: [String], nonce: String = "plain",
+        trustsEmail: Bool = true
     ) async throws -> (id: String, secret: String) {
         let client = try await registerClient(redirectURIs: redirectURIs)
         let configured = try await server.request(
             .PUT, "/admin/1/containers/\(server.container)/signin/oidc/\(name)",
             body: [
-                "issuer": issuer, "clientID": client.id, "clientSecret": client.secret, "nonce": nonce, "trustsEmail": true,
+                "issuer": issuer, "clientID": client.id, "clientSecret": client.secret, "nonce": nonce,
+                "trustsEmail": trustsEmail,
             ],
             headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
         guard configured.status == 200 else { throw StandInError("the server refused provider \(name): \(configured.text)") }

@@ -317,6 +317,17 @@ struct FederatedSignInTests {
             let found = try await server.database("public", "users/lookup/email", lookup, user: ada)
             #expect(found.text.contains(user), "\(found.text)")
 
+            // A provider not trusted with addresses: its verified address is not taken as the user's.
+            let guestClient = try await provider.configure(on: server, name: "guest", redirectURIs: [redirect], trustsEmail: false)
+            try await provider.setUser("visitor", claims: ["email": "visitor@guest.example", "email_verified": true])
+            let guestToken = try await provider.identityToken(
+                clientID: guestClient.id, clientSecret: guestClient.secret, subject: "visitor", nonce: "g-1", redirectURI: redirect)
+            let guest = try await Self.tokenSignIn(server, provider: "guest", token: guestToken, nonce: "g-1")
+            let guestName = try #require(guest.body["userRecordName"] as? String, "\(guest.text)")
+            let everyone = try await Self.admin(server, .GET, "users")
+            let guestRow = (everyone.body["users"] as? [[String: Any]] ?? []).first { $0["userRecordName"] as? String == guestName }
+            #expect(guestRow != nil && guestRow?["emailAddress"] == nil, "\(everyone.text)")
+
             // The operator sees the identity in the console and revokes it.
             let console = try await ConsoleTests.signIn(server)
             let containerPage = try await server.request(
@@ -364,13 +375,13 @@ struct FederatedSignInTests {
 
             // mei writes a private record; Apple says her account is deleted; it is, with her data.
             try await server.createZone("Notes", user: meiSession)
-            func notify(_ type: String, _ subject: String) async throws -> TestServer.Reply {
+            func notify(_ type: String, _ subject: String, id: String = UUID().uuidString) async throws -> TestServer.Reply {
                 let events = #"{"type":"\#(type)","sub":"\#(subject)","event_time":\#(clock.milliseconds)}"#
                 let payload = try Self.jwt(
                     header: ["alg": "RS256", "kid": "apple-rsa-1"],
                     claims: [
                         "iss": "https://appleid.apple.com", "aud": Self.bundleID, "iat": clock.milliseconds / 1000,
-                        "jti": UUID().uuidString, "events": events,
+                        "jti": id, "events": events,
                     ]
                 ) { try apple.rsa.signature(for: $0, padding: .insecurePKCS1v1_5).rawRepresentation }
                 return try await server.request(
@@ -386,10 +397,14 @@ struct FederatedSignInTests {
             #expect(gone.status == 404, "\(gone.text)")
 
             // consent-revoked signs ada out everywhere; she signs in with Apple again.
-            #expect(try await notify("consent-revoked", "ada.apple").status == 200)
+            #expect(try await notify("consent-revoked", "ada.apple", id: "revoked-1").status == 200)
             #expect(try await server.database("private", "users/caller", user: session).status == 401)
             let again = try await Self.tokenSignIn(server, token: try apple.token(subject: "ada.apple", nonce: "l3", now: now), nonce: "l3")
             #expect(again.status == 200 && again.body["userRecordName"] as? String == user, "\(again.text)")
+            // The same notification again (its jti) acts no more: the new session stays.
+            #expect(try await notify("consent-revoked", "ada.apple", id: "revoked-1").status == 200)
+            let againSession = try #require(again.body["ckWebAuthToken"] as? String)
+            #expect(try await server.database("private", "users/caller", user: againSession).status == 200)
 
             // ada deletes her Apple ID: she has a password, so only the Apple identity goes.
             #expect(try await notify("account-delete", "ada.apple").status == 200)

@@ -34,8 +34,12 @@ extension AuthEndpoints {
         }
         @Sendable func finish(_ request: Request, _ context: StratusRequestContext, form: String?) async throws -> Response {
             let container = try await accounts.existingContainer(try context.parameters.require("container"))
+            let provider = try context.parameters.require("provider")
+            guard SignInMethods.isProviderName(provider) else {
+                throw StratusError.badRequest("provider must be 1 to 32 lowercase letters, digits and hyphens, not '\(provider)'")
+            }
             return await webSignIn.finish(
-                container: container, provider: try context.parameters.require("provider"),
+                container: container, provider: provider,
                 parameters: WebSignIn.parameters(query: form == nil ? request.uri.query : nil, form: form), request: request
             ) { signIn in
                 try await attempt([addressKey(context)], failingWith: .authenticationFailed, signIn)

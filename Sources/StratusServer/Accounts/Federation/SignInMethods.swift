@@ -139,9 +139,7 @@ package struct SignInMethods: Sendable, Equatable {
     /// (`sha256`, the default: the token carries the SHA-256 of the app's value; or `plain`) and
     /// `trustsEmail` (false by default: whether addresses it verified are taken as the user's).
     package static func openIDConnect(name: String, json: JSONValue, at now: Int64) throws -> IdentityProvider {
-        guard (1...32).contains(name.count), name != IdentityProvider.appleName,
-            name.allSatisfy({ $0.isASCII && (("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-") })
-        else {
+        guard isProviderName(name), name != IdentityProvider.appleName else {
             throw StratusError.badRequest(
                 "the provider's name must be 1 to 32 lowercase letters, digits and hyphens, and not 'apple', not '\(name)'")
         }
@@ -163,6 +161,12 @@ package struct SignInMethods: Sendable, Equatable {
             clientSecret: secret.flatMap { $0.isEmpty ? nil : $0 }, scopes: scopes, hashesNonce: nonce == "sha256",
             trustsEmail: try object.decodeIfPresent("trustsEmail") ?? false,
             keysURL: nil, appleKey: nil, updatedAt: now)
+    }
+
+    /// Whether `name` can name a provider: 1 to 32 lowercase ASCII letters, digits and hyphens.
+    static func isProviderName(_ name: String) -> Bool {
+        (1...32).contains(name.count)
+            && name.allSatisfy { $0.isASCII && (("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-") }
     }
 
     private static func clientIDs(_ ids: [String]) throws -> [String] {
