@@ -630,10 +630,11 @@ struct ConsoleEndpoints: Sendable {
         value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? value
     }
 
-    /// The fields of an `application/x-www-form-urlencoded` body; `BAD_REQUEST` for a field whose
-    /// percent-encoding is broken.
+    /// The fields of an `application/x-www-form-urlencoded` body (a console form, or the answer
+    /// Apple posts to the browser sign-in); `BAD_REQUEST` for a field whose percent-encoding is
+    /// broken or that holds U+0000.
     static func form(_ request: Request) async throws -> [String: String] {
-        let body = try await request.collectBody(limit: 16 << 10, limitName: "the limit of a console form")
+        let body = try await request.collectBody(limit: 16 << 10, limitName: "the limit of a form")
         var fields: [String: String] = [:]
         for pair in String(decoding: body.readableBytesView, as: UTF8.self).split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

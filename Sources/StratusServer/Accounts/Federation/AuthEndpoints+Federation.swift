@@ -32,7 +32,9 @@ extension AuthEndpoints {
                 provider: try context.parameters.require("provider"), container: container,
                 handoff: try handoff(request, container: container), request: request)
         }
-        @Sendable func finish(_ request: Request, _ context: StratusRequestContext, form: String?) async throws -> Response {
+        @Sendable func finish(
+            _ request: Request, _ context: StratusRequestContext, parameters: [String: String]
+        ) async throws -> Response {
             let container = try await accounts.existingContainer(try context.parameters.require("container"))
             let provider = try context.parameters.require("provider")
             guard SignInMethods.isProviderName(provider) else {
@@ -40,16 +42,21 @@ extension AuthEndpoints {
             }
             return await webSignIn.finish(
                 container: container, provider: provider,
-                parameters: WebSignIn.parameters(query: form == nil ? request.uri.query : nil, form: form), request: request
+                parameters: parameters, request: request
             ) { signIn in
                 try await attempt([addressKey(context)], failingWith: .authenticationFailed, signIn)
             }
         }
         router.on(Endpoints.signInReturn) { request, context in
-            try await finish(request, context, form: nil)
+            var parameters: [String: String] = [:]
+            for (name, value) in request.uri.queryParameters where parameters[String(name)] == nil {
+                parameters[String(name)] = String(value)
+            }
+            return try await finish(request, context, parameters: parameters)
         }
+        // Apple posts its answer as a form.
         router.on(Endpoints.signInReturnPost) { request, context in
-            try await finish(request, context, form: String(buffer: try await request.body.collect(upTo: 64 << 10)))
+            try await finish(request, context, parameters: try await ConsoleEndpoints.form(request))
         }
         router.on(Endpoints.appleNotifications) { request, context in
             let container = try await accounts.existingContainer(try context.parameters.require("container"))

@@ -259,11 +259,11 @@ final class WebSignIn: Sendable {
             if provider.isApple {
                 form.append(("client_secret", secret))
             } else {
-                let credentials = "\(clientID.formValueEncoded):\(secret.formValueEncoded)"
+                let credentials = "\(clientID.queryValueEncoded):\(secret.queryValueEncoded)"
                 request.headers.add(name: "authorization", value: "Basic " + Data(credentials.utf8).base64EncodedString())
             }
         }
-        request.body = .bytes(ByteBuffer(string: form.map { "\($0.0)=\($0.1.formValueEncoded)" }.joined(separator: "&")))
+        request.body = .bytes(ByteBuffer(string: form.map { "\($0.0)=\($0.1.queryValueEncoded)" }.joined(separator: "&")))
         let answer = try await directory.post(request)
         guard let token = try? answer.object().decode("id_token", as: String.self) else {
             let reason = (try? answer.object().decode("error_description", as: String.self))
@@ -280,25 +280,5 @@ final class WebSignIn: Sendable {
             let name = try? user.decode("name", as: JSONValue.self).object()
         else { return (nil, nil) }
         return (try? name.decode("firstName"), try? name.decode("lastName"))
-    }
-
-    /// The parameters of a provider's answer: the query of a redirect, or the form Apple posts.
-    static func parameters(query: String?, form: String?) -> [String: String] {
-        var components = URLComponents()
-        components.percentEncodedQuery = (form ?? query ?? "").replacingOccurrences(of: "+", with: "%20")
-        var parameters: [String: String] = [:]
-        for item in components.queryItems ?? [] where parameters[item.name] == nil {
-            parameters[item.name] = item.value ?? ""
-        }
-        return parameters
-    }
-}
-
-extension String {
-    /// The string percent-encoded for an `application/x-www-form-urlencoded` body or a query value:
-    /// everything but unreserved characters (RFC 3986 §2.3) escaped.
-    var formValueEncoded: String {
-        addingPercentEncoding(withAllowedCharacters: .init(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"))
-            ?? self
     }
 }
