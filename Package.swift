@@ -290,6 +290,7 @@ let package = Package(
             name: "ContactsTests",
             dependencies: [
                 "ContactsCore", "ExampleSupport", "Stratus", "StratusSync", "StratusStore", "StratusTestSupport", "StratusServer",
+                "StratusProcess",
             ],
             path: "Examples/Contacts/Tests", swiftSettings: swiftSettings),
         .testTarget(

@@ -8,7 +8,7 @@ extension SyncEngine {
         guard await checkAccount(delegate) else { throw Self.notSignedIn }
         await emit(.willFetchChanges(.init(context: context)), to: delegate)
         do {
-            if configuration.automaticallySync { try await ensureSubscription() }
+            if settings.automaticallySync { try await ensureSubscription() }
             try await fetchDatabaseChanges(delegate: delegate)
             try await fetchZoneChanges(context, delegate: delegate)
         } catch {
@@ -23,7 +23,7 @@ extension SyncEngine {
 
     /// Saves the database subscription the server notifies the engine through, once per user.
     private func ensureSubscription() async throws {
-        let subscriptionID = configuration.subscriptionID ?? "stratus-sync-\(transport.databaseScope.rawValue)"
+        let subscriptionID = settings.subscriptionID ?? "stratus-sync-\(transport.databaseScope.rawValue)"
         guard state.withSnapshot({ $0.subscriptionID }) != subscriptionID else { return }
         try await transport.saveSubscription(Subscription.database(subscriptionID: subscriptionID))
         state.withSnapshot { $0.subscriptionID = subscriptionID }

@@ -80,7 +80,7 @@ extension SyncEngine {
 
     /// The app added pending changes: send them, and hand over the state in case the send cannot run.
     func changesAdded() {
-        guard configuration.automaticallySync else { return }
+        guard settings.automaticallySync else { return }
         schedule.withLock { schedule in
             schedule.stateUpdateRequested = true
             schedule.sendRequested = true
@@ -90,7 +90,7 @@ extension SyncEngine {
 
     /// Changes stayed pending that the next send can take.
     func sendAgainSoon() {
-        guard configuration.automaticallySync else { return }
+        guard settings.automaticallySync else { return }
         schedule.withLock { $0.sendRequested = true }
         wakeup.signal()
     }
@@ -140,8 +140,8 @@ extension SyncEngine {
 
     /// Runs what the scheduler decided, as one operation in line with the app's.
     func runScheduled(_ work: ScheduledWork) async {
-        if work.contains(.send), configuration.sendDebounce > .zero {
-            try? await clock.sleep(for: configuration.sendDebounce)
+        if work.contains(.send), settings.sendDebounce > .zero {
+            try? await clock.sleep(for: settings.sendDebounce)
         }
         do {
             try await operations.run { [self] in

@@ -95,7 +95,9 @@ public final class SyncEngine: Sendable {
     public let state: State
 
     weak let delegate: (any SyncEngineDelegate)?
-    let configuration: Configuration
+    /// What the engine keeps of its configuration: not the delegate, which it holds weakly (a
+    /// delegate usually holds its engine).
+    let settings: Settings
     let logger: Logger
     let operations = SerialOperations()
     let schedule: Mutex<Schedule>
@@ -106,7 +108,9 @@ public final class SyncEngine: Sendable {
     ///
     /// - Throws: When the journal cannot be opened or read.
     public init(_ configuration: Configuration) throws {
-        self.configuration = configuration
+        settings = Settings(
+            automaticallySync: configuration.automaticallySync, subscriptionID: configuration.subscriptionID,
+            sendDebounce: configuration.sendDebounce)
         database = configuration.database
         transport = configuration.transport ?? configuration.database
         clock = configuration.clock
@@ -177,6 +181,13 @@ public final class SyncEngine: Sendable {
         await operations.cancelAll()
     }
 
+    /// The settings of ``Configuration`` the engine works by.
+    struct Settings: Sendable {
+        let automaticallySync: Bool
+        let subscriptionID: Subscription.ID?
+        let sendDebounce: Duration
+    }
+
     // MARK: - Events
 
     /// Hands `event` to the delegate and waits until it handled it.
@@ -243,7 +254,7 @@ public final class SyncEngine: Sendable {
 
     /// With automatic sync: the scheduler, and the listener that turns notifications into fetches.
     private func startBackgroundWork() {
-        guard configuration.automaticallySync else { return }
+        guard settings.automaticallySync else { return }
         let wakeup = wakeup
         let transport = transport
         let clock = clock

@@ -1,5 +1,5 @@
 package import Foundation
-import StratusProcess
+package import StratusProcess
 
 /// What a finished child process printed, and how it ended.
 package struct ChildProcessResult: Sendable {
@@ -36,6 +36,21 @@ package func runChildProcess(_ executable: URL, _ arguments: [String]) async thr
                 returning: ChildProcessResult(
                     status: status, output: String(decoding: outputData, as: UTF8.self),
                     errors: String(decoding: errorData, as: UTF8.self)))
+        }
+    }
+}
+
+/// The first line `process` writes on its standard output (a pipe), without its newline; read on a
+/// thread of its own, as the read blocks.
+package func firstLine(of process: SpawnedProcess) async -> Data {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+            var bytes = Data()
+            while let chunk = try? process.standardOutput?.read(upToCount: 1), !chunk.isEmpty {
+                if chunk == Data("\n".utf8) { break }
+                bytes += chunk
+            }
+            continuation.resume(returning: bytes)
         }
     }
 }

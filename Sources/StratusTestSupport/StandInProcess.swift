@@ -44,20 +44,6 @@ struct StandInProcess: Sendable {
         _ = process.waitUntilExit()
         try? FileManager.default.removeItem(at: stateDirectory)
     }
-
-    /// The first line on standard output (read on a thread of its own: the read blocks).
-    private static func firstLine(of process: SpawnedProcess) async -> Data {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var bytes = Data()
-                while let chunk = try? process.standardOutput?.read(upToCount: 1), !chunk.isEmpty {
-                    if chunk == Data("\n".utf8) { break }
-                    bytes += chunk
-                }
-                continuation.resume(returning: bytes)
-            }
-        }
-    }
 }
 
 /// Why a stand-in did not start, or answered a request unexpectedly.

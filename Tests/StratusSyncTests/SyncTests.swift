@@ -149,6 +149,21 @@ struct SyncTests {
         }
     }
 
+    @Test("the engine holds its delegate weakly: an app that lets its store go frees the store and its engine")
+    func delegateReleased() async throws {
+        try await withServer(clientsInProcess: true) { server in
+            var phone: ContactsDevice? = try await ContactsDevice("phone", container: try await server.signedInContainer("mei"))
+            await phone?.createZone()
+            await phone?.save("ada", "Ada Byron")
+            try await phone?.sendChanges()
+            weak let device = phone
+            weak let engine = await phone?.engine
+            phone = nil
+            #expect(device == nil, "the device is freed once the app lets it go")
+            #expect(engine == nil)
+        }
+    }
+
     @Test("a rename and a delete on one device show on the other")
     func renameAndDelete() async throws {
         try await withServer(clientsInProcess: true) { server in

@@ -51,6 +51,8 @@ public actor ContactsStore: SyncEngineDelegate {
     }
 
     let directory: DeviceDirectory
+    /// This process's claim on the device's directory, held as long as the device is open.
+    private let lock: DeviceLock
     /// The container the device syncs with.
     public let container: Container
     private var data: AppData
@@ -66,6 +68,8 @@ public actor ContactsStore: SyncEngineDelegate {
     /// With `automaticallySync`, the engine syncs by itself (``watch(_:)``).
     public init(stateDirectory: URL, automaticallySync: Bool = false) async throws {
         directory = DeviceDirectory(stateDirectory)
+        // Claimed before anything is read: another process's last write lands before, or not at all.
+        lock = try directory.claim(app: "contacts")
         container = try directory.device(app: "contacts").container
         data = try directory.read(AppData.self, from: "contacts.json") ?? AppData()
         engine = try SyncEngine(

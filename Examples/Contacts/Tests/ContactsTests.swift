@@ -2,6 +2,7 @@ import ContactsCore
 import ExampleSupport
 import Foundation
 import Stratus
+import StratusProcess
 import StratusServer
 import StratusTestSupport
 import Synchronization
@@ -59,6 +60,34 @@ struct ContactsTests {
             #expect(try await phone.sync() == .synced)
             #expect(try await laptop.sync() == .synced)
             #expect(await laptop.contacts.isEmpty)
+        }
+    }
+
+    @Test("while 'contacts watch' runs on a device's folder, another command there is refused instead of losing its edit")
+    func secondProcessOnOneFolder() async throws {
+        try await withServer { server in
+            let phone = account(server, "phone")
+            try await ContactsStore.signUp(phone)
+            try await ContactsStore.signIn(account(server, "laptop"))
+            let contacts = productsDirectory.appendingPathComponent("contacts")
+            let folder = ["--state", phone.stateDirectory.path]
+            #expect(try await runChildProcess(contacts, ["add", "Ada"] + folder).status == 0)
+
+            let watch = try SpawnedProcess(executable: contacts, arguments: ["watch"] + folder, standardOutput: .pipe)
+            // Its first line (Ada) comes once it holds the folder.
+            #expect(String(decoding: await firstLine(of: watch), as: UTF8.self).hasSuffix("Ada"))
+            let refused = try await runChildProcess(contacts, ["add", "Grace"] + folder)
+            #expect(refused.status == 1)
+            #expect(refused.errors.contains("is in use by process \(watch.processIdentifier)"), "\(refused.errors)")
+            watch.send(SIGTERM)
+            _ = watch.waitUntilExit()
+
+            #expect(try await runChildProcess(contacts, ["add", "Grace"] + folder).status == 0)
+            let laptop = try await ContactsStore(stateDirectory: account(server, "laptop").stateDirectory)
+            #expect(try await laptop.sync() == .synced)
+            #expect(await laptop.contacts.map(\.name) == ["Ada", "Grace"], "every edit a command printed reached the server")
+            let device = try await ContactsStore(stateDirectory: phone.stateDirectory)
+            #expect(await device.contacts.map(\.name) == ["Ada", "Grace"])
         }
     }
 

@@ -55,9 +55,14 @@ public actor NotesDevice: SyncEngineDelegate {
         var note: LocalNote?
         /// The sync engine's state.
         var stateSerialization: SyncEngine.State.Serialization?
+        /// The data version of the server's note when a newer app wrote it: until a note this app
+        /// reads arrives, every sync says so (the note shown is not the server's).
+        var newerVersionOnServer: Int?
     }
 
     let directory: DeviceDirectory
+    /// This process's claim on the device's directory, held as long as the device is open.
+    private let lock: DeviceLock
     let container: Container
     let deviceID: String
     let appVersion: Int
@@ -75,6 +80,8 @@ public actor NotesDevice: SyncEngineDelegate {
     /// - Throws: ``DeviceDirectory/NotSetUp`` when the directory has no device.
     public init(stateDirectory: URL, appVersion: Int = NotesDevice.currentVersion) async throws {
         directory = DeviceDirectory(stateDirectory)
+        // Claimed before anything is read: another process's last write lands before, or not at all.
+        lock = try directory.claim(app: "notes")
         let device = try directory.device(app: "notes")
         container = device.container
         deviceID = device.setup.deviceID
@@ -135,7 +142,7 @@ public actor NotesDevice: SyncEngineDelegate {
         } catch let error as CloudError where error.isTransient || error.code == .serverResponseLost {
             return .offline(error.message)
         }
-        if let refusal { throw refusal }
+        if let refusal = refusal ?? state.newerVersionOnServer.map(Failure.newerVersion) { throw refusal }
         if let unresolved { throw unresolved }
         return .synced
     }
@@ -175,9 +182,11 @@ public actor NotesDevice: SyncEngineDelegate {
                 // A local edit still to send wins or loses when it is sent, by `modified`.
                 guard state.note?.needsPush != true, let fetched = readableNote(modification.record) else { continue }
                 state.note = fetched
+                state.newerVersionOnServer = nil
             }
             if changes.deletions.contains(where: { $0.recordID == Self.recordID }), state.note?.needsPush != true {
                 state.note = nil
+                state.newerVersionOnServer = nil
             }
         default:
             return
@@ -207,7 +216,13 @@ public actor NotesDevice: SyncEngineDelegate {
             engineState.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))])
             engineState.add(pendingRecordZoneChanges: [.saveRecord(Self.recordID)])
         case .serverRecordChanged:
-            guard let server = error.serverRecord, let note = state.note, let theirs = readableNote(server) else { return }
+            guard let server = error.serverRecord, let note = state.note else { return }
+            guard let theirs = readableNote(server) else {
+                // A newer app's note: this edit is refused for good, not kept to be sent over it
+                // once the server's note is readable again.
+                if refusal != nil { state.note?.needsPush = false }
+                return
+            }
             if note.modified > theirs.modified {
                 // This edit is newer: write it over the server's version, based on that version.
                 state.note?.systemFields = server.encodeSystemFields()
@@ -250,6 +265,7 @@ public actor NotesDevice: SyncEngineDelegate {
         let version = record["version", as: Int.self] ?? 1
         guard version <= appVersion else {
             refusal = .newerVersion(version)
+            state.newerVersionOnServer = version
             return nil
         }
         guard let file = (record["text"] as? Asset)?.fileURL, let text = try? String(contentsOf: file, encoding: .utf8) else {

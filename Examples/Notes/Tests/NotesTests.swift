@@ -19,30 +19,36 @@ struct NotesTests {
     @Test("an edit on one device shows on the other; an offline edit waits on disk and is pushed when the server is back")
     func twoDevicesAndOffline() async throws {
         let server = try await TestServer.start()
-        let phone = try await NotesDevice.signUp(account(server, "phone"))
+        var phone: NotesDevice? = try await NotesDevice.signUp(account(server, "phone"))
         let laptop = try await NotesDevice.signIn(account(server, "laptop"))
         #expect(try await laptop.sync() == .synced)
         #expect(await laptop.note == nil)
 
-        #expect(try await phone.edit("Buy milk") == .synced)
+        #expect(try await phone?.edit("Buy milk") == .synced)
         #expect(try await laptop.sync() == .synced)
         #expect(await laptop.note?.text == "Buy milk")
-        #expect(await laptop.note?.editedOn == (await phone.id))
+        #expect(await laptop.note?.editedOn == (await phone?.id))
 
         #expect(try await laptop.edit("Buy milk and eggs") == .synced)
-        #expect(try await phone.sync() == .synced)
-        #expect(await phone.note?.text == "Buy milk and eggs")
+        #expect(try await phone?.sync() == .synced)
+        #expect(await phone?.note?.text == "Buy milk and eggs")
 
         // The server goes away; the phone edits anyway.
         try await server.stop()
-        guard case .offline = try await phone.edit("Buy bread (written offline)") else {
+        guard case .offline? = try await phone?.edit("Buy bread (written offline)") else {
             Issue.record("an edit without a server is kept offline")
             return
         }
-        #expect(await phone.note?.needsPush == true)
+        #expect(await phone?.note?.needsPush == true)
 
-        // A new process on the same state directory still has the waiting edit.
-        let phoneAgain = try await NotesDevice(stateDirectory: server.directory.appendingPathComponent("device-phone"))
+        // While the phone's process runs, another is refused its folder: it would write its own
+        // copy of the note over the phone's.
+        let phoneFolder = server.directory.appendingPathComponent("device-phone")
+        await #expect(throws: DeviceLock.InUse.self) { try await NotesDevice(stateDirectory: phoneFolder) }
+
+        // A new process on the same state directory, once the first ended, still has the waiting edit.
+        phone = nil
+        let phoneAgain = try await NotesDevice(stateDirectory: phoneFolder)
         #expect(await phoneAgain.note?.text == "Buy bread (written offline)")
         #expect(await phoneAgain.note?.needsPush == true)
 
@@ -122,8 +128,15 @@ struct NotesTests {
             await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1)) {
                 try await old.edit("version 1 tries to overwrite")
             }
+            #expect(await old.note?.needsPush == false, "the refused edit is settled, not kept to be sent later")
+            await #expect(throws: NotesDevice.Failure.newerVersion(NotesDevice.currentVersion + 1), "still not the server's note") {
+                try await old.sync()
+            }
             try await new.sync()
             #expect(await new.note?.text == "written by version 2", "the older app did not overwrite the newer note")
+            try await new.edit("version 2 again")
+            try await new.sync()
+            #expect(await new.note?.text == "version 2 again")
         }
     }
 }

@@ -57,6 +57,8 @@ public actor PhotosStore: SyncEngineDelegate {
     static let tagType = "Tag"
 
     let directory: DeviceDirectory
+    /// This process's claim on the device's directory, held as long as the device is open.
+    private let lock: DeviceLock
     /// The container the device syncs with.
     public let container: Container
     private var data: AppData
@@ -66,6 +68,8 @@ public actor PhotosStore: SyncEngineDelegate {
     /// The device whose state is in `stateDirectory`, set up by ``signUp(_:)`` or ``signIn(_:)``.
     public init(stateDirectory: URL) async throws {
         directory = DeviceDirectory(stateDirectory)
+        // Claimed before anything is read: another process's last write lands before, or not at all.
+        lock = try directory.claim(app: "photos")
         container = try directory.device(app: "photos").container
         data = try directory.read(AppData.self, from: "photos.json") ?? AppData()
         privateEngine = try SyncEngine(

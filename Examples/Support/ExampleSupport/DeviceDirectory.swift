@@ -5,7 +5,8 @@ public import Stratus
 ///
 /// - `device.json`: the server, container, API token and this device's ID, written at sign-in;
 /// - `session.json`: the signed-in session;
-/// - the app's own files, written atomically: a crash leaves the old file or the new one.
+/// - the app's own files, written atomically: a crash leaves the old file or the new one;
+/// - `lock`: the claim of the process using the device (``DeviceLock``).
 ///
 /// The secrets (`device.json`, `session.json`) are written readable by the owner only.
 public struct DeviceDirectory: Sendable {
@@ -92,6 +93,14 @@ public struct DeviceDirectory: Sendable {
         if secret { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file(name).path) }
     }
 
+    /// Claims the directory for this process until the lock is released: take it before reading
+    /// the device's files, and hold it while the device is in use.
+    ///
+    /// - Throws: ``DeviceLock/InUse`` when another process uses the device.
+    public func claim(app: String) throws -> DeviceLock {
+        try DeviceLock(url, app: app)
+    }
+
     /// The device set up in this directory, and its container signed in with the saved session.
     ///
     /// - Throws: ``NotSetUp`` (naming `app`'s commands) when the directory has no device.
@@ -123,6 +132,8 @@ public struct DeviceDirectory: Sendable {
     /// keeping its device ID if it had one.
     public static func setUp(_ account: Account, app: String, _ enrollment: Enrollment) async throws {
         let directory = DeviceDirectory(account.stateDirectory)
+        let lock = try directory.claim(app: app)
+        defer { withExtendedLifetime(lock) {} }
         let deviceID = try directory.read(Setup.self, from: "device.json")?.deviceID
             ?? "\(app)-\(UUID().uuidString.prefix(8).lowercased())"
         let container = Container(
