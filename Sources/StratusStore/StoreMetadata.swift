@@ -16,6 +16,8 @@ import Stratus
 /// - `stratusstore_shares`: what the signed-in user may do in each shared zone, from its share;
 /// - `stratusstore_refused`: the local changes the server refused for good and the store undid,
 ///   with why, until the app dismisses them;
+/// - `stratusstore_parked`: the unsent rows of users who signed out on this device
+///   (``StoreParking``);
 /// - `stratusstore_mirror`: the sync engine's state and whether the store's zone exists.
 enum StoreMetadata {
     static func create(in db: GRDB.Database) throws {

@@ -28,6 +28,15 @@ enum StoreMigrations {
                         reason TEXT NOT NULL, refused_at REAL NOT NULL) WITHOUT ROWID
                     """)
         }
+        migrator.registerMigration("stratusstore.3-parked-rows", foreignKeyChecks: .immediate) { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE stratusstore_parked (
+                        user_name TEXT NOT NULL, table_name TEXT NOT NULL, row_id TEXT NOT NULL, operation TEXT NOT NULL,
+                        row_values BLOB, system_fields BLOB, change_tag TEXT, ancestor BLOB, zone_name TEXT, owner_name TEXT,
+                        PRIMARY KEY (user_name, row_id)) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 

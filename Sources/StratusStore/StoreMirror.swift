@@ -77,6 +77,12 @@ actor StoreMirror: SyncEngineDelegate {
                 // The public database has no change feed to fetch nor subscription to push: the
                 // store sends and polls by itself.
                 automaticallySync: configuration.automaticallySync && scope != .public))
+        if state == nil {
+            // The new state belongs to the user signed in now (``SyncEngine``): kept at once, so
+            // that rows written before the first sync stay theirs if another user signs in next.
+            let data = try JSONEncoder().encode(engine.state.serialization().withoutPendingRecordZoneChanges())
+            try await pool.write { db in try StoreMetadata.setValue(data, for: Self.engineStateKey, in: db) }
+        }
         if self.zoneSaved {
             end(.setup)
         } else {
@@ -400,14 +406,20 @@ actor StoreMirror: SyncEngineDelegate {
                 let data = try JSONEncoder().encode(update.stateSerialization.withoutPendingRecordZoneChanges())
                 try await pool.write { db in try StoreMetadata.setValue(data, for: Self.engineStateKey, in: db) }
             case .accountChange(let change):
-                switch change.changeType {
-                case .signIn:
-                    // What was written while nobody was signed in is in the outbox, and goes to this account.
+                // The rows were the previous account's: they go, as Core Data's mirror purges them,
+                // but those not sent yet are parked for that account, and come back when it signs
+                // in here again. What was written while nobody was signed in stays in the outbox,
+                // and goes to the account that signs in.
+                let (previousUser, currentUser): (Stratus.Record.ID?, Stratus.Record.ID?) = switch change.changeType {
+                case .signIn(let current): (nil, current)
+                case .signOut(let previous): (previous, nil)
+                case .switchAccounts(let previous, let current): (previous, current)
+                }
+                if let previousUser { try await purge(parkingFor: previousUser) }
+                if let currentUser {
+                    try await restoreParkedRows(of: currentUser)
                     if layout.scope == .private { syncEngine.state.add(pendingDatabaseChanges: [.saveZone(MirrorLayout.zone)]) }
                     try await queueAllOutboxEntries()
-                case .signOut, .switchAccounts:
-                    // The rows were the previous account's: they go, as Core Data's mirror purges them.
-                    try await purge()
                 }
             case .fetchedDatabaseChanges(let changes):
                 for deletion in changes.deletions where layout.ownsZone(deletion.zoneID) {
@@ -668,9 +680,11 @@ actor StoreMirror: SyncEngineDelegate {
 
     // MARK: - Purging
 
-    /// Removes every synced row and what the mirror knew of them, as the author `import`.
-    private func purge() async throws {
-        try await writeAsImport { [model = layout.model] db in
+    /// Removes every synced row and what the mirror knew of them, as the author `import`; with
+    /// `user`, the rows the outbox lists are parked for that user first, in the same transaction.
+    private func purge(parkingFor user: Stratus.Record.ID? = nil) async throws {
+        try await writeAsImport { [layout, model = layout.model] db in
+            if let user { _ = try StoreParking.park(user.recordName, layout: layout, in: db) }
             try StoreMetadata.clearOutbox(in: db)
             for table in model.syncedTables { try db.execute(sql: "DELETE FROM \(table.name.quotedDatabaseIdentifier)") }
             try db.execute(
@@ -698,6 +712,12 @@ actor StoreMirror: SyncEngineDelegate {
         }
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges.filter { $0.recordID.zoneID == zoneID })
         try await announcePurge()
+    }
+
+    /// Puts back the rows `user` had not sent when they left this device, with their outbox entries.
+    private func restoreParkedRows(of user: Stratus.Record.ID) async throws {
+        let restored = try await writeAsImport { [layout] db in try StoreParking.restore(user.recordName, layout: layout, in: db) }
+        if restored > 0 { try await announcePurge() }
     }
 
     private func announcePurge() async throws {

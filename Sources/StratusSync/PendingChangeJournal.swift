@@ -18,6 +18,8 @@ final class PendingChangeJournal {
             case addDatabaseChanges([SyncEngine.PendingDatabaseChange])
             case removeDatabaseChanges([SyncEngine.PendingDatabaseChange])
             case setHasPendingUntrackedChanges(Bool)
+            /// The state, new, belongs to this user (signed in when the engine first started).
+            case adoptUser(String)
         }
 
         var sequence: UInt64

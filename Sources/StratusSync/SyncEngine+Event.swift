@@ -33,7 +33,11 @@ extension SyncEngine {
             public let stateSerialization: State.Serialization
         }
 
-        /// An account change (CloudKit's `CKSyncEngine.Event.AccountChange`).
+        /// An account change (CloudKit's `CKSyncEngine.Event.AccountChange`). The engine's state
+        /// starts over for the user now signed in, but no change is dropped: the previous user's
+        /// changes not yet sent are parked for them (``parkedRecordZoneChanges``) and pending again
+        /// when they sign in on this device again (``restoredRecordZoneChanges``); changes made
+        /// while nobody was signed in go to the user who signs in.
         public struct AccountChange: Sendable {
             /// What changed.
             public enum ChangeType: Sendable, Hashable {
@@ -45,6 +49,14 @@ extension SyncEngine {
                 case switchAccounts(previousUser: Record.ID, currentUser: Record.ID)
             }
             public let changeType: ChangeType
+            /// The previous user's record changes that were not sent, kept for them: keep their
+            /// records (off the screen of the user now signed in) to hand them to the engine when
+            /// that user signs in again, or hand them to your user and call
+            /// ``SyncEngine/State/discardParkedChanges(ofUser:)``.
+            public let parkedRecordZoneChanges: [PendingRecordZoneChange]
+            /// The current user's record changes parked when they signed out on this device, pending
+            /// again: bring back their records, which the engine asks for to send them.
+            public let restoredRecordZoneChanges: [PendingRecordZoneChange]
         }
 
         /// Zones changed on the server.

@@ -97,6 +97,22 @@ extension SyncEngine {
             storage.withLock { $0.snapshot.databaseChanges.status(of: change) }
         }
 
+        /// The record changes of `user` (a user who signed out on this device) that were not sent,
+        /// which the engine keeps for them: they are pending again when `user` signs in.
+        public func parkedRecordZoneChanges(ofUser user: Record.ID) -> [PendingRecordZoneChange] {
+            storage.withLock { $0.snapshot.parkedChanges?[user.recordName]?.recordZoneChanges ?? [] }
+        }
+
+        /// Forgets the changes parked for `user` (the app discards them, after handing their
+        /// records to its user): they are not sent when `user` signs in again. Kept on disk with
+        /// the next `stateUpdate`.
+        public func discardParkedChanges(ofUser user: Record.ID) {
+            storage.withLock { storage in
+                storage.snapshot.parkedChanges?[user.recordName] = nil
+                if storage.snapshot.parkedChanges?.isEmpty == true { storage.snapshot.parkedChanges = nil }
+            }
+        }
+
         /// Adds records to save or delete. Call it before the local edit is committed: once it
         /// returns, the change survives the process dying (with a journal).
         public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
@@ -145,6 +161,14 @@ extension SyncEngine {
 
         // MARK: - The engine's side
 
+        /// Makes a new state, which no user owns yet, `user`'s: the user signed in when the engine
+        /// first started, whose changes the app adds from then on (journaled, so that a change
+        /// made before the first persisted state stays theirs if another user signs in next).
+        func adopt(user: String) {
+            guard storage.withLock({ $0.snapshot.userRecordName == nil && $0.snapshot.adoptedUserRecordName == nil }) else { return }
+            record(.adoptUser(user))
+        }
+
         func setOnAdd(_ action: @escaping @Sendable () -> Void) {
             onAdd.withLock { $0 = action }
         }
@@ -155,7 +179,7 @@ extension SyncEngine {
         }
 
         /// The state to hand to the app now.
-        func serialization() -> Serialization {
+        package func serialization() -> Serialization {
             storage.withLock { Serialization(snapshot: $0.snapshot) }
         }
 
@@ -177,20 +201,42 @@ extension SyncEngine {
             }
         }
 
-        /// Forgets everything but the journal position (after the account changed): the new user
-        /// starts from nothing. Pending changes are kept only when `keepingPendingChanges`.
-        func reset(userRecordName: String?, keepingPendingChanges: Bool) {
+        /// Starts over for the user now signed in, `current` (after the account changed): tokens,
+        /// subscription and failures are forgotten. The previous user's changes not yet sent are
+        /// parked for them, and those parked for `current` at an earlier session are pending again;
+        /// changes made while nobody was signed in (or by `current`, before the engine first
+        /// checked the account) go to `current`. Returns the changes parked and
+        /// those brought back.
+        func changeUser(
+            to current: String?
+        ) -> (parked: [PendingRecordZoneChange], restored: [PendingRecordZoneChange]) {
             storage.withLock { storage in
+                let previous = storage.snapshot
                 var fresh = Snapshot()
-                fresh.userRecordName = userRecordName
-                fresh.journalSequence = storage.snapshot.journalSequence
-                fresh.version = storage.snapshot.version
-                if keepingPendingChanges {
-                    fresh.recordZoneChanges = storage.snapshot.recordZoneChanges
-                    fresh.databaseChanges = storage.snapshot.databaseChanges
-                    fresh.hasPendingUntrackedChanges = storage.snapshot.hasPendingUntrackedChanges
+                fresh.userRecordName = current
+                fresh.journalSequence = previous.journalSequence
+                fresh.version = previous.version
+                var parked = previous.parkedChanges ?? [:]
+                var parkedNow: [PendingRecordZoneChange] = []
+                if let previousUser = previous.userRecordName ?? previous.adoptedUserRecordName, previousUser != current {
+                    parkedNow = previous.recordZoneChanges.changes
+                    var kept = parked[previousUser] ?? ParkedChanges()
+                    kept.add(recordZoneChanges: parkedNow, databaseChanges: previous.databaseChanges.changes)
+                    parked[previousUser] = kept.isEmpty ? nil : kept
+                } else {
+                    fresh.recordZoneChanges = previous.recordZoneChanges
+                    fresh.databaseChanges = previous.databaseChanges
+                    fresh.hasPendingUntrackedChanges = previous.hasPendingUntrackedChanges
                 }
+                var restored: [PendingRecordZoneChange] = []
+                if let current, let kept = parked.removeValue(forKey: current) {
+                    for change in kept.databaseChanges { fresh.databaseChanges.add(change, version: fresh.version) }
+                    for change in kept.recordZoneChanges { fresh.recordZoneChanges.add(change, version: fresh.version) }
+                    restored = kept.recordZoneChanges
+                }
+                fresh.parkedChanges = parked.isEmpty ? nil : parked
                 storage.snapshot = fresh
+                return (parkedNow, restored)
             }
         }
 
@@ -212,14 +258,22 @@ extension SyncEngine {
             var hasPendingUntrackedChanges = false
             /// The database subscription the engine saved, once it did.
             var subscriptionID: Subscription.ID?
+            /// The user signed in when the engine first started, until it first checked the account
+            /// and made them ``userRecordName``.
+            var adoptedUserRecordName: String?
             /// The last journal entry included.
             var journalSequence: UInt64 = 0
             /// Counts the app's operations, to tell a change added again during a send.
             var version: UInt64 = 0
+            /// The changes of users who signed out before they were sent, by user record name,
+            /// pending again when that user signs in; `nil` when there are none (and in a state
+            /// saved before users' changes were parked).
+            var parkedChanges: [String: ParkedChanges]?
 
             private enum CodingKeys: String, CodingKey {
                 case userRecordName, databaseChangeToken, zoneChangeTokens, unfetchedZoneIDs, recordZoneChanges
-                case databaseChanges, hasPendingUntrackedChanges, subscriptionID, journalSequence
+                case databaseChanges, hasPendingUntrackedChanges, subscriptionID, journalSequence, parkedChanges
+                case adoptedUserRecordName
             }
 
             init() {}
@@ -236,6 +290,8 @@ extension SyncEngine {
                     for change in changes { databaseChanges.remove(change) }
                 case .setHasPendingUntrackedChanges(let value):
                     hasPendingUntrackedChanges = value
+                case .adoptUser(let user):
+                    if userRecordName == nil { adoptedUserRecordName = user }
                 }
             }
 
@@ -248,6 +304,22 @@ extension SyncEngine {
             mutating func forgetZone(_ zoneID: RecordZone.ID) {
                 zoneChangeTokens[zoneID] = nil
                 unfetchedZoneIDs.removeAll { $0 == zoneID }
+            }
+        }
+
+        /// A signed-out user's changes not yet sent, kept on the device for them.
+        struct ParkedChanges: Codable, Sendable {
+            var recordZoneChanges: [PendingRecordZoneChange] = []
+            var databaseChanges: [PendingDatabaseChange] = []
+
+            var isEmpty: Bool { recordZoneChanges.isEmpty && databaseChanges.isEmpty }
+
+            /// Adds changes, each replacing an earlier one of the same record or zone.
+            mutating func add(recordZoneChanges records: [PendingRecordZoneChange], databaseChanges zones: [PendingDatabaseChange]) {
+                let recordIDs = Set(records.map(\.recordID))
+                recordZoneChanges = recordZoneChanges.filter { !recordIDs.contains($0.recordID) } + records
+                let zoneIDs = Set(zones.map(\.zoneID))
+                databaseChanges = databaseChanges.filter { !zoneIDs.contains($0.zoneID) } + zones
             }
         }
 
@@ -275,6 +347,7 @@ extension SyncEngine {
             package func withoutPendingRecordZoneChanges() -> Serialization {
                 var snapshot = snapshot
                 snapshot.recordZoneChanges = ChangeQueue()
+                snapshot.parkedChanges = nil
                 return Serialization(snapshot: snapshot)
             }
         }

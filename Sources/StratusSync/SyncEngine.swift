@@ -119,6 +119,9 @@ public final class SyncEngine: Sendable {
         state = try State(
             serialization: configuration.stateSerialization, journalURL: configuration.journalURL, logger: logger)
         schedule = Mutex(Schedule(catchUpInterval: configuration.catchUpInterval, now: configuration.clock.now))
+        // At the first launch, the state is the signed-in user's: the changes the app adds before
+        // the engine first checks the account are theirs, not those of whoever signs in next.
+        if configuration.stateSerialization == nil, let user = transport.signedInUserRecordName { state.adopt(user: user) }
         state.setOnAdd { [weak self] in self?.changesAdded() }
         startBackgroundWork()
     }
@@ -208,25 +211,26 @@ public final class SyncEngine: Sendable {
     /// does and reports an `accountChange`. Returns whether a user is signed in.
     func checkAccount(_ delegate: any SyncEngineDelegate) async -> Bool {
         let current = transport.signedInUserRecordName
-        let previous = state.withSnapshot { $0.userRecordName }
-        guard current != previous else { return current != nil }
+        let (stateUser, adoptedUser) = state.withSnapshot { ($0.userRecordName, $0.adoptedUserRecordName) }
+        guard current != stateUser else { return current != nil }
+        // Before its first check, a new state belongs to the user signed in when it started.
+        let previous = stateUser ?? adoptedUser
         let change: Event.AccountChange.ChangeType
         switch (previous, current) {
-        case (nil, let current?):
-            // Changes made while nobody was signed in go to the account that signs in.
-            state.reset(userRecordName: current, keepingPendingChanges: true)
-            change = .signIn(currentUser: Record.ID(recordName: current))
-        case (let previous?, nil):
-            state.reset(userRecordName: nil, keepingPendingChanges: false)
-            change = .signOut(previousUser: Record.ID(recordName: previous))
+        case (nil, let current?): change = .signIn(currentUser: Record.ID(recordName: current))
+        case (let previous?, let current?) where previous == current: change = .signIn(currentUser: Record.ID(recordName: current))
+        case (let previous?, nil): change = .signOut(previousUser: Record.ID(recordName: previous))
         case (let previous?, let current?):
-            state.reset(userRecordName: current, keepingPendingChanges: false)
             change = .switchAccounts(previousUser: Record.ID(recordName: previous), currentUser: Record.ID(recordName: current))
-        case (nil, nil):
-            return false
+        case (nil, nil): return false
         }
-        logger.info("sync engine: the account changed", metadata: ["stratus.change": "\(change)"])
-        await emit(.accountChange(.init(changeType: change)), to: delegate)
+        let (parked, restored) = state.changeUser(to: current)
+        logger.info(
+            "sync engine: the account changed",
+            metadata: ["stratus.change": "\(change)", "stratus.parked": "\(parked.count)", "stratus.restored": "\(restored.count)"])
+        await emit(
+            .accountChange(.init(changeType: change, parkedRecordZoneChanges: parked, restoredRecordZoneChanges: restored)),
+            to: delegate)
         await emitStateUpdate(to: delegate)
         return current != nil
     }

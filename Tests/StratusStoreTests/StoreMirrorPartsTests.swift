@@ -182,11 +182,11 @@ struct StoreMirrorPartsTests {
             store = nil
             // What a store of the version before the migrator left: the same tables, no record of them.
             try await pool.write { db in
-                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'stratusstore.%'; DROP TABLE stratusstore_refused")
+                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'stratusstore.%'; DROP TABLE stratusstore_refused; DROP TABLE stratusstore_parked")
             }
             store = try await StratusStore.open(pool, model: StoreFoundationTests.model)
             let applied = try await pool.read { db in try appMigrator.appliedIdentifiers(db) }
-            #expect(applied == ["app.1", "stratusstore.1-tables", "stratusstore.2-refused-changes"])
+            #expect(applied == ["app.1", "stratusstore.1-tables", "stratusstore.2-refused-changes", "stratusstore.3-parked-rows"])
             #expect(try await store?.pendingChanges().map(\.rowID) == [rowID])
             #expect(try await pool.read { db in try String.fetchAll(db, sql: "SELECT title FROM lists") } == ["Groceries"])
             try appMigrator.migrate(pool)

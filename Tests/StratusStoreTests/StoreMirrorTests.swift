@@ -162,6 +162,36 @@ struct StoreMirrorTests {
         }
     }
 
+    @Test("rows mei wrote and had not sent are kept for her while bob uses her device, and reach her account when she signs in again")
+    func accountSwitchKeepsUnsentRows() async throws {
+        try await Self.withDevices(["phone", "laptop"]) { server, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            let (groceries, milk) = (UUID(), UUID())
+            // Written before the phone's store ever synced: mei's, not whoever signs in next.
+            try await StoreSharingTests.insertList(phone, groceries, "Groceries", items: [(milk, "Milk")])
+            _ = try await server.signedInContainer("bob")
+            _ = try await phone.container.signIn(username: "bob", password: "correct horse")
+            try await phone.store.sync()
+            #expect(try await phone.contents().isEmpty, "bob sees none of mei's rows")
+            let bobsList = UUID()
+            try await StoreSharingTests.insertList(phone, bobsList, "Bob's", items: [])
+            try await phone.store.sync()
+
+            _ = try await phone.container.signIn(username: "mei", password: "correct horse")
+            try await phone.store.sync()
+            let meis = try await phone.contents()
+            #expect(meis.keys.sorted() == ["item \(milk.uuidString)", "list \(groceries.uuidString)"], "mei's rows are back, bob's gone")
+            #expect(try await phone.store.syncStatus().pendingChanges == 0)
+            try await laptop.store.sync()
+            #expect(try await laptop.contents() == meis, "mei's rows reached her account")
+            let bobsLaptop = try await Device.open(
+                phone.directory.deletingLastPathComponent().appendingPathComponent("bobs-laptop"),
+                container: try await server.device(of: "bob"))
+            try await bobsLaptop.store.sync()
+            #expect(try await bobsLaptop.contents().keys.sorted() == ["list \(bobsList.uuidString)"], "and never bob's")
+        }
+    }
+
     @Test("an import grows the WAL past the app's threshold; the end of the sync checkpoints it and the next write cuts the file back; every row arrives")
     func checkpointsAroundSync() async throws {
         try await withServer(clientsInProcess: true) { server in

@@ -25,6 +25,8 @@ actor ContactsDevice: SyncEngineDelegate {
     private(set) var contacts: [String: String] = [:]
     /// The system fields of each contact's last known record.
     private var systemFields: [String: Data] = [:]
+    /// The unsent contacts of users who signed out, by user record name, with their system fields.
+    private var parked: [String: [String: (name: String, systemFields: Data?)]] = [:]
     private(set) var stateSerialization: SyncEngine.State.Serialization?
     private(set) var events: [SyncEngine.Event] = []
     var conflictPolicy: ConflictPolicy
@@ -112,9 +114,24 @@ actor ContactsDevice: SyncEngineDelegate {
                 guard !contacts.isEmpty else { break }
                 syncEngine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))])
                 syncEngine.state.add(pendingRecordZoneChanges: contacts.keys.sorted().map { .saveRecord(Self.recordID($0)) })
-            case .signOut, .switchAccounts:
+            case .signOut(let previousUser), .switchAccounts(let previousUser, _):
+                // The previous user's unsent contacts are kept for them, the rest leave.
+                let unsent = Set(change.parkedRecordZoneChanges.map(\.recordID.recordName))
+                parked[previousUser.recordName, default: [:]].merge(
+                    contacts.filter { unsent.contains($0.key) }.map { ($0.key, ($0.value, systemFields[$0.key])) }
+                ) { $1 }
                 contacts = [:]
                 systemFields = [:]
+            }
+            let currentUser: Record.ID? = switch change.changeType {
+            case .signIn(let user), .switchAccounts(_, let user): user
+            case .signOut: nil
+            }
+            if let currentUser, let kept = parked.removeValue(forKey: currentUser.recordName) {
+                for (recordName, (name, fields)) in kept {
+                    contacts[recordName] = name
+                    systemFields[recordName] = fields
+                }
             }
         case .fetchedDatabaseChanges(let changes):
             for deletion in changes.deletions where deletion.zoneID == Self.zoneID {

@@ -211,6 +211,10 @@ struct FailureTests {
             #expect(await phone.accountChanges == [.signOut(previousUser: Record.ID(recordName: mei))])
             #expect(await phone.contacts.isEmpty)
             #expect(await phone.engine.state.pendingRecordZoneChanges.isEmpty)
+            // Alan was mei's edit, made before the engine saw her sign out: kept for her.
+            #expect(
+                await phone.engine.state.parkedRecordZoneChanges(ofUser: Record.ID(recordName: mei))
+                    == [.saveRecord(ContactsDevice.recordID("alan"))])
 
             // Another user signs in: reported as a sign-in; changes made meanwhile go to them.
             await phone.save("grace", "Grace")
@@ -228,7 +232,13 @@ struct FailureTests {
             #expect(
                 await phone.accountChanges.last
                     == .switchAccounts(previousUser: Record.ID(recordName: lin), currentUser: Record.ID(recordName: mei)))
-            #expect(await phone.contacts == ["ada": "Ada"])
+            #expect(await phone.engine.state.pendingRecordZoneChanges == [.saveRecord(ContactsDevice.recordID("alan"))])
+            #expect(await phone.contacts == ["ada": "Ada", "alan": "Alan"])
+            try await phone.sendChanges()
+            #expect(try await server.value(of: "alan", in: phone) == "Alan", "mei's offline edit reached mei's account")
+            let linsLaptop = try await ContactsDevice("laptop", container: try await server.device(of: "lin"))
+            try await linsLaptop.fetchChanges()
+            #expect(await linsLaptop.contacts == ["grace": "Grace"], "and never lin's")
         }
     }
 

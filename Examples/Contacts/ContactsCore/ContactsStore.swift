@@ -13,7 +13,8 @@ public import StratusSync
 /// - Conflicts keep the newer edit (each contact carries when the user last changed it), on
 ///   either side.
 /// - Signing in uploads the contacts made while signed out; signing out or switching accounts
-///   clears them; deleting the zone on one device clears it on the others.
+///   clears them from the screen, keeping those not sent yet for their user, whose next sign-in on
+///   this device sends them; deleting the zone on one device clears it on the others.
 public actor ContactsStore: SyncEngineDelegate {
     /// The zone holding the contacts.
     public static let zoneID = RecordZone.ID(zoneName: "Contacts")
@@ -48,6 +49,9 @@ public actor ContactsStore: SyncEngineDelegate {
 
         var contacts: [String: Entry] = [:]
         var stateSerialization: SyncEngine.State.Serialization?
+        /// The contacts a user who signed out on this device had not sent, by user record name:
+        /// they come back, and go out, when that user signs in here again.
+        var parked: [String: [String: Entry]]?
     }
 
     let directory: DeviceDirectory
@@ -184,13 +188,20 @@ public actor ContactsStore: SyncEngineDelegate {
             persist()
         case .accountChange(let change):
             switch change.changeType {
-            case .signIn:
-                // Upload what was written while nobody was signed in.
+            case .signIn(let currentUser):
+                // What was written while nobody was signed in, and what this user left unsent on
+                // this device at an earlier session, goes out.
+                data.contacts.merge(takeParked(of: currentUser)) { _, parked in parked }
                 guard !data.contacts.isEmpty else { break }
                 syncEngine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))])
                 syncEngine.state.add(pendingRecordZoneChanges: data.contacts.keys.sorted().map { .saveRecord(Self.recordID($0)) })
-            case .signOut, .switchAccounts:
-                data.contacts = [:]
+            case .signOut(let previousUser):
+                park(change.parkedRecordZoneChanges, of: previousUser)
+            case .switchAccounts(let previousUser, let currentUser):
+                park(change.parkedRecordZoneChanges, of: previousUser)
+                // The engine has this user's parked changes pending again.
+                data.contacts = takeParked(of: currentUser)
+                if !data.contacts.isEmpty { syncEngine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))]) }
             }
             persist()
         case .fetchedDatabaseChanges(let changes):
@@ -208,6 +219,21 @@ public actor ContactsStore: SyncEngineDelegate {
         default:
             break
         }
+    }
+
+    /// Takes the previous user's contacts off the device, keeping those the engine parked for them.
+    private func park(_ changes: [SyncEngine.PendingRecordZoneChange], of user: Record.ID) {
+        let unsent = Set(changes.map(\.recordID.recordName))
+        let kept = data.contacts.filter { unsent.contains($0.key) }
+        data.contacts = [:]
+        guard !kept.isEmpty else { return }
+        data.parked = (data.parked ?? [:]).merging([user.recordName: kept]) { earlier, now in earlier.merging(now) { $1 } }
+    }
+
+    /// The contacts kept for `user` at an earlier session on this device, no longer kept apart.
+    private func takeParked(of user: Record.ID) -> [String: AppData.Entry] {
+        defer { if data.parked?.isEmpty == true { data.parked = nil } }
+        return data.parked?.removeValue(forKey: user.recordName) ?? [:]
     }
 
     public func nextRecordZoneChangeBatch(

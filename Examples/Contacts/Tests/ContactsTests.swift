@@ -91,6 +91,45 @@ struct ContactsTests {
         }
     }
 
+    @Test("a contact mei added offline is kept for her while bob uses her device, and reaches her account when she signs in again")
+    func accountSwitchKeepsUnsentContacts() async throws {
+        try await withServer { server in
+            let mei = account(server, "phone")
+            var bob = mei
+            bob.username = "bob"
+            try await ContactsStore.signUp(mei)
+            try await ContactsStore.signUp(DeviceDirectory.Account(
+                stateDirectory: server.directory.appendingPathComponent("device-bob"), serverURL: mei.serverURL,
+                containerIdentifier: mei.containerIdentifier, apiToken: mei.apiToken, username: "bob", password: mei.password))
+            do {
+                let phone = try await ContactsStore(stateDirectory: mei.stateDirectory)
+                try await phone.add(name: "Ada")
+            }
+            // Bob signs in on mei's phone before her contact went out.
+            try await ContactsStore.signIn(bob)
+            do {
+                let phone = try await ContactsStore(stateDirectory: mei.stateDirectory)
+                #expect(try await phone.sync() == .synced)
+                #expect(await phone.contacts.isEmpty, "bob sees none of mei's contacts")
+                try await phone.add(name: "Bob's friend")
+                #expect(try await phone.sync() == .synced)
+            }
+            try await ContactsStore.signIn(mei)
+            do {
+                let phone = try await ContactsStore(stateDirectory: mei.stateDirectory)
+                #expect(try await phone.sync() == .synced)
+                #expect(await phone.contacts.map(\.name) == ["Ada"], "mei's unsent contact is back, and bob's are not here")
+            }
+            try await ContactsStore.signIn(account(server, "laptop"))
+            let laptop = try await ContactsStore(stateDirectory: account(server, "laptop").stateDirectory)
+            #expect(try await laptop.sync() == .synced)
+            #expect(await laptop.contacts.map(\.name) == ["Ada"], "mei's contact reached her account")
+            let bobsDevice = try await ContactsStore(stateDirectory: server.directory.appendingPathComponent("device-bob"))
+            #expect(try await bobsDevice.sync() == .synced)
+            #expect(await bobsDevice.contacts.map(\.name) == ["Bob's friend"], "and never bob's")
+        }
+    }
+
     @Test("an import killed at random moments (SIGKILL) loses no committed contact: the next run sends them all")
     func killedImport() async throws {
         try await withServer { server in
