@@ -46,7 +46,16 @@ actor StoreMirror: SyncEngineDelegate {
     private static let engineStateKey = "engine_state"
     private static let zoneSavedKey = "zone_saved"
 
-    init(pool: DatabasePool, model: StoreModel, capture: ChangeCapture, configuration: StratusStore.Mirroring) async throws {
+    /// How long the history is kept (``StratusStore/open(_:model:mirroring:historyRetention:)``).
+    private let historyRetention: Duration?
+    /// When the history was last pruned by a sync the engine ran by itself.
+    private var lastHistoryPrune = ContinuousClock.now
+
+    init(
+        pool: DatabasePool, model: StoreModel, capture: ChangeCapture, configuration: StratusStore.Mirroring,
+        historyRetention: Duration?
+    ) async throws {
+        self.historyRetention = historyRetention
         let layout = MirrorLayout(model: model, configuration: configuration)
         let scope = layout.scope
         self.layout = layout
@@ -151,6 +160,7 @@ actor StoreMirror: SyncEngineDelegate {
         } else {
             try await engine.fetchChanges()
         }
+        try await pruneHistory()
         if refusedSends > refusedBefore, let refusal = lastRefusal {
             throw CloudError(
                 refusal.code,
@@ -455,9 +465,12 @@ actor StoreMirror: SyncEngineDelegate {
             case .didFetchChanges:
                 if fetchError == nil { lastCompleteFetch = Date() }
                 end(.import, error: fetchError)
+                // The engine syncs by itself too: its imports prune the history now and then.
+                if ContinuousClock.now - lastHistoryPrune > .seconds(60) { try await pruneHistory() }
             case .willSendChanges:
                 begin(.export)
             case .didSendChanges:
+                try removeSentAssetFiles()
                 end(.export, error: runningEvents[.export]?.error)
             }
         } catch {
@@ -728,6 +741,27 @@ actor StoreMirror: SyncEngineDelegate {
 
     private func queueAllOutboxEntries() async throws {
         queue(try await placeNewRows(try await pool.read { db in try StoreMetadata.outbox(after: 0, in: db) }), isWholeOutboxAfterMark: true)
+    }
+
+    // MARK: - Staying small
+
+    /// Deletes the history older than the retention.
+    private func pruneHistory() async throws {
+        lastHistoryPrune = ContinuousClock.now
+        guard let historyRetention else { return }
+        try await pool.write { db in try StoreHistory.delete(olderThan: historyRetention, in: db) }
+    }
+
+    /// Removes the files of outgoing assets once a send ended with none on its way: each is
+    /// written again from its row when a later batch needs it (they are named by their content).
+    /// The store's own names alone (64 hexadecimal digits): the folder may hold the app's files.
+    private func removeSentAssetFiles() throws {
+        guard inFlight.isEmpty else { return }
+        let directory = configuration.assetDirectory
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+        for name in names where name.count == 64 && name.allSatisfy(\.isHexDigit) {
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
     }
 
     // MARK: - Helpers

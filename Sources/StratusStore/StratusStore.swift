@@ -30,13 +30,26 @@ public final class StratusStore: Sendable {
         self.mirror = mirror
     }
 
+    /// How long the store keeps its history by default: a week.
+    public static let defaultHistoryRetention: Duration = .seconds(7 * 24 * 3_600)
+
     /// Opens a store over `pool`: checks `model` against the tables and the rules of mirroring
     /// (throwing ``StoreModelError`` with every rule it breaks), installs the change capture and,
     /// with `mirroring`, starts mirroring the synced tables to its database.
     ///
+    /// The history (``history(after:excludingAuthors:limit:)``) keeps each transaction for
+    /// `historyRetention` (a week by default), then the store deletes it, when it opens and after
+    /// syncs, so that a store that synced millions of changes holds only its recent history. Pass
+    /// `nil` to keep the history until the app deletes it with ``deleteHistory(before:)``, as Core
+    /// Data's persistent history is kept until purged. The mirror itself needs none of it once a
+    /// change is in the outbox.
+    ///
     /// - Throws: `CloudError` `invalidArguments` while another store is open (or opening) on the
     ///   same pool: its triggers would report to the second store, and the first would stop mirroring.
-    public static func open(_ pool: DatabasePool, model: StoreModel, mirroring: Mirroring? = nil) async throws -> StratusStore {
+    public static func open(
+        _ pool: DatabasePool, model: StoreModel, mirroring: Mirroring? = nil,
+        historyRetention: Duration? = StratusStore.defaultHistoryRetention
+    ) async throws -> StratusStore {
         let key = ObjectIdentifier(pool)
         try openStores.withLock { stores in
             switch stores[key] {
@@ -49,7 +62,7 @@ public final class StratusStore: Sendable {
             }
         }
         do {
-            let store = try await openUnregistered(pool, model: model, mirroring: mirroring)
+            let store = try await openUnregistered(pool, model: model, mirroring: mirroring, historyRetention: historyRetention)
             openStores.withLock { $0[key] = .open(WeakStore(value: store)) }
             return store
         } catch {
@@ -58,13 +71,19 @@ public final class StratusStore: Sendable {
         }
     }
 
-    private static func openUnregistered(_ pool: DatabasePool, model: StoreModel, mirroring: Mirroring?) async throws -> StratusStore {
+    private static func openUnregistered(
+        _ pool: DatabasePool, model: StoreModel, mirroring: Mirroring?, historyRetention: Duration?
+    ) async throws -> StratusStore {
         let violations = try await pool.read { db in try StoreModelChecker.violations(of: model, in: db) }
         guard violations.isEmpty else { throw StoreModelError(violations: violations) }
         let capture = try await ChangeCapture.install(model, on: pool)
+        if let historyRetention {
+            try await pool.write { db in try StoreHistory.delete(olderThan: historyRetention, in: db) }
+        }
         var mirror: StoreMirror?
         if let mirroring {
-            mirror = try await StoreMirror(pool: pool, model: model, capture: capture, configuration: mirroring)
+            mirror = try await StoreMirror(
+                pool: pool, model: model, capture: capture, configuration: mirroring, historyRetention: historyRetention)
         }
         return StratusStore(pool: pool, model: model, capture: capture, mirror: mirror)
     }
@@ -245,6 +264,14 @@ public final class StratusStore: Sendable {
             try StoreMetadata.fold(in: db)
             for change in changes { try StoreMetadata.confirm(change, in: db) }
         }
+    }
+
+    /// Deletes the history up to and including `token`'s transaction (Core Data's
+    /// `deleteHistory(before:)`), for an app that keeps it (``open(_:model:mirroring:historyRetention:)``
+    /// with `nil`) and has read it. The newest transaction stays, as the position later ones count
+    /// from; the outbox keeps every change the server has not confirmed whatever is deleted here.
+    public func deleteHistory(before token: HistoryToken) async throws {
+        try await pool.write { db in _ = try StoreHistory.delete(upTo: token.transaction, in: db) }
     }
 
     /// The transactions that changed synced tables after `token` (from the first when `nil`), oldest

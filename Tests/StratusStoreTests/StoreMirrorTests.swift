@@ -23,7 +23,7 @@ struct StoreMirrorTests {
         static func open(
             _ directory: URL, container: Container, mergePolicy: StoreMergePolicy = .mergeByPropertyObjectTrump,
             customMerges: [String: StoreCustomMerge] = [:], automaticallySync: Bool = false, scope: Stratus.Database.Scope = .private,
-            model: StoreModel = StoreFoundationTests.model
+            model: StoreModel = StoreFoundationTests.model, historyRetention: Duration? = StratusStore.defaultHistoryRetention
         ) async throws -> Device {
             let database = switch scope {
             case .private: container.privateCloudDatabase
@@ -37,7 +37,8 @@ struct StoreMirrorTests {
                 mirroring: StratusStore.Mirroring(
                     database: database, assetDirectory: directory.appendingPathComponent("outgoing"),
                     mergePolicy: mergePolicy, customMerges: customMerges, automaticallySync: automaticallySync,
-                    assetThreshold: 1_000))
+                    assetThreshold: 1_000),
+                historyRetention: historyRetention)
             return Device(pool: pool, store: store, container: container, directory: directory)
         }
 
@@ -189,6 +190,58 @@ struct StoreMirrorTests {
                 container: try await server.device(of: "bob"))
             try await bobsLaptop.store.sync()
             #expect(try await bobsLaptop.contents().keys.sorted() == ["list \(bobsList.uuidString)"], "and never bob's")
+        }
+    }
+
+    @Test("the store stays small: history past its retention goes after a sync while later writes are still captured and sent; outgoing asset files go once sent")
+    func storeStaysSmall() async throws {
+        try await withServer(clientsInProcess: true) { server in
+            try await StoreFoundationTests.withDirectory { directory in
+                let phone = try await Device.open(
+                    directory.appendingPathComponent("phone"), container: try await server.signedInContainer("mei"), historyRetention: .zero)
+                let laptop = try await Device.open(
+                    directory.appendingPathComponent("laptop"), container: try await server.device(of: "mei"), historyRetention: nil)
+                func historySize(_ device: Device) async throws -> (transactions: Int, changes: Int) {
+                    try await device.pool.read { db in
+                        (try Int.fetchOne(db, sql: "SELECT count(*) FROM stratusstore_transactions") ?? 0,
+                         try Int.fetchOne(db, sql: "SELECT count(*) FROM stratusstore_changes") ?? 0)
+                    }
+                }
+                let outgoing = directory.appendingPathComponent("phone/outgoing")
+                let list = UUID()
+                let picture = Data((0..<5_000).map { UInt8($0 % 251) })
+                for round in 0..<3 {
+                    let items = (0..<50).map { index in (UUID(), "Item \(round)-\(index)") }
+                    if round == 0 {
+                        try await StoreSharingTests.insertList(phone, list, "Groceries", items: items)
+                    } else {
+                        try await phone.pool.write { db in
+                            for (id, title) in items {
+                                try db.execute(sql: "INSERT INTO items (id, listID, title) VALUES (?, ?, ?)", arguments: [id, list.uuidString, title])
+                            }
+                        }
+                    }
+                    try await phone.pool.write { db in
+                        try db.execute(sql: "UPDATE items SET attachment = ? WHERE title = ?", arguments: [picture, "Item \(round)-0"])
+                    }
+                    try await phone.store.sync()
+                    // Only the newest transaction stays, the position the next ones count from.
+                    #expect(try await historySize(phone).transactions <= 1)
+                    #expect(try await historySize(phone).changes <= 51)
+                    #expect(try await phone.store.pendingChanges().isEmpty, "each round's writes were captured and sent after the last was pruned")
+                    #expect(
+                        (try? FileManager.default.contentsOfDirectory(atPath: outgoing.path))?.isEmpty ?? true,
+                        "the attachment's asset file went once it was sent")
+                }
+                try await laptop.store.sync()
+                #expect(try await laptop.contents() == phone.contents(), "every round arrived whole, attachments through assets")
+                let kept = try await historySize(laptop)
+                #expect(kept.transactions >= 1 && kept.changes >= 151, "a store that keeps its history keeps it")
+                let token = try await laptop.store.history().token
+                try await laptop.store.deleteHistory(before: token)
+                #expect(try await historySize(laptop).transactions == 1)
+                #expect(try await laptop.store.history(after: token).transactions.isEmpty)
+            }
         }
     }
 

@@ -34,10 +34,12 @@ struct TodoTests {
             #expect(try await laptop.sync() == .synced)
             #expect(try await laptop.lists() == phone.lists())
             #expect(try await laptop.attachment(of: cake) == recipe, "the attachment arrives whole, through an asset")
-            let outgoing = account(server, "phone").stateDirectory.appendingPathComponent("outgoing-assets")
+            let cakeRecord = try await server.device(of: "mei").privateCloudDatabase.record(for: RecordMapping.recordID(cake))
             #expect(
-                try FileManager.default.contentsOfDirectory(atPath: outgoing.path).count == 1,
+                cakeRecord[RecordMapping.assetKey("attachment")] is Asset,
                 "the 4,000-byte attachment went as an asset (over \(TodoStore.attachmentAssetThreshold) bytes)")
+            let outgoing = account(server, "phone").stateDirectory.appendingPathComponent("outgoing-assets")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: outgoing.path).isEmpty, "and its file went once it was sent")
             #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM views") } == 0)
             #expect(try await laptop.pool.read { db in try Int.fetchOne(db, sql: "SELECT expanded FROM lists") } == 1)
 
