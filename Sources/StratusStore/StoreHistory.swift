@@ -27,7 +27,16 @@ enum StoreHistory {
                 arguments: [keptFrom])
         }
         try db.execute(sql: "DELETE FROM stratusstore_transactions WHERE id <= ?", arguments: [last])
-        return db.changesCount
+        let deleted = db.changesCount
+        try StoreMetadata.setValue(max(last, try deletedThrough(in: db)), for: deletedThroughKey, in: db)
+        return deleted
+    }
+
+    private static let deletedThroughKey = "history_deleted_through"
+
+    /// The last transaction deleted from the history; 0 when none was.
+    static func deletedThrough(in db: GRDB.Database) throws -> Int64 {
+        try StoreMetadata.value(deletedThroughKey, in: db).flatMap(Int64.fromDatabaseValue) ?? 0
     }
 
     /// Deletes the transactions committed before `date` and their changes.

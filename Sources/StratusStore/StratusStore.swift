@@ -278,10 +278,20 @@ public final class StratusStore: Sendable {
     /// first, at most `limit` of them looked at; those of `excludingAuthors` are left out but passed,
     /// so the page's token moves past them. Tokens are positions in the database: they survive
     /// restarts.
+    ///
+    /// - Throws: `CloudError` `changeTokenExpired` when transactions after `token` were deleted
+    ///   (``open(_:model:mirroring:historyRetention:)``): read the tables again, then go on from
+    ///   `history().token`, as after Core Data's expired history token.
     public func history(
         after token: HistoryToken? = nil, excludingAuthors: Set<String> = [], limit: Int = 1_000
     ) async throws -> HistoryPage {
         try await pool.read { db in
+            if let token, token.transaction < (try StoreHistory.deletedThrough(in: db)) {
+                throw CloudError(
+                    .changeTokenExpired,
+                    "the history after transaction \(token.transaction) was deleted (it is kept for historyRetention): "
+                        + "read the tables again, then go on from history().token")
+            }
             let transactions = try Row.fetchAll(
                 db, sql: "SELECT id, author, time_ms, first_change FROM stratusstore_transactions WHERE id > ? ORDER BY id LIMIT ?",
                 arguments: [token?.transaction ?? 0, max(1, limit)])

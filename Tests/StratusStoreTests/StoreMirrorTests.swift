@@ -233,14 +233,20 @@ struct StoreMirrorTests {
                         (try? FileManager.default.contentsOfDirectory(atPath: outgoing.path))?.isEmpty ?? true,
                         "the attachment's asset file went once it was sent")
                 }
+                let beforeSync = try await laptop.store.history().token
                 try await laptop.store.sync()
                 #expect(try await laptop.contents() == phone.contents(), "every round arrived whole, attachments through assets")
                 let kept = try await historySize(laptop)
                 #expect(kept.transactions >= 1 && kept.changes >= 151, "a store that keeps its history keeps it")
+                try await StoreSharingTests.insertList(laptop, UUID(), "Later", items: [])
                 let token = try await laptop.store.history().token
                 try await laptop.store.deleteHistory(before: token)
                 #expect(try await historySize(laptop).transactions == 1)
                 #expect(try await laptop.store.history(after: token).transactions.isEmpty)
+                let expired = await #expect(throws: CloudError.self, "a token before what was deleted says so") {
+                    try await laptop.store.history(after: beforeSync)
+                }
+                #expect(expired?.code == .changeTokenExpired)
             }
         }
     }
