@@ -19,13 +19,42 @@ public struct ZoneDigest: Hashable, Sendable, CustomStringConvertible {
     public init(records: some Sequence<Record>) throws {
         var digest = RecordSetDigest()
         for record in records {
-            var fields: [String: FieldValue] = [:]
-            for (key, value) in record.values {
-                fields[key] = try value.checksummingAssets().wireValue { StratusModel.Reference(recordName: $0.recordID.recordName, action: $0.action.wire) }
-            }
-            digest.add(recordName: record.recordID.recordName, recordType: record.recordType, fields: fields)
+            digest.add(recordName: record.recordID.recordName, recordType: record.recordType, fields: try Self.digestedFields(of: record))
         }
         self.init(recordCount: digest.recordCount, digest: digest.hexDigest)
+    }
+
+    /// The records of two copies of a set that differ, by record name: where a digest says two
+    /// copies differ, this says how. Fields compare as the digest counts them.
+    ///
+    /// - Throws: when an asset's file cannot be read.
+    public static func differences(between here: some Sequence<Record>, and there: some Sequence<Record>) throws -> [RecordDifference] {
+        let hereByName = Dictionary(here.map { ($0.recordID.recordName, $0) }) { $1 }
+        let thereByName = Dictionary(there.map { ($0.recordID.recordName, $0) }) { $1 }
+        var differences: [RecordDifference] = []
+        for name in Set(hereByName.keys).union(thereByName.keys).sorted() {
+            switch (hereByName[name], thereByName[name]) {
+            case (let record?, nil): differences.append(RecordDifference(recordName: name, recordType: record.recordType, kind: .onlyHere))
+            case (nil, let record?): differences.append(RecordDifference(recordName: name, recordType: record.recordType, kind: .onlyThere))
+            case (let mine?, let theirs?):
+                let (a, b) = (try digestedFields(of: mine), try digestedFields(of: theirs))
+                let fields = Set(a.keys).union(b.keys).filter { a[$0] != b[$0] }.sorted()
+                if !fields.isEmpty || mine.recordType != theirs.recordType {
+                    differences.append(RecordDifference(recordName: name, recordType: mine.recordType, kind: .fields(fields)))
+                }
+            case (nil, nil): break
+            }
+        }
+        return differences
+    }
+
+    /// A record's fields as the digest counts them.
+    private static func digestedFields(of record: Record) throws -> [String: FieldValue] {
+        var fields: [String: FieldValue] = [:]
+        for (key, value) in record.values {
+            fields[key] = try value.checksummingAssets().wireValue { StratusModel.Reference(recordName: $0.recordID.recordName, action: $0.action.wire) }
+        }
+        return fields
     }
 
     init(recordCount: Int, digest: String) {
@@ -34,6 +63,35 @@ public struct ZoneDigest: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(recordCount) records, digest \(digest)" }
+}
+
+/// How one record differs between two copies of a set of records (``ZoneDigest/differences(between:and:)``).
+public struct RecordDifference: Hashable, Sendable, CustomStringConvertible {
+    /// How it differs.
+    public enum Kind: Hashable, Sendable {
+        /// Only the first copy has the record.
+        case onlyHere
+        /// Only the second copy has the record.
+        case onlyThere
+        /// Both have it; these fields differ (none when the record types do).
+        case fields([String])
+    }
+
+    /// The record's name.
+    public let recordName: String
+    /// Its record type (in the first copy, when both have it).
+    public let recordType: String
+    /// How it differs.
+    public let kind: Kind
+
+    public var description: String {
+        switch kind {
+        case .onlyHere: "\(recordType) \(recordName): only here"
+        case .onlyThere: "\(recordType) \(recordName): only there"
+        case .fields(let fields) where fields.isEmpty: "\(recordName): the record types differ"
+        case .fields(let fields): "\(recordType) \(recordName): \(fields.joined(separator: ", ")) differ"
+        }
+    }
 }
 
 extension RecordFieldValue {

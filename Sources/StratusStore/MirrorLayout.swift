@@ -92,8 +92,8 @@ struct MirrorLayout: Sendable {
         return nil
     }
 
-    /// The digest of the local rows of each zone, and the rows whose changes wait in the outbox.
-    func localDigests(in db: GRDB.Database) throws -> (digests: [RecordZone.ID: ZoneDigest], pendingRows: [UUID]) {
+    /// The records of the local rows of each zone, and the rows whose changes wait in the outbox.
+    func localRecords(in db: GRDB.Database) throws -> (records: [RecordZone.ID: [Stratus.Record]], pendingRows: [UUID]) {
         let zones = try StoreMetadata.rowZones(in: db)
         var records: [RecordZone.ID: [Stratus.Record]] = [:]
         for table in model.syncedTables {
@@ -104,6 +104,6 @@ struct MirrorLayout: Sendable {
                 records[zoneID, default: []].append(record)
             }
         }
-        return (try records.mapValues { try ZoneDigest(records: $0) }, try StoreMetadata.outbox(after: -1, in: db).map(\.rowID))
+        return (records, try StoreMetadata.outbox(after: -1, in: db).map(\.rowID))
     }
 }

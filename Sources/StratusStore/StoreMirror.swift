@@ -86,11 +86,19 @@ actor StoreMirror: SyncEngineDelegate {
                 // The public database has no change feed to fetch nor subscription to push: the
                 // store sends and polls by itself.
                 automaticallySync: configuration.automaticallySync && scope != .public))
-        if state == nil {
-            // The new state belongs to the user signed in now (``SyncEngine``): kept at once, so
-            // that rows written before the first sync stay theirs if another user signs in next.
-            let data = try JSONEncoder().encode(engine.state.serialization().withoutPendingRecordZoneChanges())
-            try await pool.write { db in try StoreMetadata.setValue(data, for: Self.engineStateKey, in: db) }
+        // An app upgrade that added columns to a synced table: the records of rows this device
+        // holds are read again, their values for the new columns with them (rows were applied
+        // without them). The columns are recorded in the transaction that keeps the engine's
+        // request, so a crash before it asks again at the next start.
+        let widened = try await pool.read { db in try StoreColumnVersions.widenedTables(of: model, in: db) }
+        if !widened.isEmpty { engine.state.refetchAllZones() }
+        // A new state belongs to the user signed in now (``SyncEngine``): kept at once, so that
+        // rows written before the first sync stay theirs if another user signs in next.
+        let engineState = state == nil || !widened.isEmpty
+            ? try JSONEncoder().encode(engine.state.serialization().withoutPendingRecordZoneChanges()) : nil
+        try await pool.write { db in
+            if let engineState { try StoreMetadata.setValue(engineState, for: Self.engineStateKey, in: db) }
+            try StoreColumnVersions.noteColumns(of: model, in: db)
         }
         if self.zoneSaved {
             end(.setup)
@@ -209,7 +217,8 @@ actor StoreMirror: SyncEngineDelegate {
                 (server[zone.zoneID], tokens[zone.zoneID]) = try await database.zoneDigest(inZoneWith: zone.zoneID)
             }
             try await engine.fetchChanges()
-            let (local, pendingRows) = try await pool.read { [layout] db in try layout.localDigests(in: db) }
+            let (localRecords, pendingRows) = try await pool.read { [layout] db in try layout.localRecords(in: db) }
+            let local = try localRecords.mapValues { try ZoneDigest(records: $0) }
             var moved = false
             for (zoneID, token) in tokens where try await database.zoneDigest(inZoneWith: zoneID).changeToken != token {
                 moved = true
@@ -221,8 +230,18 @@ actor StoreMirror: SyncEngineDelegate {
             guard !moved, pendingRows.isEmpty else { continue }
             // A zone of the server with no rows here counts as empty here.
             let empty = try ZoneDigest(records: [])
-            return StoreVerification(
+            var verification = StoreVerification(
                 local: local.merging(server.keys.map { ($0, empty) }) { here, _ in here }, server: server)
+            // Where the copies differ, the zone's records say how.
+            for (zoneID, digest) in verification.local where server[zoneID] != digest {
+                var serverRecords: [Stratus.Record] = []
+                for try await page in database.recordZoneChangePages(inZoneWith: zoneID, since: nil) {
+                    serverRecords += page.modificationResultsByID.values.compactMap { try? $0.get() }
+                }
+                verification.differences[zoneID] = try ZoneDigest.differences(
+                    between: localRecords[zoneID] ?? [], and: serverRecords.filter { !RecordMapping.isMarkedDeleted($0) })
+            }
+            return verification
         }
         throw CloudError(
             .serviceUnavailable, "the store or its zones kept changing while it was verified; verify again when it is quiet")

@@ -70,3 +70,42 @@ enum StoreSchema {
         return types
     }
 }
+
+/// The mirrored columns each synced table had when the store last opened, kept in
+/// `stratusstore_mirror` (`columns:<table>`), so that an app upgrade that adds columns to a synced
+/// table is noticed: the rows this device already holds were applied without them, and their
+/// records, which may carry values for them (written by devices upgraded first), are needed again.
+enum StoreColumnVersions {
+    private static func key(_ table: String) -> String { "columns:" + table }
+
+    /// The synced tables of `model` that gained mirrored columns since they were last recorded
+    /// (none the first time).
+    static func widenedTables(of model: StoreModel, in db: GRDB.Database) throws -> [String] {
+        try model.syncedTables.compactMap { table in
+            guard let stored = try recorded(table.name, in: db) else { return nil }
+            return Set(try StoreColumns(table, in: db).fields).isSubset(of: Set(stored)) ? nil : table.name
+        }
+    }
+
+    /// Records the current mirrored columns of `model`'s synced tables; the known records of a
+    /// table that gained columns have their change tags cleared, so that its records are applied
+    /// again when fetched, not skipped as already held.
+    static func noteColumns(of model: StoreModel, in db: GRDB.Database) throws {
+        let widened = Set(try widenedTables(of: model, in: db))
+        for table in model.syncedTables {
+            let current = try StoreColumns(table, in: db).fields.sorted()
+            if widened.contains(table.name) {
+                try db.execute(sql: "UPDATE stratusstore_records SET change_tag = NULL WHERE table_name = ?", arguments: [table.name])
+            }
+            if try recorded(table.name, in: db) != current {
+                try StoreMetadata.setValue(try JSONEncoder().encode(current), for: key(table.name), in: db)
+            }
+        }
+    }
+
+    private static func recorded(_ table: String, in db: GRDB.Database) throws -> [String]? {
+        try StoreMetadata.value(key(table), in: db).flatMap(Data.fromDatabaseValue).map {
+            try JSONDecoder().decode([String].self, from: $0)
+        }
+    }
+}

@@ -511,4 +511,19 @@ public struct StoreVerification: Hashable, Sendable {
     public var matches: Bool { local == server }
     /// How many records the server holds in the store's zones.
     public var recordCount: Int { server.values.reduce(0) { $0 + $1.recordCount } }
+    /// Where the copies differ, how, zone by zone: the rows only this device has (`onlyHere`),
+    /// the records only the server has (`onlyThere`), and the fields that differ. Empty when they match.
+    public var differences: [RecordZone.ID: [RecordDifference]] = [:]
+}
+
+extension StoreVerification: CustomStringConvertible {
+    /// Whether the copies match and, when not, which rows and fields differ.
+    public var description: String {
+        guard !matches else { return "the device's copy matches the server's (\(recordCount) records)" }
+        var lines = ["the device's copy differs from the server's:"]
+        for (zoneID, differences) in differences.sorted(by: { $0.key.zoneName < $1.key.zoneName }) {
+            for difference in differences { lines.append("  \(zoneID.zoneName): \(difference)") }
+        }
+        return lines.joined(separator: "\n")
+    }
 }

@@ -111,9 +111,11 @@ extension SyncEngine {
     /// delegate handles one event), handing the delegate up to ``changesPerFetchedEvent`` changes
     /// at a time before the token after them is stored.
     private func fetchChanges(inZone zoneID: RecordZone.ID, delegate: any SyncEngineDelegate) async throws {
-        var token = state.withSnapshot { $0.zoneChangeTokens[zoneID] }
+        // Asked to read the zone again (``State/refetchAllZones()``): as after an expired token.
+        let readsAgain = state.withSnapshot { $0.zonesToReadAgain?.contains(zoneID) == true }
+        var token = readsAgain ? nil : state.withSnapshot { $0.zoneChangeTokens[zoneID] }
         // After the token expired: the records the delegate held, less those the new read returns.
-        var vanished: [Record.ID: String]?
+        var vanished = readsAgain ? await delegate.recordsHeld(inZone: zoneID, syncEngine: self) : nil
         while true {
             do {
                 var gathered = GatheredChanges()
@@ -143,6 +145,7 @@ extension SyncEngine {
                     if let gone = vanished.take() { gathered.add(deletions: gone) }
                     try await apply(gathered, ending: lastGathered, inZone: zoneID, keepsToken: true, delegate: delegate)
                 }
+                if readsAgain { state.withSnapshot { $0.readAgain(zoneID, done: true) } }
                 return
             } catch let error as CloudError where error.code == .changeTokenExpired && token != nil {
                 // The server no longer knows what changed since the token: read the zone again

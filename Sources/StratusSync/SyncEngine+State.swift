@@ -113,6 +113,21 @@ extension SyncEngine {
             }
         }
 
+        /// Makes the next fetch read every zone the engine fetched from its start, as after an
+        /// expired token: an app upgraded to keep fields it ignored until now needs again the
+        /// records it already holds. What the delegate holds
+        /// (``SyncEngineDelegate/recordsHeld(inZone:syncEngine:)``) and the read does not return is
+        /// reported deleted. A zone stays to read again until its read reached the end; kept on disk
+        /// with the next `stateUpdate`.
+        public func refetchAllZones() {
+            storage.withLock { storage in
+                let zoneIDs = Array(storage.snapshot.zoneChangeTokens.keys)
+                guard !zoneIDs.isEmpty else { return }
+                storage.snapshot.zonesToReadAgain = Array(Set(zoneIDs + (storage.snapshot.zonesToReadAgain ?? [])))
+                storage.snapshot.markUnfetched(zoneIDs)
+            }
+        }
+
         /// Adds records to save or delete. Call it before the local edit is committed: once it
         /// returns, the change survives the process dying (with a journal).
         public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
@@ -269,11 +284,13 @@ extension SyncEngine {
             /// pending again when that user signs in; `nil` when there are none (and in a state
             /// saved before users' changes were parked).
             var parkedChanges: [String: ParkedChanges]?
+            /// Zones to read from their start at their next fetch (``refetchAllZones()``).
+            var zonesToReadAgain: [RecordZone.ID]?
 
             private enum CodingKeys: String, CodingKey {
                 case userRecordName, databaseChangeToken, zoneChangeTokens, unfetchedZoneIDs, recordZoneChanges
                 case databaseChanges, hasPendingUntrackedChanges, subscriptionID, journalSequence, parkedChanges
-                case adoptedUserRecordName
+                case adoptedUserRecordName, zonesToReadAgain
             }
 
             init() {}
@@ -304,6 +321,14 @@ extension SyncEngine {
             mutating func forgetZone(_ zoneID: RecordZone.ID) {
                 zoneChangeTokens[zoneID] = nil
                 unfetchedZoneIDs.removeAll { $0 == zoneID }
+                readAgain(zoneID, done: true)
+            }
+
+            /// Notes that `zoneID` was read again to its end (`done`).
+            mutating func readAgain(_ zoneID: RecordZone.ID, done: Bool) {
+                guard done else { return }
+                zonesToReadAgain?.removeAll { $0 == zoneID }
+                if zonesToReadAgain?.isEmpty == true { zonesToReadAgain = nil }
             }
         }
 

@@ -42,6 +42,19 @@ struct StoreMirrorTests {
             return Device(pool: pool, store: store, container: container, directory: directory)
         }
 
+        /// The same device after its app upgraded: the store closed, `migrate` run on the file,
+        /// the store opened again (private database, the model of ``open(_:container:mergePolicy:customMerges:automaticallySync:scope:model:historyRetention:)``).
+        func reopen(migrating migrate: @escaping @Sendable (GRDB.Database) throws -> Void) async throws -> Device {
+            await store.close()
+            try await pool.write(migrate)
+            let store = try await StratusStore.open(
+                pool, model: StoreFoundationTests.model,
+                mirroring: StratusStore.Mirroring(
+                    database: container.privateCloudDatabase, assetDirectory: directory.appendingPathComponent("outgoing"),
+                    assetThreshold: 1_000))
+            return Device(pool: pool, store: store, container: container, directory: directory)
+        }
+
         /// The synced columns of every list and item, keyed by UUID, in a form to compare.
         func contents() async throws -> [String: String] {
             try await pool.read { db in
@@ -190,6 +203,42 @@ struct StoreMirrorTests {
                 container: try await server.device(of: "bob"))
             try await bobsLaptop.store.sync()
             #expect(try await bobsLaptop.contents().keys.sorted() == ["list \(bobsList.uuidString)"], "and never bob's")
+        }
+    }
+
+    @Test("an app upgrade that adds a column: before the device upgrades, verify names the row and field that differ; after, the rows it held are filled from the server's records")
+    func upgradeAddsColumn() async throws {
+        try await Self.withDevices(["phone", "laptop"]) { server, devices in
+            var (phone, laptop) = (devices[0], devices[1])
+            let (groceries, milk, bread) = (UUID(), UUID(), UUID())
+            try await StoreSharingTests.insertList(phone, groceries, "Groceries", items: [(milk, "Milk"), (bread, "Bread")])
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            let addPriority: @Sendable (GRDB.Database) throws -> Void = { db in
+                try db.execute(sql: "ALTER TABLE items ADD COLUMN priority INTEGER")
+            }
+            // The laptop's app upgrades first and sets the new column on a row both devices hold.
+            laptop = try await laptop.reopen(migrating: addPriority)
+            try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET priority = 7 WHERE id = ?", arguments: [milk]) }
+            try await laptop.store.sync()
+
+            // The phone's app, not upgraded, has nowhere to keep it: verify says where the copies differ.
+            try await phone.store.sync()
+            let before = try await phone.store.verify()
+            #expect(!before.matches)
+            #expect(before.differences.values.flatMap { $0 }.map(\.description) == ["Item \(milk.uuidString): priority differ"])
+            #expect(before.description.contains("priority differ"), "\(before)")
+
+            // Once it upgrades, the rows it already held are filled from the server's records.
+            phone = try await phone.reopen(migrating: addPriority)
+            try await phone.store.sync()
+            let priority = try await phone.pool.read { db in
+                try Int.fetchOne(db, sql: "SELECT priority FROM items WHERE id = ?", arguments: [milk])
+            }
+            #expect(priority == 7)
+            let after = try await phone.store.verify()
+            #expect(after.matches, "\(after)")
+            #expect(try await phone.contents() == laptop.contents())
         }
     }
 

@@ -207,6 +207,7 @@ struct Verify: AsyncParsableCommand {
                 say("zone \(zoneID)")
                 say("  device: \(verification.local[zoneID].map { "\($0)" } ?? "nothing")")
                 say("  server: \(verification.server[zoneID].map { "\($0)" } ?? "nothing")")
+                for difference in verification.differences[zoneID] ?? [] { say("  differs: \(difference)") }
             }
             matches = matches && verification.matches
         }
