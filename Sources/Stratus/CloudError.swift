@@ -133,6 +133,14 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
         return text
     }
 
+    /// The refusal of a write to a zone shared with the signed-in user read-only, as the server
+    /// words it: the SDK and the sync engine refuse such a write with it before sending.
+    package static func sharedReadOnly(_ zoneID: RecordZone.ID) -> CloudError {
+        CloudError(
+            .permissionFailure,
+            "zone '\(zoneID.zoneName)' is shared with you read-only; only its owner and READ_WRITE participants write")
+    }
+
     /// Whether waiting and sending the same request again may succeed: network failures,
     /// throttles, an unavailable service or a busy zone.
     public var isTransient: Bool {

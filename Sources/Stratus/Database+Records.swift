@@ -206,9 +206,7 @@ extension Database {
                 "only the owner of a share changes it; a participant leaves by deleting it, alone in a request")
         }
         if let permission = connection.sharePermission(in: zoneID), permission != .readWrite {
-            throw CloudError(
-                .permissionFailure,
-                "zone '\(zoneID.zoneName)' is shared with you read-only; only its owner and READ_WRITE participants write")
+            throw CloudError.sharedReadOnly(zoneID)
         }
     }
 

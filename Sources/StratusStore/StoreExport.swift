@@ -144,14 +144,16 @@ struct StoreExport {
         var zonesGone: Set<RecordZone.ID> = []
         /// The last change the server refused for good, to report.
         var refused: CloudError?
-        /// Why each row refused for good waits.
+        /// Why each row refused for good is held.
         var refusedRows: [UUID: CloudError] = [:]
     }
 
     /// Keeps what the server saved and deleted of `sent` (what went into the send, by record) and
     /// decides what it refused, with `merger`'s transaction: a conflict merges with the server's
-    /// record, a change a read-only participant made goes back to the server's row and is kept as
-    /// refused at `now`.
+    /// record; a change refused for good (a read-only participant's, one over the user's quota,
+    /// one the schema or a newer app version refuses) is kept as refused at `now`, the row as the
+    /// user left it and its outbox entry held, until the app resolves it
+    /// (``StratusStore/resolveRefusedChange(_:_:)``).
     func settle(
         _ answer: SyncEngine.Event.SentRecordZoneChanges, sent: [Stratus.Record.ID: Sent], merger: inout StoreMerger,
         at now: Date
@@ -188,12 +190,9 @@ struct StoreExport {
             case .zoneNotFound:
                 // A share's zone is gone (sharing stopped): its rows go with it.
                 settlement.zonesGone.insert(recordID.zoneID)
-            case .permissionFailure:
-                // A participant who may only read: the row goes back to the server's.
-                try merger.rollBack(recordID, table: table, rowID: entry.rowID, refusal: failure.error, at: now)
-                settlement.refused = failure.error
             default:
                 if !failure.error.keepsChangesPending {
+                    try StoreMetadata.recordRefusal(table: table.name, rowID: entry.rowID, error: failure.error, at: now, in: db)
                     settlement.refused = failure.error
                     settlement.refusedRows[entry.rowID] = failure.error
                 }
@@ -204,12 +203,12 @@ struct StoreExport {
             if error.code == .unknownItem || error.code == .zoneNotFound {
                 // Already gone: what the delete wanted.
                 try settleDelete(recordID, entry: item.entry, in: db)
-            } else if error.code == .permissionFailure, let entry = item.entry, let table = layout.model.table(named: entry.table) {
-                try merger.rollBack(recordID, table: table, rowID: entry.rowID, refusal: error, at: now)
-                settlement.refused = error
             } else if !error.keepsChangesPending {
                 settlement.refused = error
-                if let entry = item.entry { settlement.refusedRows[entry.rowID] = error }
+                if let entry = item.entry {
+                    try StoreMetadata.recordRefusal(table: entry.table, rowID: entry.rowID, error: error, at: now, in: db)
+                    settlement.refusedRows[entry.rowID] = error
+                }
                 // A left-behind record the server will not delete stays; the row lives on in its share.
                 if item.entry == nil { try StoreMetadata.removeMoved(recordID, in: db) }
             }

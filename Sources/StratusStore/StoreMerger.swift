@@ -193,14 +193,10 @@ struct StoreMerger {
         try remember(record, values: server, table: table, rowID: rowID)
     }
 
-    /// Puts the row of `recordID` back as the server last had it, after the server refused its
-    /// change for good (`refusal`: a participant's who may only read): the server's values, or no
-    /// row when the server has none. The refusal is kept, in the same transaction, for the app to
-    /// tell its user (``StratusStore/refusedChanges()``): an undone edit is never silent.
-    mutating func rollBack(
-        _ recordID: Stratus.Record.ID, table: StoreTable, rowID: UUID, refusal: CloudError, at date: Date
-    ) throws {
-        try StoreMetadata.recordRefusal(table: table.name, rowID: rowID, error: refusal, at: date, in: db)
+    /// Puts the row of `recordID` back as the server last had it, when the app chose so for a
+    /// change the server refused (``StratusStore/resolveRefusedChange(_:_:)``): the server's
+    /// values, or no row when the server has none; its outbox entry goes.
+    mutating func revert(_ recordID: Stratus.Record.ID, table: StoreTable, rowID: UUID) throws {
         let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
         try write(known?.values, table: table, rowID: rowID, columns: columns(of: table))
         if let entry = try outboxEntry(rowID: rowID) {

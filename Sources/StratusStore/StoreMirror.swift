@@ -31,6 +31,9 @@ actor StoreMirror: SyncEngineDelegate {
     /// unreadable for sending). By row, so that ``verify()`` reports what holds a pending row rather
     /// than an older failure of a row since sent.
     private var refusals: [UUID: CloudError] = [:]
+    /// The rows whose change the server refused for good, kept in `stratusstore_refused`: not
+    /// handed to the engine until the app resolves them (``resolveRefusedChange(_:_:)``).
+    private var heldRows: Set<UUID> = []
     /// How many sends the server answered with a refusal for good, and the last such refusal:
     /// ``sync()`` throws when its send added one.
     private var refusedSends = 0
@@ -42,6 +45,7 @@ actor StoreMirror: SyncEngineDelegate {
     private var importFailure: CloudError?
     let remoteChanges = Broadcast<StoreRemoteChange>()
     let events = Broadcast<StoreEvent>()
+    let refusedChanges = Broadcast<StoreRefusedChange>()
 
     private static let engineStateKey = "engine_state"
     private static let zoneSavedKey = "zone_saved"
@@ -106,9 +110,13 @@ actor StoreMirror: SyncEngineDelegate {
             engine.state.add(pendingDatabaseChanges: [.saveZone(MirrorLayout.zone)])
         }
         // The outbox (and the records moved rows left) is the truth: what the engine's saved state
-        // lists beyond it is settled.
-        let (outbox, moved) = try await pool.read { db in
-            (try StoreMetadata.outbox(after: 0, in: db), try StoreMetadata.moved(in: db))
+        // lists beyond it is settled. Refused changes wait for the app.
+        let (outbox, moved, held) = try await pool.read { db in
+            (try StoreMetadata.outbox(after: 0, in: db), try StoreMetadata.moved(in: db), try StoreMetadata.refusedChanges(in: db))
+        }
+        for refused in held {
+            heldRows.insert(refused.rowID)
+            refusals[refused.rowID] = refused.error
         }
         let placed = try await placeNewRows(outbox)
         let queued = Set(placed.compactMap(layout.change(for:)) + moved.map { .deleteRecord($0) })
@@ -144,6 +152,7 @@ actor StoreMirror: SyncEngineDelegate {
         await engine.close()
         remoteChanges.finish()
         events.finish()
+        refusedChanges.finish()
     }
 
     deinit {
@@ -172,8 +181,8 @@ actor StoreMirror: SyncEngineDelegate {
         if refusedSends > refusedBefore, let refusal = lastRefusal {
             throw CloudError(
                 refusal.code,
-                "the server refused a change in this sync, which \(refusal.code == .permissionFailure ? "was undone" : "waits")"
-                    + ": \(refusal.message) (StratusStore.refusedChanges() lists the undone ones)")
+                "the server refused a change in this sync, which waits on this device until the app resolves it "
+                    + "(StratusStore.refusedChanges(), resolveRefusedChange(_:_:)): \(refusal.message)")
         }
     }
 
@@ -291,7 +300,7 @@ actor StoreMirror: SyncEngineDelegate {
         if isWholeOutboxAfterMark { lastQueuedVersion = max(lastQueuedVersion, entries.map(\.version).max() ?? 0) }
         guard !entries.isEmpty else { return }
         var changes: [SyncEngine.PendingRecordZoneChange] = []
-        for entry in entries {
+        for entry in entries where !heldRows.contains(entry.rowID) {
             if let change = layout.change(for: entry) {
                 changes.append(change)
             } else {
@@ -553,6 +562,7 @@ actor StoreMirror: SyncEngineDelegate {
             return (merger.outcome, settlement, capture.capturedTransaction())
         }
         refusals.merge(settlement.refusedRows) { $1 }
+        heldRows.formUnion(settlement.refusedRows.keys)
         for zoneID in settlement.zonesGone {
             if zoneID == layout.defaultZoneID {
                 zoneSaved = false
@@ -562,13 +572,41 @@ actor StoreMirror: SyncEngineDelegate {
             }
         }
         try await hand(outcome)
-        // A merge after a conflict, or a rollback of a refused change, rewrote rows.
+        // A merge after a conflict rewrote rows.
         if let transaction { remoteChanges.yield(StoreRemoteChange(historyToken: HistoryToken(transaction: transaction))) }
+        if !settlement.refusedRows.isEmpty {
+            let refused = try await pool.read { db in try StoreMetadata.refusedChanges(in: db) }
+            for change in refused where settlement.refusedRows[change.rowID] != nil { refusedChanges.yield(change) }
+        }
         if let refused = settlement.refused {
             refusedSends += 1
             lastRefusal = refused
             lastError = refused
             runningEvents[.export]?.error = refused
+        }
+    }
+
+    /// Settles a change the server refused, as the app chose: `revert` puts the row back as the
+    /// server has it (its outbox entry goes); `sendAgain` sends it at the next sync (the user may
+    /// write again, freed space, updated the app).
+    func resolveRefusedChange(_ rowID: UUID, _ resolution: StoreRefusalResolution) async throws {
+        let reverted = try await writeAsImport { [layout] db -> MergeOutcome? in
+            try StoreMetadata.dismissRefusedChanges([rowID], in: db)
+            guard resolution == .revert, let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db),
+                let table = layout.model.table(named: entry.table)
+            else { return nil }
+            var merger = try StoreMerger(layout: layout, db: db)
+            let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) ?? layout.defaultZoneID ?? MirrorLayout.zone.zoneID
+            try merger.revert(RecordMapping.recordID(rowID, zoneID: zoneID), table: table, rowID: rowID)
+            return merger.outcome
+        }
+        heldRows.remove(rowID)
+        refusals[rowID] = nil
+        if let reverted {
+            try await hand(reverted)
+            try await announceChangedRows()
+        } else {
+            queue(try await pool.read { db in try StoreMetadata.outboxEntry(rowID: rowID, in: db) }.map { [$0] } ?? [])
         }
     }
 
@@ -728,8 +766,9 @@ actor StoreMirror: SyncEngineDelegate {
                     """)
         }
         zoneSaved = layout.scope != .private
+        heldRows = []
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges)
-        try await announcePurge()
+        try await announceChangedRows()
     }
 
     /// Removes the rows of a share's zone and what the mirror knew of them, as the author `import`:
@@ -743,16 +782,16 @@ actor StoreMirror: SyncEngineDelegate {
             try StoreMetadata.forgetZone(zoneID, in: db)
         }
         engine.state.remove(pendingRecordZoneChanges: engine.state.pendingRecordZoneChanges.filter { $0.recordID.zoneID == zoneID })
-        try await announcePurge()
+        try await announceChangedRows()
     }
 
     /// Puts back the rows `user` had not sent when they left this device, with their outbox entries.
     private func restoreParkedRows(of user: Stratus.Record.ID) async throws {
         let restored = try await writeAsImport { [layout] db in try StoreParking.restore(user.recordName, layout: layout, in: db) }
-        if restored > 0 { try await announcePurge() }
+        if restored > 0 { try await announceChangedRows() }
     }
 
-    private func announcePurge() async throws {
+    private func announceChangedRows() async throws {
         remoteChanges.yield(StoreRemoteChange(historyToken: try await pool.read { db in
             HistoryToken(transaction: try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM stratusstore_transactions") ?? 0)
         }))

@@ -111,11 +111,13 @@ public final class StratusStore: Sendable {
         try await requireMirror().sync()
     }
 
-    /// The local changes the server refused for good and the store undid, the latest first: a
-    /// participant who may only read edited a shared row, say (check ``canUpdate(_:)`` before
-    /// offering an edit). Each row's latest refusal is kept across launches until
-    /// ``dismissRefusedChanges(_:)``, so the app can tell its user which edit did not stand; the
-    /// ``sync()`` that met the refusal threw it.
+    /// The local changes the server refused for good, the latest first: a participant who may
+    /// only read edited a shared row (check ``canUpdate(_:)`` before offering an edit; the store
+    /// refuses such a change itself, before sending, once it fetched the share), the user's quota
+    /// is full, the schema or a newer version of the app refuses a value. Each row stays as the
+    /// user left it, its change kept and not sent again, across launches, until the app resolves
+    /// it with ``resolveRefusedChange(_:_:)``; the ``sync()`` that met the refusal threw it, and
+    /// ``refusals()`` announces each.
     ///
     /// - Throws: `CloudError` `invalidArguments` when the store was opened without mirroring.
     public func refusedChanges() async throws -> [StoreRefusedChange] {
@@ -123,10 +125,17 @@ public final class StratusStore: Sendable {
         return try await pool.read { db in try StoreMetadata.refusedChanges(in: db) }
     }
 
-    /// Forgets the refused changes of `rowIDs` (every one when `nil`), once the user was told.
-    public func dismissRefusedChanges(_ rowIDs: [UUID]? = nil) async throws {
-        _ = try requireMirror()
-        try await pool.write { db in try StoreMetadata.dismissRefusedChanges(rowIDs, in: db) }
+    /// Settles a refused change of the row `rowID` as the app chose (CloudKit's `failedRecordSaves`
+    /// leave the choice to the app): ``StoreRefusalResolution/revert`` puts the row back as the
+    /// server has it, ``StoreRefusalResolution/sendAgain`` sends the row's change at the next sync.
+    public func resolveRefusedChange(_ rowID: UUID, _ resolution: StoreRefusalResolution) async throws {
+        try await requireMirror().resolveRefusedChange(rowID, resolution)
+    }
+
+    /// Each local change the server refuses for good, as it is refused (the callback of
+    /// ``refusedChanges()``), until the stream is dropped. Empty for a store opened without mirroring.
+    public func refusals() -> AsyncStream<StoreRefusedChange> {
+        mirror?.refusedChanges.stream() ?? AsyncStream { $0.finish() }
     }
 
     /// Where mirroring stands: how many local changes wait, and whether everything local is on the
@@ -487,8 +496,18 @@ public struct StoreSyncStatus: Sendable {
     public var isUpToDate: Bool
 }
 
-/// A local change the server refused for good, which the store undid: the row is back as the
-/// server has it (``StratusStore/refusedChanges()``).
+/// What the app chose for a refused change (``StratusStore/resolveRefusedChange(_:_:)``).
+public enum StoreRefusalResolution: Sendable, Hashable {
+    /// The row goes back to the server's version (or away, when the server has none); the change is dropped.
+    case revert
+    /// The change is sent again at the next sync: what refused it changed (the user may write
+    /// again, has space again, runs a newer app).
+    case sendAgain
+}
+
+/// A local change the server refused for good: the row stays as the user left it, and its change
+/// waits on the device, not sent again, until the app resolves it
+/// (``StratusStore/resolveRefusedChange(_:_:)``).
 public struct StoreRefusedChange: Sendable {
     /// The row's table.
     public var table: String

@@ -169,6 +169,9 @@ extension SyncEngine {
         try await requireSameAccount(delegate)
         if gathered.count > 0 { await emit(.fetchedRecordZoneChanges(gathered.event), to: delegate) }
         state.withSnapshot { snapshot in
+            if let permission = gathered.sharePermission {
+                snapshot.sharePermissions = (snapshot.sharePermissions ?? [:]).merging([zoneID: permission.rawValue]) { $1 }
+            }
             if keepsToken { snapshot.zoneChangeTokens[zoneID] = page.changeToken }
             if !page.moreComing { snapshot.unfetchedZoneIDs.removeAll { $0 == zoneID } }
         }
@@ -183,6 +186,15 @@ struct GatheredChanges {
     private var deletions: [Record.ID: String] = [:]
 
     var count: Int { modifications.count + deletions.count }
+
+    /// The signed-in user's permission in the zone, from its zone-wide share among the records.
+    var sharePermission: Share.ParticipantPermission? {
+        modifications.values.lazy.compactMap { record in
+            Share(record).flatMap { share in
+                share.recordID == Share(recordZoneID: share.recordID.zoneID).recordID ? share.currentUserParticipant?.permission : nil
+            }
+        }.first
+    }
 
     /// Adds the next page; a record whose asset could not be downloaded fails it (it is read again).
     mutating func add(_ page: RecordZoneChanges) throws {

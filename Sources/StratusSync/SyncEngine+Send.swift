@@ -222,20 +222,27 @@ extension SyncEngine {
         }
     }
 
-    /// Marks a batch's changes in flight and sends it.
+    /// Marks a batch's changes in flight and sends it. Changes in zones shared read-only with the
+    /// signed-in user (as the zone's share was last fetched) are refused here, as the server would
+    /// refuse them, and not sent.
     private func startRequest(_ prepared: PreparedBatch) -> RecordRequest {
         let batch = prepared.batch
-        state.withSnapshot { snapshot in
+        let refused = state.withSnapshot { snapshot in
             for record in batch.recordsToSave { snapshot.recordZoneChanges.markInFlight(.saveRecord(record.recordID)) }
             for recordID in batch.recordIDsToDelete { snapshot.recordZoneChanges.markInFlight(.deleteRecord(recordID)) }
+            return snapshot.refusalsOfReadOnlyZones(batch)
         }
+        let saving = batch.recordsToSave.filter { refused[$0.recordID] == nil }
+        let deleting = batch.recordIDsToDelete.filter { refused[$0] == nil }
         let transport = transport
         let task = Task {
-            await Answer {
+            guard !saving.isEmpty || !deleting.isEmpty else { return Answer<Record.ID, Record>(refused: refused) }
+            var answer = await Answer {
                 try await transport.modifyRecords(
-                    saving: batch.recordsToSave, deleting: batch.recordIDsToDelete, savePolicy: .ifServerRecordUnchanged,
-                    atomically: batch.atomicByZone)
+                    saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone)
             }
+            answer.refused = refused
+            return answer
         }
         return RecordRequest(batch: prepared, task: task)
     }
@@ -299,7 +306,10 @@ extension SyncEngine {
     private struct Answer<ID: Hashable & Sendable, Saved: Sendable>: Sendable {
         var results: ModifyResults<ID, Saved>?
         var requestError: CloudError?
+        /// The items refused before sending, with why.
+        var refused: [ID: CloudError] = [:]
 
+        /// The answer to `request`.
         init(_ request: () async throws -> ModifyResults<ID, Saved>) async {
             do {
                 results = try await request()
@@ -310,12 +320,19 @@ extension SyncEngine {
             }
         }
 
+        /// The answer to a request that was not sent: every item was refused before.
+        init(refused: [ID: CloudError]) {
+            self.refused = refused
+        }
+
         func saveResult(_ id: ID) -> Result<Saved, CloudError> {
+            if let refusal = refused[id] { return .failure(refusal) }
             if let requestError { return .failure(requestError) }
             return results?.saveResults[id] ?? .failure(SyncEngine.noAnswer(for: id))
         }
 
         func deleteResult(_ id: ID) -> Result<Void, CloudError> {
+            if let refusal = refused[id] { return .failure(refusal) }
             if let requestError { return .failure(requestError) }
             return results?.deleteResults[id] ?? .failure(SyncEngine.noAnswer(for: id))
         }

@@ -128,6 +128,14 @@ extension SyncEngine {
             }
         }
 
+        /// The signed-in user's permission in a shared zone, from the zone's share as the engine
+        /// last fetched it; `nil` when it fetched none (the zone is the user's own, or not fetched
+        /// yet). The engine refuses, before sending, a change in a zone whose permission is not
+        /// `readWrite`, with the error the server would give: check it before offering an edit.
+        public func sharePermission(in zoneID: RecordZone.ID) -> Share.ParticipantPermission? {
+            storage.withLock { $0.snapshot.sharePermissions?[zoneID].flatMap(Share.ParticipantPermission.init(rawValue:)) }
+        }
+
         /// Adds records to save or delete. Call it before the local edit is committed: once it
         /// returns, the change survives the process dying (with a journal).
         public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
@@ -286,11 +294,14 @@ extension SyncEngine {
             var parkedChanges: [String: ParkedChanges]?
             /// Zones to read from their start at their next fetch (``refetchAllZones()``).
             var zonesToReadAgain: [RecordZone.ID]?
+            /// The signed-in user's permission in each shared zone, by the raw value of
+            /// `Share.ParticipantPermission`, from the zone's share as last fetched.
+            var sharePermissions: [RecordZone.ID: String]?
 
             private enum CodingKeys: String, CodingKey {
                 case userRecordName, databaseChangeToken, zoneChangeTokens, unfetchedZoneIDs, recordZoneChanges
                 case databaseChanges, hasPendingUntrackedChanges, subscriptionID, journalSequence, parkedChanges
-                case adoptedUserRecordName, zonesToReadAgain
+                case adoptedUserRecordName, zonesToReadAgain, sharePermissions
             }
 
             init() {}
@@ -322,6 +333,21 @@ extension SyncEngine {
                 zoneChangeTokens[zoneID] = nil
                 unfetchedZoneIDs.removeAll { $0 == zoneID }
                 readAgain(zoneID, done: true)
+                sharePermissions?[zoneID] = nil
+            }
+
+            /// The refusals, as the server would answer them, of the changes of `batch` in zones the
+            /// signed-in user may only read.
+            func refusalsOfReadOnlyZones(_ batch: RecordZoneChangeBatch) -> [Record.ID: CloudError] {
+                guard let sharePermissions else { return [:] }
+                var refusals: [Record.ID: CloudError] = [:]
+                for recordID in batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete {
+                    guard let permission = sharePermissions[recordID.zoneID],
+                        permission != Share.ParticipantPermission.readWrite.rawValue
+                    else { continue }
+                    refusals[recordID] = CloudError.sharedReadOnly(recordID.zoneID)
+                }
+                return refusals
             }
 
             /// Notes that `zoneID` was read again to its end (`done`).

@@ -107,7 +107,7 @@ struct StoreMirrorPartsTests {
         #expect(batch.unsendable.isEmpty)
     }
 
-    @Test("the server's answer settles: a saved record confirms its entry and becomes the ancestor; a read-only refusal puts the row back as the server has it, reports the refusal and keeps it")
+    @Test("the server's answer settles: a saved record confirms its entry and becomes the ancestor; a read-only refusal keeps the row as the user left it, its entry held, and the refusal kept with why")
     func settleAnswers() throws {
         let queue = try Self.database()
         let (saved, refused) = (UUID(), UUID())
@@ -135,11 +135,12 @@ struct StoreMirrorPartsTests {
              try String.fetchAll(db, sql: "SELECT title FROM items ORDER BY title"),
              try StoreMetadata.changeTag(table: "items", rowID: saved, in: db))
         }
-        #expect(outbox.isEmpty)
+        #expect(outbox == [refused], "the refused change waits for the app")
         #expect(titles == ["Changed", "Milk"])
         #expect(tag == "t2")
+        #expect(settlement.refusedRows.keys.sorted() == [refused])
         let kept = try queue.read { db in try StoreMetadata.refusedChanges(in: db) }
-        #expect(kept.map(\.rowID) == [refused] && kept.first?.error.code == .permissionFailure, "the undone edit is kept, with why")
+        #expect(kept.map(\.rowID) == [refused] && kept.first?.error.code == .permissionFailure, "the refused edit is kept, with why")
         #expect(kept.first?.date == Date(timeIntervalSince1970: 1_000))
     }
 

@@ -50,15 +50,19 @@ struct StorePublicTests {
                 let marked = try await bob.container.publicCloudDatabase.record(for: RecordMapping.recordID(pears, zoneID: RecordZone.ID()))
                 #expect(marked[RecordMapping.deletedKey] as? Int64 == 1 && marked["title"] == nil, "\(marked)")
 
-                // Bob may not change Ada's rows: asked first, the store says so; done anyway, the row comes back.
+                // Bob may not change Ada's rows: asked first, the store says so; done anyway, the edit
+                // is refused and kept as he made it until the app chooses; reverted, the row comes back.
                 #expect(try await !bob.store.canUpdate(market))
                 #expect(try await bob.store.canUpdate(garage))
                 try await bob.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'Mine now' WHERE id = ?", arguments: [apples]) }
                 await #expect(throws: CloudError.self) { try await bob.store.sync() }
                 #expect(try await bob.store.refusedChanges().map(\.rowID) == [apples])
                 let bobStatus = try await bob.store.syncStatus()
-                #expect(bobStatus.pendingChanges == 0 && bobStatus.lastError?.code == .permissionFailure, "\(bobStatus)")
+                #expect(bobStatus.pendingChanges == 1 && bobStatus.lastError?.code == .permissionFailure, "\(bobStatus)")
+                #expect(try await StoreSharingTests.title(of: apples, on: bob) == "Mine now")
+                try await bob.store.resolveRefusedChange(apples, .revert)
                 #expect(try await StoreSharingTests.title(of: apples, on: bob) == "Apples")
+                #expect(try await bob.store.syncStatus().pendingChanges == 0)
 
                 // The deleted UUID inserted again lives again, everywhere.
                 try await ada.pool.write { db in

@@ -168,24 +168,32 @@ struct StoreSharingTests {
                 try await phone.store.sync()
                 #expect(try await phone.store.verify().matches)
 
-                // A read-only participant may not write; a write made anyway comes back as the server has it.
+                // A read-only participant may not write; a write made anyway is refused, before it is
+                // sent (the store fetched the share), and kept as the user made it until the app chooses.
                 try await cy.store.accept(try await cyContainer.shareMetadata(for: url))
                 #expect(try await cy.contents() == bob.contents())
                 #expect(try await !cy.store.canUpdate(milk))
+                let announced = cy.store.refusals()
                 try await cy.pool.write { db in
                     try db.execute(sql: "UPDATE items SET title = 'Cy was here' WHERE id = ?", arguments: [eggs])
                 }
-                // The sync that met the refusal says so; the undone edit is kept, across a reopening, until dismissed.
-                await #expect(throws: CloudError.self) { try await cy.store.sync() }
+                let error = await #expect(throws: CloudError.self) { try await cy.store.sync() }
+                #expect(error?.code == .permissionFailure && error?.message.contains("read-only") == true, "\(String(describing: error))")
+                var announcements = announced.makeAsyncIterator()
+                #expect(await announcements.next()?.rowID == eggs, "the refusal is announced")
                 let cyStatus = try await cy.store.syncStatus()
-                #expect(cyStatus.pendingChanges == 0 && cyStatus.lastError?.code == .permissionFailure, "\(cyStatus)")
-                #expect(try await Self.title(of: eggs, on: cy) == "Eggs")
+                #expect(cyStatus.pendingChanges == 1 && cyStatus.lastError?.code == .permissionFailure, "\(cyStatus)")
+                #expect(try await Self.title(of: eggs, on: cy) == "Cy was here", "never undone behind the user's back")
                 let refused = try await cy.store.refusedChanges()
                 #expect(refused.map(\.rowID) == [eggs] && refused.first?.table == "items" && refused.first?.error.code == .permissionFailure)
                 try await cy.store.sync()
-                #expect(try await cy.store.refusedChanges().map(\.rowID) == [eggs], "kept until dismissed")
-                try await cy.store.dismissRefusedChanges([eggs])
+                #expect(try await cy.store.refusedChanges().map(\.rowID) == [eggs], "kept, not sent again, until the app resolves it")
+                try await bob.store.sync()
+                #expect(try await Self.title(of: eggs, on: bob) == "Eggs", "and never reaches the others")
+                try await cy.store.resolveRefusedChange(eggs, .revert)
                 #expect(try await cy.store.refusedChanges().isEmpty)
+                #expect(try await Self.title(of: eggs, on: cy) == "Eggs", "the app chose the server's version")
+                #expect(try await cy.store.syncStatus().pendingChanges == 0)
 
                 // Bob leaves: the share's rows leave his device; the others keep theirs.
                 try await bob.store.stopSharing(groceries)

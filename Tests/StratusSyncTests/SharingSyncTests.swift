@@ -2,6 +2,7 @@ import Foundation
 import Stratus
 import StratusSync
 import StratusTestSupport
+import Synchronization
 import Testing
 
 /// A device whose engine syncs one database and keeps what it hears: the zones it knows and each
@@ -13,10 +14,14 @@ actor AlbumDevice: SyncEngineDelegate {
     private(set) var captions: [Record.ID: String] = [:]
     private var records: [Record.ID: Record] = [:]
 
-    init(_ container: Container, database: Database) async throws {
+    /// The refusals the engine reported, by record.
+    private(set) var refusals: [Record.ID: CloudError] = [:]
+
+    init(_ container: Container, database: Database, transport: (any SyncTransport)? = nil) async throws {
         self.container = container
-        engine = try SyncEngine(
-            SyncEngine.Configuration(database: database, stateSerialization: nil, delegate: self, automaticallySync: false))
+        var configuration = SyncEngine.Configuration(database: database, stateSerialization: nil, delegate: self, automaticallySync: false)
+        configuration.transport = transport
+        engine = try SyncEngine(configuration)
     }
 
     func caption(_ recordID: Record.ID, _ caption: String) {
@@ -46,6 +51,9 @@ actor AlbumDevice: SyncEngineDelegate {
             for deletion in changes.deletions { captions[deletion.recordID] = nil }
         case .sentRecordZoneChanges(let sent):
             for record in sent.savedRecords { records[record.recordID] = record }
+            for failure in sent.failedRecordSaves where failure.error.code == .permissionFailure {
+                refusals[failure.record.recordID] = failure.error
+            }
             for failure in sent.failedRecordSaves where failure.error.code == .serverRecordChanged {
                 // The server's value wins; take it.
                 if let server = failure.error.serverRecord {
@@ -186,6 +194,43 @@ struct SharingSyncTests {
             #expect(await participant.captions.isEmpty)
             let gone = await #expect(throws: CloudError.self) { try await bob.sharedCloudDatabase.record(for: bobsP1) }
             #expect(gone?.code == .zoneNotFound)
+        }
+    }
+
+    @Test("a read-only participant's engine refuses the write before sending it, from the share it fetched, even in a new process; the app hears it as a failed save")
+    func readOnlyRefusedBeforeSending() async throws {
+        try await withServer(clientsInProcess: true) { server in
+            let ada = try await server.signedInContainer("ada")
+            let album = RecordZone.ID(zoneName: "Album")
+            _ = try await ada.privateCloudDatabase.save(RecordZone(zoneID: album))
+            var photo = Record(recordType: "Photo", recordID: Record.ID(recordName: "p1", zoneID: album))
+            photo["caption"] = "beach"
+            _ = try await ada.privateCloudDatabase.save(photo)
+            var share = Share(recordZoneID: album)
+            share.publicPermission = .readOnly
+            share = try await ada.privateCloudDatabase.save(share)
+            let cy = try await server.signedInContainer("cy")
+            let metadata = try await cy.accept(try await cy.shareMetadata(for: try #require(share.url)))
+            let sharedAlbum = metadata.recordID.zoneID
+
+            // Another device of cy's: its SDK has heard nothing of the share; its engine fetches it.
+            let laptop = try await server.device(of: "cy")
+            let transport = ThrottlingTransport(laptop.sharedCloudDatabase, refusing: 0, retryAfterSeconds: 0)
+            let device = try await AlbumDevice(laptop, database: laptop.sharedCloudDatabase, transport: transport)
+            try await device.fetchChanges()
+            #expect(await device.engine.state.sharePermission(in: sharedAlbum) == .readOnly)
+            let p1 = Record.ID(recordName: "p1", zoneID: sharedAlbum)
+            await device.caption(p1, "mine now")
+            try? await device.sendChanges()
+            #expect(transport.writes.load(ordering: .relaxed) == 0, "nothing was sent")
+            #expect(await device.refusals[p1]?.message.contains("read-only") == true)
+            let status = await device.engine.state.status(of: .saveRecord(p1))
+            guard case .failed(let error)? = status else {
+                Issue.record("the refused change is kept as failed, not pending: \(String(describing: status))")
+                return
+            }
+            #expect(error.code == .permissionFailure)
+            #expect(try await ada.privateCloudDatabase.record(for: photo.recordID)["caption"] as? String == "beach")
         }
     }
 

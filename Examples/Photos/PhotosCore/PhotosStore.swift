@@ -62,6 +62,8 @@ public actor PhotosStore: SyncEngineDelegate {
     /// The container the device syncs with.
     public let container: Container
     private var data: AppData
+    /// The edits the server refused during the sync running, which it throws.
+    private var refusals: [CloudError] = []
     private var privateEngine: SyncEngine!
     private var sharedEngine: SyncEngine!
 
@@ -142,10 +144,18 @@ public actor PhotosStore: SyncEngineDelegate {
 
     /// Tags a photo (in the user's album or one shared with them).
     @discardableResult
+    ///
+    /// - Throws: `permissionFailure`, before anything is written, in an album shared with the user
+    ///   read-only (as its share was last fetched): the server would refuse the tag.
     public func tag(_ photo: Photo, _ name: String) throws -> Tag {
+        let engine = engine(for: photo.album)
+        if let permission = engine.state.sharePermission(in: photo.album), permission != .readWrite {
+            throw CloudError(
+                .permissionFailure, "album '\(photo.album.zoneName)' is shared with you read-only: its photos cannot be tagged here")
+        }
         let tag = Tag(id: UUID().uuidString.lowercased(), album: photo.album, photo: photo.id, name: name)
         let recordID = Record.ID(recordName: tag.id, zoneID: photo.album)
-        engine(for: photo.album).state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+        engine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
         data.tags[recordID] = tag
         try saveData()
         return tag
@@ -208,6 +218,8 @@ public actor PhotosStore: SyncEngineDelegate {
     /// Sends the waiting edits and fetches the others', in both databases; on the owner's side,
     /// removes duplicate tags and sends that too.
     public func sync() async throws -> Bool {
+        refusals = []
+        defer { refusals = [] }
         do {
             for engine in [privateEngine!, sharedEngine!] {
                 do {
@@ -223,6 +235,7 @@ public actor PhotosStore: SyncEngineDelegate {
         } catch let error as CloudError where error.isTransient || error.code == .serverResponseLost {
             return false
         }
+        if let refusal = refusals.first { throw refusal }
         return true
     }
 
@@ -278,9 +291,11 @@ public actor PhotosStore: SyncEngineDelegate {
                 case .serverRecordChanged:
                     if let server = failure.error.serverRecord { apply(server) }
                 case .permissionFailure, .zoneNotFound:
-                    // Not allowed here (a read-only album), or the album is gone: drop the edit.
+                    // Not allowed here (a read-only album), or the album is gone: the tag goes, and
+                    // the sync says so.
                     syncEngine.state.remove(pendingRecordZoneChanges: [.saveRecord(recordID)])
-                    data.tags[recordID] = nil
+                    let name = data.tags.removeValue(forKey: recordID)?.name ?? recordID.recordName
+                    refusals.append(CloudError(failure.error.code, "the tag '\(name)' was refused and removed: \(failure.error.message)"))
                 default:
                     break
                 }

@@ -63,9 +63,10 @@ struct PhotosTests {
             let streetAlbum = try await cy.accept(link)
             let cysMarket = try #require(await cy.photos(in: streetAlbum).first)
             #expect(cysMarket.id == street.id)
-            try await cy.tag(cysMarket, "mine")
-            _ = try await cy.sync()
-            #expect(await cy.tags(of: cysMarket).isEmpty, "a read-only participant's tag is refused and dropped")
+            let refusedTag = await #expect(throws: CloudError.self, "refused before it is written") { try await cy.tag(cysMarket, "mine") }
+            #expect(refusedTag?.code == .permissionFailure)
+            #expect(try await cy.sync())
+            #expect(await cy.tags(of: cysMarket).isEmpty)
             #expect(try await ada.sync())
             #expect(await ada.tags(of: street).isEmpty)
 

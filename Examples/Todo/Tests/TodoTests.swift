@@ -135,16 +135,17 @@ struct TodoTests {
             await #expect(throws: CloudError.self) { try await bob.rename(recipes, to: "Bob's recipes") }
             let (ownPending, sharedPending) = (try await bob.store.pendingChanges(), try await bob.sharedStore.pendingChanges())
             #expect(ownPending.isEmpty && sharedPending.isEmpty)
-            // One written anyway, past the app's check, is refused by the server, undone, and said so:
-            // the sync throws, and the refusal stays listed for the app to show.
+            // One written anyway, past the app's check, is refused and said so: the sync throws, the
+            // refusal stays listed for the app to show, and the app chooses to go back.
             try await bob.sharedStore.write { db in
                 try db.execute(sql: "UPDATE lists SET title = 'Bob was here' WHERE id = ?", arguments: [recipes.uuidString])
             }
             await #expect(throws: CloudError.self) { try await bob.sync() }
+            #expect(try await bob.lists().first { $0.id == recipes }?.title == "Bob was here", "kept until the app chooses")
+            #expect(try await bob.sharedStore.refusedChanges().map(\.rowID) == [recipes])
+            try await bob.sharedStore.resolveRefusedChange(recipes, .revert)
             #expect(try await bob.lists().first { $0.id == recipes }?.title == "Recipes")
             #expect(try await bob.lists().first { $0.id == recipes }?.items.map(\.title) == ["Soup"])
-            #expect(try await bob.sharedStore.refusedChanges().map(\.rowID) == [recipes])
-            try await bob.sharedStore.dismissRefusedChanges()
 
             // Bob's item joins Mei's list; Mei's rename reaches Bob.
             try await bob.addItem(to: trip, title: "Stove")

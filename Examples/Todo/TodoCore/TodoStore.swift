@@ -184,7 +184,7 @@ public final class TodoStore: Sendable {
     }
 
     /// Refuses, before anything is written, a change of `id` the user may not make (a list shared
-    /// with them read-only): the server would refuse it, and the store undo it.
+    /// with them read-only): the server would refuse it.
     private func requireChangeable(_ id: UUID) async throws {
         guard try await canChange(id) else {
             throw CloudError(
@@ -254,6 +254,22 @@ public final class TodoStore: Sendable {
             return .offline(error.message)
         }
         return .synced
+    }
+
+    /// The changes the server refused, in both stores, the latest first: each waits, as the user
+    /// made it, until ``resolveRefusal(_:revert:)``.
+    public func refusedChanges() async throws -> [StoreRefusedChange] {
+        try await store.refusedChanges() + sharedStore.refusedChanges()
+    }
+
+    /// Settles the refused change of `id`: `revert` goes back to the server's version, otherwise
+    /// the change is sent again at the next sync.
+    public func resolveRefusal(_ id: UUID, revert: Bool) async throws {
+        for mirror in [store, sharedStore] where try await mirror.refusedChanges().contains(where: { $0.rowID == id }) {
+            try await mirror.resolveRefusedChange(id, revert ? .revert : .sendAgain)
+            return
+        }
+        throw CloudError(.unknownItem, "no refused change of \(id) waits on this device")
     }
 
     // MARK: Sharing

@@ -19,11 +19,14 @@ struct TodoCommand: AsyncParsableCommand {
             or 'signin', then 'add-list', 'add', 'done', 'rename', 'delete' and 'sync' (or 'show'). Every change is \
             committed to the device's database first and sent when the server is reachable; 'status' shows what \
             waits, 'verify' proves the device's copy equal to the server's. 'share' prints a link to a list that \
-            another user opens with 'accept'; 'leave' stops sharing it (or, for whom it was shared with, leaves it).
+            another user opens with 'accept'; 'leave' stops sharing it (or, for whom it was shared with, leaves it). \
+            A change the server refuses is kept as made, and every command fails saying so, until 'resolve' sends \
+            it again or takes the server's version (--revert).
             """,
         subcommands: [
             SignUp.self, SignIn.self, Sync.self, AddList.self, Add.self, Done.self, Rename.self, Delete.self,
             Status.self, Verify.self, Schema.self, Import.self, Watch.self, Share.self, Accept.self, Leave.self,
+            Resolve.self,
         ])
 }
 
@@ -186,9 +189,28 @@ struct Status: AsyncParsableCommand {
             say(status.isUpToDate ? "  up to date" : "  not known to be up to date: run 'todo sync' to send and fetch")
             if let error = status.lastError { say("  last error: \(error.message)") }
             for refused in try await mirror.refusedChanges() {
-                say("  refused by the server and undone: \(refused.table) \(refused.rowID): \(refused.error.message)")
+                say("  refused, waiting for 'todo resolve': \(refused.table) \(refused.rowID): \(refused.error.message)")
             }
         }
+    }
+}
+
+struct Resolve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Settle a change the server refused: go back to the server's version, or send it again.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "The refused list's or item's ID, or its start.")
+    var id: String
+
+    @Flag(help: "Go back to the server's version (the default is to send the change again at the next sync).")
+    var revert = false
+
+    func run() async throws {
+        let store = try await device.store()
+        try await store.resolveRefusal(try await store.resolve(id), revert: revert)
+        try await report(store, store.sync())
     }
 }
 
@@ -350,6 +372,12 @@ func show(_ store: TodoStore) async throws {
 /// Prints the lists and what the sync did.
 func report(_ store: TodoStore, _ outcome: TodoStore.SyncOutcome) async throws {
     try await show(store)
+    // A refused change is never shown as synced: the command says so and fails.
+    let refused = try await store.refusedChanges()
+    for change in refused {
+        say("refused: \(change.table) \(change.rowID): \(change.error.message) — 'todo resolve \(change.rowID.uuidString.prefix(8))' sends it again, '--revert' takes the server's")
+    }
+    guard refused.isEmpty else { throw ExitCode.failure }
     switch outcome {
     case .synced:
         say("— synced")
