@@ -180,6 +180,12 @@ struct StoreExport {
                 if let server = failure.error.serverRecord {
                     try merger.apply(server: server, recordID: server.recordID, recordType: recordType)
                 }
+            case .unknownItem where layout.scope == .private && recordID.zoneID == layout.defaultZoneID:
+                // Deleted on the server since this device last fetched it, or moved into a share by
+                // another device of the owner (which deleted the record it left here): the next fetch
+                // says which (the deletion, or the row's record in its share, read first), and the
+                // change follows it there, never into a new record here. It waits meanwhile.
+                break
             case .unknownItem:
                 // Deleted on the server since this device last fetched it.
                 try merger.apply(server: nil, recordID: recordID, recordType: recordType)

@@ -145,9 +145,20 @@ struct StoreMerger {
         {
             return
         }
-        // Nor is that record itself, fetched before its deletion went out (a fetch that read the
-        // row's first save after this device moved it): the row lives in its share now.
-        if record != nil, try StoreMetadata.isMoved(recordID, in: db) { return }
+        if let record {
+            // That record itself, fetched before its deletion went out: the row lives in its share
+            // now. An edit another device made there, not having heard of the move, is merged
+            // into the row in its share rather than lost.
+            if let moved = try StoreMetadata.movedRecord(recordID, in: db) {
+                if record.recordChangeTag != moved.changeTag {
+                    try mergeEditLeftBehind(record, moved: moved, table: table, rowID: rowID)
+                }
+                return
+            }
+            // A record of the row in a zone the row no longer lives in (the left-behind record the
+            // server would not delete, read again from the start) does not take the row back.
+            if let rowZone = try StoreMetadata.zone(ofRow: rowID, in: db), rowZone != recordID.zoneID { return }
+        }
         // A record this device already holds at this version (its own save, coming back in the
         // feed) changes nothing.
         if let tag = record?.recordChangeTag, try changeTag(table: table.name, rowID: rowID) == tag {
@@ -202,6 +213,29 @@ struct StoreMerger {
         if let entry = try outboxEntry(rowID: rowID) {
             try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
             outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
+        }
+    }
+
+    /// Merges into a moved row, in its share, the edit another device made to the record the row
+    /// left behind: the columns it changed since this device last knew that record, by the merge
+    /// policy against the row as it is here. The row's save to its share is queued again, and the
+    /// left-behind record is known at its new version (its deletion still goes out).
+    private mutating func mergeEditLeftBehind(
+        _ record: Stratus.Record, moved: StoreMetadata.MovedRecord, table: StoreTable, rowID: UUID
+    ) throws {
+        let tableColumns = try columns(of: table)
+        let edited = try layout.mapping.columnValues(of: record, table: table, columns: tableColumns)
+        let local = try layout.mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
+        try StoreMetadata.addMoved(record.recordID, changeTag: record.recordChangeTag, values: edited, in: db)
+        // A row deleted here since stays deleted: its delete goes to its share.
+        guard let local else { return }
+        let merged = layout.resolve(StoreConflict(table: table.name, rowID: rowID, ancestor: moved.values, local: local, server: edited))
+        guard let merged, merged != local else { return }
+        try write(merged, table: table, rowID: rowID, columns: tableColumns)
+        try StoreMetadata.requeue(.save, table: table.name, rowID: rowID, in: db)
+        outboxMayHoldEntries = true
+        if let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) {
+            outcome.requeued.append(.saveRecord(RecordMapping.recordID(rowID, zoneID: zoneID)))
         }
     }
 

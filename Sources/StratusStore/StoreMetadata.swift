@@ -531,11 +531,37 @@ enum StoreMetadata {
         return zones
     }
 
-    /// Notes that the record `recordID` of a moved row is to be deleted from the zone it left.
-    static func addMoved(_ recordID: Stratus.Record.ID, in db: GRDB.Database) throws {
+    /// Notes that the record `recordID` of a moved row is to be deleted from the zone it left,
+    /// with its change tag and values as this device knew it (``movedRecord(_:in:)``).
+    static func addMoved(
+        _ recordID: Stratus.Record.ID, changeTag: String?, values: [String: DatabaseValue], in db: GRDB.Database
+    ) throws {
         try db.execute(
-            sql: "INSERT OR IGNORE INTO stratusstore_moved (record_name, zone_name, owner_name) VALUES (?, ?, ?)",
-            arguments: [recordID.recordName, recordID.zoneID.zoneName, recordID.zoneID.ownerName])
+            sql: """
+                INSERT OR REPLACE INTO stratusstore_moved (record_name, zone_name, owner_name, change_tag, ancestor)
+                VALUES (?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                recordID.recordName, recordID.zoneID.zoneName, recordID.zoneID.ownerName, changeTag,
+                AncestorEncoding.encode(values),
+            ])
+    }
+
+    /// A record a moved row left behind: its change tag and values as this device last knew them.
+    struct MovedRecord {
+        var changeTag: String?
+        var values: [String: DatabaseValue]
+    }
+
+    /// The record `recordID` if a moved row left it behind; `nil` otherwise.
+    static func movedRecord(_ recordID: Stratus.Record.ID, in db: GRDB.Database) throws -> MovedRecord? {
+        try Row.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT change_tag, ancestor FROM stratusstore_moved WHERE record_name = ? AND zone_name = ? AND owner_name = ?"),
+            arguments: [recordID.recordName, recordID.zoneID.zoneName, recordID.zoneID.ownerName]
+        ).map { row in
+            MovedRecord(changeTag: row["change_tag"], values: try (row["ancestor"] as Data?).map(AncestorEncoding.decode) ?? [:])
+        }
     }
 
     /// Whether `recordID` is the record a moved row left behind.

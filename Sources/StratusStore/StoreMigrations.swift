@@ -37,6 +37,15 @@ enum StoreMigrations {
                         PRIMARY KEY (user_name, row_id)) WITHOUT ROWID
                     """)
         }
+        migrator.registerMigration("stratusstore.4-moved-records-kept", foreignKeyChecks: .immediate) { db in
+            // The change tag and values of each record a moved row left behind, as this device
+            // knew it: an edit another device made there later is merged into the row.
+            try db.execute(
+                sql: """
+                    ALTER TABLE stratusstore_moved ADD COLUMN change_tag TEXT;
+                    ALTER TABLE stratusstore_moved ADD COLUMN ancestor BLOB;
+                    """)
+        }
         return migrator
     }
 

@@ -37,6 +37,8 @@ actor StoreMirror: SyncEngineDelegate {
     /// How many sends the server answered with a refusal for good, and the last such refusal:
     /// ``sync()`` throws when its send added one.
     private var refusedSends = 0
+    /// How many changes merges queued again for the server: ``sync()`` sends again when its fetch did.
+    private var requeuedByMerges = 0
     private var lastRefusal: CloudError?
     private var runningEvents: [StoreEvent.Kind: StoreEvent] = [:]
     private var fetchError: CloudError?
@@ -170,12 +172,22 @@ actor StoreMirror: SyncEngineDelegate {
         } catch let error as CloudError where error.code == .partialFailure {
             // Each item's failure was handled as it was reported.
         }
+        let requeuedBefore = requeuedByMerges
         if layout.scope == .public {
             // A poll's merges must not land between a send and its answer (a second `sync()` while
             // automatic sync sends): the answer's confirmation would settle the change they requeued.
             try await engine.performExclusively { [self] in try await poll() }
         } else {
             try await engine.fetchChanges()
+        }
+        if requeuedByMerges > requeuedBefore {
+            // What the fetch's merges decided the server needs (a local edit that won over a
+            // deletion, a change that waited for the fetch) goes out in this sync too.
+            do {
+                try await engine.sendChanges()
+            } catch let error as CloudError where error.code == .partialFailure {
+                // Each item's failure was handled as it was reported.
+            }
         }
         try await pruneHistory()
         if refusedSends > refusedBefore, let refusal = lastRefusal {
@@ -535,7 +547,10 @@ actor StoreMirror: SyncEngineDelegate {
     /// Hands the engine what a merger changed in the outbox, after its transaction committed.
     private func hand(_ outcome: MergeOutcome) async throws {
         try await unqueue(outcome.settled)
-        if !outcome.requeued.isEmpty { engine.state.add(pendingRecordZoneChanges: outcome.requeued) }
+        if !outcome.requeued.isEmpty {
+            requeuedByMerges += outcome.requeued.count
+            engine.state.add(pendingRecordZoneChanges: outcome.requeued)
+        }
         if let unreadable = outcome.unreadable.last { lastError = CloudError(.invalidArguments, unreadable.reason) }
     }
 
@@ -660,6 +675,9 @@ actor StoreMirror: SyncEngineDelegate {
                 "rows are shared by their owner's store, which mirrors the private database; this store mirrors the \(layout.scope.rawValue) one")
         }
         let database = configuration.database
+        // What other devices changed is fetched first: the rows move with their latest values, and
+        // the records they leave, deleted, hold no edit this device has not merged.
+        try await engine.fetchChanges()
         let (zoneID, table) = try await pool.read { [layout] db in
             (try StoreMetadata.zone(ofRow: rowID, in: db), try layout.table(holding: rowID, in: db))
         }

@@ -18,9 +18,10 @@ struct StoreSharing {
         var leftBehind: [Stratus.Record.ID] = []
         var entries: [PendingChange] = []
         for (table, row) in try rowsToShare(from: rowID, in: db) {
-            if try StoreMetadata.serverRecord(table: table.name, rowID: row, in: db) != nil {
+            if let known = try StoreMetadata.serverRecord(table: table.name, rowID: row, in: db) {
                 let old = RecordMapping.recordID(row, zoneID: defaultZoneID)
-                try StoreMetadata.addMoved(old, in: db)
+                try StoreMetadata.addMoved(
+                    old, changeTag: try StoreMetadata.changeTag(table: table.name, rowID: row, in: db), values: known.values, in: db)
                 leftBehind.append(old)
                 try StoreMetadata.setServerRecord(nil, values: [:], table: table.name, rowID: row, in: db)
             }

@@ -166,6 +166,39 @@ struct StoreMirrorPartsTests {
         #expect(permission == .readWrite)
     }
 
+    @Test("an edit another device made to the record a moved row left behind is merged into the row in its share, not skipped; the record as this device left it changes nothing")
+    func editLeftBehindMerged() throws {
+        let queue = try Self.database()
+        let item = UUID()
+        let shareZone = RecordZone.ID(zoneName: MirrorLayout.shareZonePrefix + "a")
+        let oldRecordID = RecordMapping.recordID(item)
+        let (unchanged, edited, title, outbox) = try queue.write { db in
+            try Self.agreedItem(item, in: db)
+            _ = try StoreSharing(layout: Self.layout).move(item, into: shareZone, in: db)
+            // The move's save reached the share; then this device renames the item there.
+            try StoreMetadata.confirm(try #require(try StoreMetadata.outboxEntry(rowID: item, in: db)), in: db)
+            try db.execute(sql: "UPDATE items SET done = 1")
+            try StoreMetadata.requeue(.save, table: "items", rowID: item, in: db)
+            var merger = try StoreMerger(layout: Self.layout, db: db)
+            // The left-behind record as this device knew it: nothing to merge.
+            try merger.apply(page: [Self.serverItem(item, tag: "t1", title: "Milk", done: 0)], deletions: [])
+            let unchanged = merger.outcome.requeued
+            // Another device, not having heard of the move, renamed it there.
+            var other = try StoreMerger(layout: Self.layout, db: db)
+            try other.apply(page: [Self.serverItem(item, tag: "t2", title: "Oat milk", done: 0)], deletions: [])
+            return (
+                unchanged, other.outcome.requeued, try String.fetchOne(db, sql: "SELECT title || ' ' || done FROM items"),
+                try StoreMetadata.outbox(after: -1, in: db).map(\.rowID)
+            )
+        }
+        #expect(unchanged.isEmpty)
+        #expect(edited == [.saveRecord(RecordMapping.recordID(item, zoneID: shareZone))], "the merged row goes to its share")
+        #expect(title == "Oat milk 1", "the other device's rename and this device's edit both stand")
+        #expect(outbox == [item])
+        let kept = try queue.read { db in try StoreMetadata.movedRecord(oldRecordID, in: db) }
+        #expect(kept?.changeTag == "t2", "the left-behind record is known at its new version, and still to delete")
+    }
+
     @Test("a store file made before the store's tables were versioned is migrated once: its rows and outbox kept, the migration recorded, the app's own migrations untouched")
     func unversionedFileMigrates() async throws {
         try await StoreFoundationTests.withDirectory { directory in
@@ -183,11 +216,19 @@ struct StoreMirrorPartsTests {
             store = nil
             // What a store of the version before the migrator left: the same tables, no record of them.
             try await pool.write { db in
-                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'stratusstore.%'; DROP TABLE stratusstore_refused; DROP TABLE stratusstore_parked")
+                try db.execute(
+                    sql: """
+                        DELETE FROM grdb_migrations WHERE identifier LIKE 'stratusstore.%'; DROP TABLE stratusstore_refused;
+                        DROP TABLE stratusstore_parked;
+                        ALTER TABLE stratusstore_moved DROP COLUMN change_tag; ALTER TABLE stratusstore_moved DROP COLUMN ancestor;
+                        """)
             }
             store = try await StratusStore.open(pool, model: StoreFoundationTests.model)
             let applied = try await pool.read { db in try appMigrator.appliedIdentifiers(db) }
-            #expect(applied == ["app.1", "stratusstore.1-tables", "stratusstore.2-refused-changes", "stratusstore.3-parked-rows"])
+            #expect(applied == [
+                "app.1", "stratusstore.1-tables", "stratusstore.2-refused-changes", "stratusstore.3-parked-rows",
+                "stratusstore.4-moved-records-kept",
+            ])
             #expect(try await store?.pendingChanges().map(\.rowID) == [rowID])
             #expect(try await pool.read { db in try String.fetchAll(db, sql: "SELECT title FROM lists") } == ["Groceries"])
             try appMigrator.migrate(pool)

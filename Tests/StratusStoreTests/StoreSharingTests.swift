@@ -47,6 +47,34 @@ struct StoreSharingTests {
         }
     }
 
+    @Test("a move into a share keeps the owner's other device's edits: one made before the move moves with the row, one made after (before it heard of the move) reaches the row in its share, and nothing is left behind")
+    func moveKeepsEdits() async throws {
+        try await StoreMirrorTests.withDevices(["phone", "laptop"]) { server, devices in
+            let (phone, laptop) = (devices[0], devices[1])
+            let (groceries, milk, bread) = (UUID(), UUID(), UUID())
+            try await Self.insertList(phone, groceries, "Groceries", items: [(milk, "Milk"), (bread, "Bread")])
+            try await phone.store.sync()
+            try await laptop.store.sync()
+            // The laptop renames Milk; the phone has not fetched it when it shares the list.
+            try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'Oat milk' WHERE id = ?", arguments: [milk]) }
+            try await laptop.store.sync()
+            _ = try await phone.store.share(groceries) { $0.title = "Groceries" }
+            #expect(try await Self.title(of: milk, on: phone) == "Oat milk", "the row moved with the other device's edit")
+
+            // The laptop, not having heard of the move, renames Bread: its save finds the record gone,
+            // the fetch finds the row in its share, and the edit goes there at the next sync.
+            try await laptop.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'Rye bread' WHERE id = ?", arguments: [bread]) }
+            try await laptop.store.sync()
+            try await laptop.store.sync()
+            try await phone.store.sync()
+            #expect(try await Self.title(of: bread, on: phone) == "Rye bread", "the edit made after the move reached the share")
+            #expect(try await phone.contents() == laptop.contents())
+            let phoneVerification = try await phone.store.verify()
+            #expect(phoneVerification.matches, "no record is left in the zone the rows left: \(phoneVerification)")
+            #expect(try await laptop.store.verify().matches)
+        }
+    }
+
     @Test("a list shared while its first send may be in flight ends up in the share's zone alone, nothing pending")
     func shareWhileSending() async throws {
         try await withServer(clientsInProcess: true) { server in

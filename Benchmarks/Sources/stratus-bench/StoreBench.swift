@@ -25,6 +25,16 @@ struct StoreBench {
         var engineReceiveSeconds = 0.0
         var readerP99DuringImport = 0.0
         var readerP99Idle = 0.0
+        /// After the transfer, in MB: the app's synced rows (tables and their indexes) and the
+        /// store's own tables (`stratusstore_*`: change history, outbox, the server's records) on
+        /// the sending and the receiving device, with the history kept (a week, the default) and
+        /// after an app deleted what it read (`deleteHistory(before:)`).
+        var senderDataMB = 0.0
+        var senderMetadataMB = 0.0
+        var senderMetadataHistoryDeletedMB = 0.0
+        var receiverDataMB = 0.0
+        var receiverMetadataMB = 0.0
+        var receiverMetadataHistoryDeletedMB = 0.0
     }
 
     let rows: Int
@@ -115,6 +125,31 @@ struct StoreBench {
         let idle = try await reader.read(count: during.count)
         result.readerP99DuringImport = percentile(during, 0.99) * 1000
         result.readerP99Idle = percentile(idle, 0.99) * 1000
+
+        progress("round \(round): the stores' sizes, with their history, then without")
+        (result.senderDataMB, result.senderMetadataMB) = try await Self.sizes(phonePool)
+        (result.receiverDataMB, result.receiverMetadataMB) = try await Self.sizes(laptopPool)
+        for store in [phone, laptop] { try await store.deleteHistory(before: try await store.history().token) }
+        (_, result.senderMetadataHistoryDeletedMB) = try await Self.sizes(phonePool)
+        (_, result.receiverMetadataHistoryDeletedMB) = try await Self.sizes(laptopPool)
+    }
+
+    /// The megabytes of the pages of the app's synced tables (with their indexes) and of the
+    /// store's own tables, as SQLite's `dbstat` counts them after a `VACUUM` (which frees the pages
+    /// deleted rows left).
+    private static func sizes(_ pool: DatabasePool) async throws -> (data: Double, metadata: Double) {
+        try await pool.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") }
+        return try await pool.read { db in
+            var data = 0, metadata = 0
+            for row in try Row.fetchAll(
+                db, sql: "SELECT m.tbl_name AS tableName, sum(d.pgsize) AS bytes FROM dbstat d JOIN sqlite_master m ON m.name = d.name GROUP BY m.tbl_name")
+            {
+                let table: String = row["tableName"]
+                if table.hasPrefix("stratusstore_") { metadata += row["bytes"] as Int }
+                if ["lists", "items"].contains(table) { data += row["bytes"] as Int }
+            }
+            return (Double(data) / 1e6, Double(metadata) / 1e6)
+        }
     }
 
     /// The baseline: the same records from one sync engine to another, in a zone of their own.

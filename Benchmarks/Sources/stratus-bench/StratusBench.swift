@@ -577,6 +577,10 @@ struct StratusBench: AsyncParsableCommand {
                 compare(storeRounds, "… of which the first device's sync vs the sending engine", "s", \.storeSendSeconds, \.engineSendSeconds),
                 compare(storeRounds, "… of which the second device's sync vs the receiving engine", "s", \.storeReceiveSeconds, \.engineReceiveSeconds),
                 compare(storeRounds, "reader p99 during the import vs idle", "ms", \.readerP99DuringImport, \.readerP99Idle),
+                compare(storeRounds, "sending device: the store's tables (a week of history) vs the app's rows", "MB", \.senderMetadataMB, \.senderDataMB),
+                compare(storeRounds, "… its history deleted (deleteHistory)", "MB", \.senderMetadataHistoryDeletedMB, \.senderDataMB),
+                compare(storeRounds, "receiving device: the store's tables (a week of history) vs the app's rows", "MB", \.receiverMetadataMB, \.receiverDataMB),
+                compare(storeRounds, "… its history deleted (deleteHistory)", "MB", \.receiverMetadataHistoryDeletedMB, \.receiverDataMB),
             ].joined(separator: "\n"))
         }
         if let output {
