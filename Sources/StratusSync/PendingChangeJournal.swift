@@ -1,4 +1,13 @@
 import Foundation
+import Stratus
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// An append-only file of the app's changes to the pending lists since the last state the app
 /// persisted, so that a change survives the process dying before the next `stateUpdate` is saved.
@@ -28,12 +37,28 @@ final class PendingChangeJournal {
 
     let url: URL
     private var file: FileHandle
+    /// The journal's lock file (`<journal>.lock`), locked (`flock`) while the journal is open: a
+    /// second engine on the same journal, in this process or another, would write over the first's
+    /// pending changes when it compacts. A file of its own, since compacting replaces the journal.
+    private let lock: FileHandle
 
     /// Opens the journal at `url`, creating it (and its folder) when missing.
+    ///
+    /// - Throws: `CloudError` `invalidArguments` when another engine has the journal open.
     init(url: URL) throws {
         self.url = url
         let manager = FileManager.default
         try manager.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let lockURL = url.appendingPathExtension("lock")
+        if !manager.fileExists(atPath: lockURL.path) { _ = manager.createFile(atPath: lockURL.path, contents: nil) }
+        lock = try FileHandle(forUpdating: lockURL)
+        guard flock(lock.fileDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+            try? lock.close()
+            throw CloudError(
+                .invalidArguments,
+                "the journal \(url.path) is in use by another sync engine (in another process, or one of this process "
+                    + "not released yet): one engine at a time per journal, as two would write over each other's pending changes")
+        }
         if !manager.fileExists(atPath: url.path) {
             guard manager.createFile(atPath: url.path, contents: nil) else {
                 throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
@@ -52,6 +77,7 @@ final class PendingChangeJournal {
 
     deinit {
         try? file.close()
+        try? lock.close()
     }
 
     /// The entries in the file, in order; a last line cut short is skipped.

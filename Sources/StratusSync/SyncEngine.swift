@@ -53,7 +53,9 @@ public final class SyncEngine: Sendable {
         /// A file where the engine writes every change the app adds or removes before the call
         /// returns, so that pending changes survive the process dying between two persisted
         /// `stateUpdate`s. Keep it beside the persisted state, one per engine; `nil` (the default)
-        /// keeps changes in memory until the next `stateUpdate`, as CloudKit does.
+        /// keeps changes in memory until the next `stateUpdate`, as CloudKit does. An engine holds
+        /// its journal locked while it lives: a second engine on the same journal (another process
+        /// of the app on the same files, say) is refused, as it would write over the first's changes.
         public var journalURL: URL?
         /// How long a send waits after a change is added, to take later changes in the same
         /// request (2 ms by default). Changes added while a send runs go in the next one.

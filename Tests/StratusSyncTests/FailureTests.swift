@@ -340,6 +340,26 @@ struct FailureTests {
         }
     }
 
+    @Test("a second engine on a journal another one has open is refused, saying why; once the first is released the journal opens")
+    func oneEnginePerJournal() async throws {
+        try await withServer { server in
+            let container = try await server.signedInContainer("mei")
+            let journal = server.directory.appendingPathComponent("phone/journal")
+            func engine() throws -> SyncEngine {
+                try SyncEngine(
+                    SyncEngine.Configuration(
+                        database: container.privateCloudDatabase, stateSerialization: nil, delegate: NoDelegate(),
+                        automaticallySync: false, journalURL: journal))
+            }
+            var first: SyncEngine? = try engine()
+            first?.state.add(pendingRecordZoneChanges: [.saveRecord(ContactsDevice.recordID("ada"))])
+            let refused = #expect(throws: CloudError.self) { try engine() }
+            #expect(refused?.code == .invalidArguments && refused?.message.contains("in use by another sync engine") == true)
+            first = nil
+            #expect(try engine().state.pendingRecordZoneChanges == [.saveRecord(ContactsDevice.recordID("ada"))])
+        }
+    }
+
     @Test("a journal line cut short by a crash does not swallow the next change")
     func tornJournalLine() async throws {
         try await withServer { server in
