@@ -370,7 +370,7 @@ enum StoreMetadata {
     /// Logs what no trigger captured of the model's synced tables, so that it goes out: the first
     /// time a table is mirrored, its rows the server never had (rows written before: an app adopting
     /// the store, a table switched to synced, rows a migration seeded before
-    /// ``StratusStore/open(_:model:mirroring:)``), as inserted; when a table mirrored before and
+    /// ``StratusStore/open(_:model:mirroring:historyRetention:)``), as inserted; when a table mirrored before and
     /// then made local only is synced again, what changed meanwhile (rows added, rows that differ
     /// from the server's record as last known, rows deleted). Once per table while it stays
     /// synced; without `sending`, tables are only marked.
