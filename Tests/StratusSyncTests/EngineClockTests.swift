@@ -17,6 +17,8 @@ final class ThrottlingTransport: SyncTransport {
     private let refusalsLeft: Mutex<Int>
     /// How many record writes the engine asked for, refused ones included.
     let writes = Atomic(0)
+    /// How many record writes the server answered.
+    let answeredWrites = Atomic(0)
 
     init(_ database: Database, refusing refusals: Int, retryAfterSeconds: Double, hearsPushChannel: Bool = true) {
         self.database = database
@@ -54,8 +56,10 @@ final class ThrottlingTransport: SyncTransport {
         if refuse {
             throw CloudError(.requestRateLimited, "busy", retryAfterSeconds: retryAfterSeconds)
         }
-        return try await database.modifyRecords(
+        let results = try await database.modifyRecords(
             saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically)
+        answeredWrites.add(1, ordering: .sequentiallyConsistent)
+        return results
     }
     func serverLimits() async throws -> ServerLimits { try await database.serverLimits() }
     func notifications() -> AsyncThrowingStream<PushEvent, any Error> {

@@ -60,13 +60,18 @@ struct FailureTests {
     @Test("the server going away in the middle of a send keeps the unsent changes pending; they go out once it is back")
     func networkFailureMidSend() async throws {
         try await withServer { server in
-            let phone = try await ContactsDevice(
-                "phone", container: server.makeContainer(retryPolicy: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(10))))
+            let container = server.makeContainer(retryPolicy: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(10)))
+            let transport = ThrottlingTransport(container.privateCloudDatabase, refusing: 0, retryAfterSeconds: 0)
+            let phone = try await ContactsDevice("phone", container: container) { $0.transport = transport }
             try await phone.container.signUp(username: "mei", password: "correct horse")
             await phone.createZone()
             for index in 0..<444 { await phone.save("contact-\(index)", "Person \(index)") }
+            // The second batch is made while the first is on its way: the server stops once it
+            // answered the first, before the second goes out, however fast the machine.
             await phone.setBeforeBatch { batch in
-                if batch == 2 { try? await server.stop() }
+                guard batch == 2 else { return }
+                _ = await EngineClockTests.eventually { transport.answeredWrites.load(ordering: .sequentiallyConsistent) == 1 }
+                try? await server.stop()
             }
 
             let error = await #expect(throws: CloudError.self) { try await phone.sendChanges() }
@@ -340,17 +345,20 @@ struct FailureTests {
         }
     }
 
+    /// An engine of `container`'s private database with no delegate, syncing only when told, journaling to `journal`.
+    static func journaledEngine(_ container: Container, journal: URL) throws -> SyncEngine {
+        try SyncEngine(
+            SyncEngine.Configuration(
+                database: container.privateCloudDatabase, stateSerialization: nil, delegate: NoDelegate(),
+                automaticallySync: false, journalURL: journal))
+    }
+
     @Test("a second engine on a journal another one has open is refused, saying why; once the first is released the journal opens")
     func oneEnginePerJournal() async throws {
         try await withServer { server in
             let container = try await server.signedInContainer("mei")
             let journal = server.directory.appendingPathComponent("phone/journal")
-            func engine() throws -> SyncEngine {
-                try SyncEngine(
-                    SyncEngine.Configuration(
-                        database: container.privateCloudDatabase, stateSerialization: nil, delegate: NoDelegate(),
-                        automaticallySync: false, journalURL: journal))
-            }
+            func engine() throws -> SyncEngine { try Self.journaledEngine(container, journal: journal) }
             var first: SyncEngine? = try engine()
             first?.state.add(pendingRecordZoneChanges: [.saveRecord(ContactsDevice.recordID("ada"))])
             let refused = #expect(throws: CloudError.self) { try engine() }
@@ -365,12 +373,7 @@ struct FailureTests {
         try await withServer { server in
             let container = try await server.signedInContainer("mei")
             let journal = server.directory.appendingPathComponent("phone/journal")
-            func engine() throws -> SyncEngine {
-                try SyncEngine(
-                    SyncEngine.Configuration(
-                        database: container.privateCloudDatabase, stateSerialization: nil, delegate: NoDelegate(),
-                        automaticallySync: false, journalURL: journal))
-            }
+            func engine() throws -> SyncEngine { try Self.journaledEngine(container, journal: journal) }
             try engine().state.add(pendingRecordZoneChanges: [.saveRecord(ContactsDevice.recordID("ada"))])
             let torn = try FileHandle(forWritingTo: journal)
             try torn.seekToEnd()
