@@ -101,7 +101,11 @@ struct StoreExport {
         if let server = serverRecords[table.name]?[rowID] {
             record = try Stratus.Record(
                 systemFieldsData: server.systemFields,
-                serverValues: layout.mapping.fields(of: server.values, table: table, rowID: rowID, columns: tableColumns))
+                // A BLOB the record holds that this row no longer does is not known here: left
+                // out, the row's value goes as changed.
+                serverValues: layout.mapping.fields(
+                    of: AncestorEncoding.resolved(server.values, against: [values], droppingUnresolved: true), table: table,
+                    rowID: rowID, columns: tableColumns))
         } else {
             record = Stratus.Record(recordType: recordType, recordID: recordID)
         }

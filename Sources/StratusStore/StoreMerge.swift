@@ -49,7 +49,10 @@ public struct StoreConflict: Sendable {
     /// The row's key.
     public var rowID: UUID
     /// The values the server and this device last agreed on: the server's record as last fetched
-    /// or saved by this device; `nil` when they never agreed (the row is new on both sides).
+    /// or saved by this device; `nil` when they never agreed (the row is new on both sides). The
+    /// store keeps a BLOB over 1 KiB of it by its SHA-256 only: when a side still holds that value,
+    /// the ancestor holds it too; when both sides changed it, the ancestor's is a marker unequal to
+    /// any value, to compare with, never to write back.
     public var ancestor: [String: DatabaseValue]?
     /// The local row, with its unsent change; `nil` when it was deleted here.
     public var local: [String: DatabaseValue]?

@@ -172,7 +172,10 @@ struct StoreMerger {
         var result = server
         if let entry = try outboxEntry(rowID: rowID) {
             let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
-            if server == known?.values {
+            let local = entry.operation == .delete
+                ? nil : try layout.mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
+            let ancestor = known.map { AncestorEncoding.resolved($0.values, against: [server, local]) }
+            if server == ancestor {
                 // The server's record is the one this device last agreed on (its own save coming
                 // back, with a new tag, or another device's save of the same values): the local
                 // change stands, based on it, and is queued again, since a save the server
@@ -181,9 +184,7 @@ struct StoreMerger {
                 outcome.requeued.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
                 return
             }
-            let local = entry.operation == .delete
-                ? nil : try layout.mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
-            let conflict = StoreConflict(table: table.name, rowID: rowID, ancestor: known?.values, local: local, server: server)
+            let conflict = StoreConflict(table: table.name, rowID: rowID, ancestor: ancestor, local: local, server: server)
             result = layout.resolve(conflict)
             switch (result, server) {
             case (nil, nil),
@@ -207,13 +208,34 @@ struct StoreMerger {
     /// Puts the row of `recordID` back as the server last had it, when the app chose so for a
     /// change the server refused (``StratusStore/resolveRefusedChange(_:_:)``): the server's
     /// values, or no row when the server has none; its outbox entry goes.
-    mutating func revert(_ recordID: Stratus.Record.ID, table: StoreTable, rowID: UUID) throws {
-        let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
-        try write(known?.values, table: table, rowID: rowID, columns: columns(of: table))
+    /// `server` is the server's record when the app fetched it, because this device no longer
+    /// holds all of the version it knew (``needsServerRecordToRevert(table:rowID:)``); `nil`: the
+    /// version it knew, or none when `fetched` says the server has none.
+    mutating func revert(
+        _ recordID: Stratus.Record.ID, table: StoreTable, rowID: UUID, fetched: (server: Stratus.Record?, done: Bool) = (nil, false)
+    ) throws {
+        let tableColumns = try columns(of: table)
+        if fetched.done {
+            let values = try fetched.server.map { try layout.mapping.columnValues(of: $0, table: table, columns: tableColumns) }
+            try write(values, table: table, rowID: rowID, columns: tableColumns)
+            try remember(fetched.server, values: values, table: table, rowID: rowID)
+        } else {
+            let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db)
+            let local = try layout.mapping.columnValues(of: table, rowID: rowID, columns: tableColumns, in: db)
+            try write(known.map { AncestorEncoding.resolved($0.values, against: [local]) }, table: table, rowID: rowID, columns: tableColumns)
+        }
         if let entry = try outboxEntry(rowID: rowID) {
             try StoreMetadata.dropOutboxEntry(table: table.name, rowID: rowID, in: db)
             outcome.settled.append(entry.operation == .save ? .saveRecord(recordID) : .deleteRecord(recordID))
         }
+    }
+
+    /// Whether going back to the version of the row this device knew needs the server's record: a
+    /// large BLOB it knew by its digest alone, which the row no longer holds.
+    func needsServerRecordToRevert(table: StoreTable, rowID: UUID) throws -> Bool {
+        guard let known = try StoreMetadata.serverRecord(table: table.name, rowID: rowID, in: db) else { return false }
+        let local = try layout.mapping.columnValues(of: table, rowID: rowID, columns: try StoreColumns(table, in: db), in: db)
+        return AncestorEncoding.holdsDigests(AncestorEncoding.resolved(known.values, against: [local]))
     }
 
     /// Merges into a moved row, in its share, the edit another device made to the record the row
@@ -229,7 +251,8 @@ struct StoreMerger {
         try StoreMetadata.addMoved(record.recordID, changeTag: record.recordChangeTag, values: edited, in: db)
         // A row deleted here since stays deleted: its delete goes to its share.
         guard let local else { return }
-        let merged = layout.resolve(StoreConflict(table: table.name, rowID: rowID, ancestor: moved.values, local: local, server: edited))
+        let ancestor = AncestorEncoding.resolved(moved.values, against: [local, edited])
+        let merged = layout.resolve(StoreConflict(table: table.name, rowID: rowID, ancestor: ancestor, local: local, server: edited))
         guard let merged, merged != local else { return }
         try write(merged, table: table, rowID: rowID, columns: tableColumns)
         try StoreMetadata.requeue(.save, table: table.name, rowID: rowID, in: db)

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import Stratus
@@ -418,7 +419,8 @@ enum StoreMetadata {
             present.insert(rowID)
             guard !queued.contains(rowID) else { continue }
             if let record = records[rowID] {
-                if RecordMapping.columnValues(of: row, columns: columns) != record.values { changes.append((key, "update")) }
+                let values = RecordMapping.columnValues(of: row, columns: columns)
+                if values != AncestorEncoding.resolved(record.values, against: [values]) { changes.append((key, "update")) }
             } else {
                 changes.append((key, "insert"))
             }
@@ -676,13 +678,25 @@ extension PendingChange {
 
 /// The ancestor's column values in one BLOB: for each non-null value, its column's name (a 2-byte
 /// length, then UTF-8), a type byte, then the value (`1` INTEGER: 8 bytes; `2` REAL: the 8 bytes of
-/// its bit pattern; `3` TEXT and `4` BLOB: a 4-byte length, then the bytes), big-endian.
+/// its bit pattern; `3` TEXT and `4` BLOB: a 4-byte length, then the bytes; `5` a BLOB kept by its
+/// SHA-256: the 32 bytes), big-endian.
+///
+/// An ancestor keeps a BLOB over ``digestedBlobBytes`` by its digest, not a second copy of the row's
+/// bytes: merges only ask whether a side still holds the ancestor's value, which the digest answers
+/// (``resolved(_:against:)``). Decoded, such a BLOB is a marker value equal to nothing a row holds.
 enum AncestorEncoding {
     struct Malformed: Error, CustomStringConvertible {
         var description: String { "a stored ancestor is malformed" }
     }
 
-    static func encode(_ values: [String: DatabaseValue]) -> Data {
+    /// The size above which an ancestor keeps a BLOB by its digest.
+    static let digestedBlobBytes = 1_024
+    /// How a decoded digest starts.
+    private static let markerPrefix = Data("stratusstore:sha256:".utf8)
+
+    /// `values` in one BLOB; with `digestingLargeBlobs` (an ancestor's), BLOBs over
+    /// ``digestedBlobBytes`` by their SHA-256. Values to write back into a row keep every byte.
+    static func encode(_ values: [String: DatabaseValue], digestingLargeBlobs: Bool = true) -> Data {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(128)
         func append<T: FixedWidthInteger>(_ number: T) {
@@ -707,6 +721,9 @@ enum AncestorEncoding {
                 begin(column, tag: 3)
                 append(UInt32(text.utf8.count))
                 bytes.append(contentsOf: text.utf8)
+            case .blob(let data) where digestingLargeBlobs && data.count > digestedBlobBytes:
+                begin(column, tag: 5)
+                bytes.append(contentsOf: SHA256.hash(data: data))
             case .blob(let data):
                 begin(column, tag: 4)
                 append(UInt32(data.count))
@@ -735,9 +752,41 @@ enum AncestorEncoding {
             case 2: values[name] = Double(bitPattern: try number(8)).databaseValue
             case 3: values[name] = String(decoding: try take(Int(try number(4))), as: UTF8.self).databaseValue
             case 4: values[name] = Data(try take(Int(try number(4)))).databaseValue
+            case 5: values[name] = (markerPrefix + Data(try take(SHA256.byteCount))).databaseValue
             default: throw Malformed()
             }
         }
         return values
+    }
+
+    /// The digest a decoded marker stands for; `nil` for a real value.
+    private static func digest(ofMarker value: DatabaseValue) -> Data? {
+        guard case .blob(let data) = value.storage, data.count == markerPrefix.count + SHA256.byteCount,
+            data.starts(with: markerPrefix)
+        else { return nil }
+        return data.suffix(SHA256.byteCount)
+    }
+
+    /// The ancestor `values` with each BLOB kept by its digest replaced by the equal value among
+    /// `candidates` (the row here, the server's record); one none of them holds stays a marker,
+    /// unequal to any value, or goes when `droppingUnresolved`.
+    static func resolved(
+        _ values: [String: DatabaseValue], against candidates: [[String: DatabaseValue]?], droppingUnresolved: Bool = false
+    ) -> [String: DatabaseValue] {
+        var resolved = values
+        for (column, value) in values {
+            guard let digest = digest(ofMarker: value) else { continue }
+            let match = candidates.lazy.compactMap { $0?[column] }.first { candidate in
+                guard case .blob(let bytes) = candidate.storage else { return false }
+                return Data(SHA256.hash(data: bytes)) == digest
+            }
+            resolved[column] = match ?? (droppingUnresolved ? nil : value)
+        }
+        return resolved
+    }
+
+    /// Whether `values` hold a BLOB kept by its digest that no candidate resolved.
+    static func holdsDigests(_ values: [String: DatabaseValue]) -> Bool {
+        values.values.contains { digest(ofMarker: $0) != nil }
     }
 }

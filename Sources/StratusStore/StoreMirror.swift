@@ -605,14 +605,29 @@ actor StoreMirror: SyncEngineDelegate {
     /// server has it (its outbox entry goes); `sendAgain` sends it at the next sync (the user may
     /// write again, freed space, updated the app).
     func resolveRefusedChange(_ rowID: UUID, _ resolution: StoreRefusalResolution) async throws {
-        let reverted = try await writeAsImport { [layout] db -> MergeOutcome? in
-            try StoreMetadata.dismissRefusedChanges([rowID], in: db)
+        // What to revert: the row's table and record. A large BLOB the row no longer holds was known
+        // by its digest alone: the server's record is fetched to put it back.
+        let target = try await pool.read { [layout] db -> (table: StoreTable, recordID: Stratus.Record.ID, fetch: Bool)? in
             guard resolution == .revert, let entry = try StoreMetadata.outboxEntry(rowID: rowID, in: db),
                 let table = layout.model.table(named: entry.table)
             else { return nil }
-            var merger = try StoreMerger(layout: layout, db: db)
             let zoneID = try StoreMetadata.zone(ofRow: rowID, in: db) ?? layout.defaultZoneID ?? MirrorLayout.zone.zoneID
-            try merger.revert(RecordMapping.recordID(rowID, zoneID: zoneID), table: table, rowID: rowID)
+            let fetch = try StoreMerger(layout: layout, db: db).needsServerRecordToRevert(table: table, rowID: rowID)
+            return (table, RecordMapping.recordID(rowID, zoneID: zoneID), fetch)
+        }
+        var fetched: (server: Stratus.Record?, done: Bool) = (nil, false)
+        if let target, target.fetch {
+            do {
+                fetched = (try await configuration.database.record(for: target.recordID), true)
+            } catch let error as CloudError where error.code == .unknownItem {
+                fetched = (nil, true)
+            }
+        }
+        let reverted = try await writeAsImport { [layout, fetched] db -> MergeOutcome? in
+            try StoreMetadata.dismissRefusedChanges([rowID], in: db)
+            guard let target else { return nil }
+            var merger = try StoreMerger(layout: layout, db: db)
+            try merger.revert(target.recordID, table: target.table, rowID: rowID, fetched: fetched)
             return merger.outcome
         }
         heldRows.remove(rowID)

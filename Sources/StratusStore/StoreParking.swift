@@ -36,7 +36,7 @@ enum StoreParking {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    user, entry.table, entry.rowID.upperText, entry.operation.rawValue, values.map(AncestorEncoding.encode),
+                    user, entry.table, entry.rowID.upperText, entry.operation.rawValue, values.map { AncestorEncoding.encode($0, digestingLargeBlobs: false) },
                     server?["system_fields"] as Data?, server?["change_tag"] as String?, server?["ancestor"] as Data?,
                     zoneID?.zoneName, zoneID?.ownerName,
                 ])

@@ -24,6 +24,27 @@ struct StoreMetadataTests {
         #expect(throws: AncestorEncoding.Malformed.self) { try AncestorEncoding.decode(Data([0, 5, 0x61])) }
     }
 
+    @Test("an ancestor keeps a large BLOB by its SHA-256, not a second copy: resolved against the side that still holds it, it is that value again; against none, a marker equal to nothing, or dropped")
+    func largeBlobsByDigest() throws {
+        let photo = Data((0..<50_000).map { UInt8($0 % 251) })
+        let small = Data(repeating: 7, count: AncestorEncoding.digestedBlobBytes)
+        let values: [String: DatabaseValue] = ["photo": photo.databaseValue, "thumb": small.databaseValue, "title": "Milk".databaseValue]
+        let encoded = AncestorEncoding.encode(values)
+        #expect(encoded.count < small.count + 100, "the 50,000-byte BLOB is 32 bytes here: \(encoded.count)")
+        let decoded = try AncestorEncoding.decode(encoded)
+        #expect(decoded["thumb"] == small.databaseValue && decoded["title"] == "Milk".databaseValue, "small values are kept whole")
+        #expect(decoded["photo"] != photo.databaseValue, "a marker equals no real value")
+        #expect(AncestorEncoding.holdsDigests(decoded))
+        let edited = Data(photo.reversed()).databaseValue
+        let resolved = AncestorEncoding.resolved(decoded, against: [["photo": edited], ["photo": photo.databaseValue]])
+        #expect(resolved == values, "the side that still holds it gives the bytes back")
+        let unresolved = AncestorEncoding.resolved(decoded, against: [["photo": edited]])
+        #expect(unresolved["photo"] != edited && AncestorEncoding.holdsDigests(unresolved), "changed on every side: still unequal to each")
+        #expect(AncestorEncoding.resolved(decoded, against: [["photo": edited]], droppingUnresolved: true)["photo"] == nil)
+        let whole = try AncestorEncoding.decode(AncestorEncoding.encode(values, digestingLargeBlobs: false))
+        #expect(whole == values, "values to write back into a row keep every byte")
+    }
+
     @Test("a file of the earliest layout (records keyed without row IDs, ancestors one row per column) is migrated once, values and tags intact")
     func ancestorsMigrate() async throws {
         try await StoreFoundationTests.withDirectory { directory in

@@ -285,6 +285,12 @@ struct StoreMirrorTests {
                 let beforeSync = try await laptop.store.history().token
                 try await laptop.store.sync()
                 #expect(try await laptop.contents() == phone.contents(), "every round arrived whole, attachments through assets")
+                for device in [phone, laptop] {
+                    let largestAncestor = try await device.pool.read { db in
+                        try Int.fetchOne(db, sql: "SELECT max(length(ancestor)) FROM stratusstore_records") ?? 0
+                    }
+                    #expect(largestAncestor < 200, "the 5,000-byte attachments are not kept twice: \(largestAncestor)")
+                }
                 let kept = try await historySize(laptop)
                 #expect(kept.transactions >= 1 && kept.changes >= 151, "a store that keeps its history keeps it")
                 try await StoreSharingTests.insertList(laptop, UUID(), "Later", items: [])

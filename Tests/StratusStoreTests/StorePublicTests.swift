@@ -54,7 +54,13 @@ struct StorePublicTests {
                 // is refused and kept as he made it until the app chooses; reverted, the row comes back.
                 #expect(try await !bob.store.canUpdate(market))
                 #expect(try await bob.store.canUpdate(garage))
-                try await bob.pool.write { db in try db.execute(sql: "UPDATE items SET title = 'Mine now' WHERE id = ?", arguments: [apples]) }
+                let picture = Data((0..<5_000).map { UInt8($0 % 251) })
+                try await ada.pool.write { db in try db.execute(sql: "UPDATE items SET attachment = ? WHERE id = ?", arguments: [picture, apples]) }
+                try await ada.store.sync()
+                try await bob.store.sync()
+                try await bob.pool.write { db in
+                    try db.execute(sql: "UPDATE items SET title = 'Mine now', attachment = ? WHERE id = ?", arguments: [Data([1, 2, 3]), apples])
+                }
                 await #expect(throws: CloudError.self) { try await bob.store.sync() }
                 #expect(try await bob.store.refusedChanges().map(\.rowID) == [apples])
                 let bobStatus = try await bob.store.syncStatus()
@@ -62,6 +68,9 @@ struct StorePublicTests {
                 #expect(try await StoreSharingTests.title(of: apples, on: bob) == "Mine now")
                 try await bob.store.resolveRefusedChange(apples, .revert)
                 #expect(try await StoreSharingTests.title(of: apples, on: bob) == "Apples")
+                #expect(
+                    try await bob.item(apples)?["attachment"] as Data? == picture,
+                    "the picture, known here by its digest alone, comes back from the server")
                 #expect(try await bob.store.syncStatus().pendingChanges == 0)
 
                 // The deleted UUID inserted again lives again, everywhere.
