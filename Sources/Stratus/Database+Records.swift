@@ -117,8 +117,14 @@ extension Database {
     ///   asset file is missing (`assetFileNotFound`), larger than the server takes
     ///   (`limitExceeded`) or changed while it was uploaded (`assetFileModified`) fails alone; in
     ///   an atomic zone batch, the zone's other items then fail with `batchRequestFailed`, unsent.
+    ///
+    /// A record of `recordIDsToDelete` with a change tag in `deletionChangeTags` is deleted only if
+    /// the server's record still has that tag; otherwise its delete fails with
+    /// `serverRecordChanged`, carrying the server's record (the Web Services' `delete`, beside the
+    /// unconditional `forceDelete` CloudKit's delete by ID is). An app deleting a record another
+    /// device may still edit merges that record, then deletes again with its tag.
     public func modifyRecords(
-        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID],
+        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], deletionChangeTags: [Record.ID: String] = [:],
         savePolicy: RecordSavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
     ) async throws -> ModifyResults<Record.ID, Record> {
         var seen = Set<Record.ID>()
@@ -126,7 +132,7 @@ extension Database {
             throw CloudError(.invalidArguments, "record \(id) appears more than once; save or delete each record once per call")
         }
         let limits = try await connection.limits()
-        let changes = recordsToSave.map(Change.save) + recordIDsToDelete.map(Change.delete)
+        let changes = recordsToSave.map(Change.save) + recordIDsToDelete.map { Change.delete($0, ifChangeTag: deletionChangeTags[$0]) }
         var zones = Self.groupedByZone(changes, zone: \.recordID.zoneID)
         var results = ModifyResults<Record.ID, Record>(itemID: CloudError.ItemID.record)
         if databaseScope == .shared {
@@ -181,11 +187,11 @@ extension Database {
                         saved.applySystemFields(wire)
                         results.saveResults[record.recordID] = .success(saved)
                     case (.save(let record), .failure(let wire)):
-                        results.saveResults[record.recordID] = .failure(await saveError(wire, record: record, zoneID: plan.zoneID))
-                    case (.delete(let id), .success):
+                        results.saveResults[record.recordID] = .failure(await conflictError(wire, clientRecord: record, zoneID: plan.zoneID))
+                    case (.delete(let id, _), .success):
                         results.deleteResults[id] = .success(())
-                    case (.delete(let id), .failure(let wire)):
-                        results.deleteResults[id] = .failure(CloudError(wire))
+                    case (.delete(let id, _), .failure(let wire)):
+                        results.deleteResults[id] = .failure(await conflictError(wire, clientRecord: nil, zoneID: plan.zoneID))
                     }
                 }
             }
@@ -210,14 +216,15 @@ extension Database {
         }
     }
 
-    /// The error of a failed save: a conflict becomes ``CloudError/Code/serverRecordChanged``
-    /// carrying the server's record (with its asset files), the client's, and its ancestor.
-    private func saveError(_ wire: ErrorDictionary, record: Record, zoneID: RecordZone.ID) async -> CloudError {
+    /// The error of a failed save or conditional delete: a conflict becomes
+    /// ``CloudError/Code/serverRecordChanged`` carrying the server's record (with its asset files)
+    /// and, for a save, the client's and its ancestor.
+    private func conflictError(_ wire: ErrorDictionary, clientRecord record: Record?, zoneID: RecordZone.ID) async -> CloudError {
         var error = CloudError(wire)
         guard wire.serverErrorCode == .conflict || wire.serverErrorCode == .exists else { return error }
         error.code = .serverRecordChanged
         error.clientRecord = record
-        error.ancestorRecord = record.recordChangeTag == nil ? nil : record.ancestor
+        error.ancestorRecord = record.flatMap { $0.recordChangeTag == nil ? nil : $0.ancestor }
         if let serverRecord = wire.serverRecord,
             case .success(let server)? = await downloadingAssets(
                 of: [Result { () throws(CloudError) in try self.record(serverRecord, zoneID: zoneID) }]
@@ -239,12 +246,13 @@ extension Database {
 /// One record to save or delete.
 enum Change: Sendable {
     case save(Record)
-    case delete(Record.ID)
+    /// A delete, only of the record at this change tag when one is given.
+    case delete(Record.ID, ifChangeTag: String?)
 
     var recordID: Record.ID {
         switch self {
         case .save(let record): record.recordID
-        case .delete(let id): id
+        case .delete(let id, _): id
         }
     }
 }
@@ -257,7 +265,7 @@ extension ModifyResults where ID == Record.ID, Saved == Record {
     mutating func fail(_ change: Change, with error: CloudError) {
         switch change {
         case .save(let record): saveResults[record.recordID] = .failure(error)
-        case .delete(let id): deleteResults[id] = .failure(error)
+        case .delete(let id, _): deleteResults[id] = .failure(error)
         }
     }
 }
@@ -301,9 +309,11 @@ struct ZoneBatch: Sendable {
                 case .failure(let error):
                     failures.append((change, error))
                 }
-            case .delete(let id):
+            case .delete(let id, let changeTag):
                 operations.append(
-                    (change, RecordOperation(operationType: .forceDelete, record: RecordDictionary(recordName: id.recordName))))
+                    (change, RecordOperation(
+                        operationType: changeTag == nil ? .forceDelete : .delete,
+                        record: RecordDictionary(recordName: id.recordName, recordChangeTag: changeTag))))
             }
         }
         if atomic, let first = failures.first {

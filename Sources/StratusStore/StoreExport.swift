@@ -25,6 +25,9 @@ struct StoreExport {
         /// Changes whose rows cannot be prepared for sending now (an asset file that cannot be
         /// written, say): they wait, the others go.
         var unsendable: [Stratus.Record.ID: CloudError] = [:]
+        /// The change tags the deletes of left-behind records are conditional on: an edit another
+        /// device made there since fails the delete, to be merged, instead of being erased.
+        var deletionChangeTags: [Stratus.Record.ID: String] = [:]
     }
 
     /// What to send for `changes`, as the outbox and the rows have it now: the outbox entry and
@@ -38,8 +41,9 @@ struct StoreExport {
         // The saves whose rows are read, by table.
         var saves: [String: [(recordID: Stratus.Record.ID, entry: PendingChange)]] = [:]
         for change in changes {
-            if case .deleteRecord(let recordID) = change, try StoreMetadata.isMoved(recordID, in: db) {
+            if case .deleteRecord(let recordID) = change, let moved = try StoreMetadata.movedRecord(recordID, in: db) {
                 batch.sent[recordID] = Sent()
+                batch.deletionChangeTags[recordID] = moved.changeTag
                 continue
             }
             guard let rowID = UUID(text: change.recordID.recordName),
@@ -213,6 +217,11 @@ struct StoreExport {
             if error.code == .unknownItem || error.code == .zoneNotFound {
                 // Already gone: what the delete wanted.
                 try settleDelete(recordID, entry: item.entry, in: db)
+            } else if item.entry == nil, error.code == .serverRecordChanged, let server = error.serverRecord {
+                // Another device edited the record a moved row left behind: its edit goes into the
+                // row in its share, and the record is deleted again at its new version.
+                try merger.apply(server: server, recordID: recordID, recordType: server.recordType)
+                merger.outcome.requeued.append(.deleteRecord(recordID))
             } else if !error.keepsChangesPending {
                 settlement.refused = error
                 if let entry = item.entry {

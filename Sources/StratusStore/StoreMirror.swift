@@ -372,6 +372,7 @@ actor StoreMirror: SyncEngineDelegate {
             // is full: a long outbox costs each batch one request's reads, not the whole outbox's.
             var sent: [Stratus.Record.ID: StoreExport.Sent] = [:]
             var records: [Stratus.Record.ID: Stratus.Record] = [:]
+            var deletionChangeTags: [Stratus.Record.ID: String] = [:]
             var settled: [SyncEngine.PendingRecordZoneChange] = []
             var scanned = 0
             while sent.count < Self.operationsPerRequest {
@@ -402,12 +403,15 @@ actor StoreMirror: SyncEngineDelegate {
                 }
                 sent.merge(chunkSent) { $1 }
                 records.merge(chunkRecords) { $1 }
+                deletionChangeTags.merge(chunkBatch.deletionChangeTags) { $1 }
             }
             try await unqueue(settled)
             let toSave = records
-            let batch = await SyncEngine.RecordZoneChangeBatch(
+            var batch = await SyncEngine.RecordZoneChangeBatch(
                 pendingChanges: pending[..<scanned].filter { sent[$0.recordID] != nil }
             ) { toSave[$0] }
+            let deleting = Set(batch?.recordIDsToDelete ?? [])
+            batch?.deletionChangeTags = deletionChangeTags.filter { deleting.contains($0.key) }
             for recordID in (batch?.recordsToSave.map(\.recordID) ?? []) + (batch?.recordIDsToDelete ?? []) {
                 inFlight[recordID] = sent[recordID]
             }

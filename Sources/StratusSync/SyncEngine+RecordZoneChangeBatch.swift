@@ -10,6 +10,10 @@ extension SyncEngine {
         /// Whether each zone's records succeed or fail together; when one fails, the others of its
         /// zone fail with `batchRequestFailed`. Off by default.
         public var atomicByZone: Bool
+        /// Change tags for some records to delete: each is deleted only if the server's record
+        /// still has its tag, and otherwise fails with `serverRecordChanged` carrying the server's
+        /// record (beyond CloudKit, which deletes by ID whatever the record holds). Empty by default.
+        public var deletionChangeTags: [Record.ID: String] = [:]
 
         /// A batch of these records.
         public init(recordsToSave: [Record] = [], recordIDsToDelete: [Record.ID] = [], atomicByZone: Bool = false) {

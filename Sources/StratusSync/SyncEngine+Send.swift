@@ -239,7 +239,8 @@ extension SyncEngine {
             guard !saving.isEmpty || !deleting.isEmpty else { return Answer<Record.ID, Record>(refused: refused) }
             var answer = await Answer {
                 try await transport.modifyRecords(
-                    saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone)
+                    saving: saving, deleting: deleting, deletionChangeTags: batch.deletionChangeTags,
+                    savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone)
             }
             answer.refused = refused
             return answer

@@ -28,8 +28,8 @@ public protocol SyncTransport: Sendable {
     ) async throws -> ModifyResults<RecordZone.ID, RecordZone>
     /// Saves and deletes records.
     func modifyRecords(
-        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: RecordSavePolicy,
-        atomically: Bool
+        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], deletionChangeTags: [Record.ID: String],
+        savePolicy: RecordSavePolicy, atomically: Bool
     ) async throws -> ModifyResults<Record.ID, Record>
     /// The server's limits, which batches stay within.
     func serverLimits() async throws -> ServerLimits

@@ -199,6 +199,34 @@ struct StoreMirrorPartsTests {
         #expect(kept?.changeTag == "t2", "the left-behind record is known at its new version, and still to delete")
     }
 
+    @Test("the delete of a record a moved row left is conditional on its tag; refused because another device edited it, the edit joins the row in its share and the delete goes again at the new tag")
+    func leftBehindDeleteConditional() throws {
+        let queue = try Self.database()
+        let item = UUID()
+        let shareZone = RecordZone.ID(zoneName: MirrorLayout.shareZonePrefix + "a")
+        let oldRecordID = RecordMapping.recordID(item)
+        let export = StoreExport(layout: Self.layout)
+        let (tags, requeued, title, kept) = try queue.write { db in
+            try Self.agreedItem(item, in: db)
+            _ = try StoreSharing(layout: Self.layout).move(item, into: shareZone, in: db)
+            let batch = try export.changesToSend([.deleteRecord(oldRecordID)], in: db)
+            var conflict = CloudError(.serverRecordChanged, "record has changed")
+            conflict.serverRecord = Self.serverItem(item, tag: "t2", title: "Oat milk", done: 0)
+            let answer = SyncEngine.Event.SentRecordZoneChanges(
+                savedRecords: [], failedRecordSaves: [], deletedRecordIDs: [], failedRecordDeletes: [oldRecordID: conflict])
+            var merger = try StoreMerger(layout: Self.layout, db: db)
+            _ = try export.settle(answer, sent: batch.sent, merger: &merger, at: Date())
+            return (
+                batch.deletionChangeTags, merger.outcome.requeued, try String.fetchOne(db, sql: "SELECT title FROM items"),
+                try StoreMetadata.movedRecord(oldRecordID, in: db)
+            )
+        }
+        #expect(tags == [oldRecordID: "t1"], "deleted only as this device knew it")
+        #expect(title == "Oat milk", "the other device's edit joined the row")
+        #expect(Set(requeued) == [.saveRecord(RecordMapping.recordID(item, zoneID: shareZone)), .deleteRecord(oldRecordID)])
+        #expect(kept?.changeTag == "t2", "the next delete is at the new tag")
+    }
+
     @Test("a store file made before the store's tables were versioned is migrated once: its rows and outbox kept, the migration recorded, the app's own migrations untouched")
     func unversionedFileMigrates() async throws {
         try await StoreFoundationTests.withDirectory { directory in

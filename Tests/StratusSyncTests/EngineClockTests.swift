@@ -45,8 +45,8 @@ final class ThrottlingTransport: SyncTransport {
         try await database.modifyRecordZones(saving: zonesToSave, deleting: zoneIDsToDelete)
     }
     func modifyRecords(
-        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: RecordSavePolicy,
-        atomically: Bool
+        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], deletionChangeTags: [Record.ID: String],
+        savePolicy: RecordSavePolicy, atomically: Bool
     ) async throws -> ModifyResults<Record.ID, Record> {
         writes.add(1, ordering: .sequentiallyConsistent)
         let refuse = refusalsLeft.withLock { left in
@@ -57,7 +57,8 @@ final class ThrottlingTransport: SyncTransport {
             throw CloudError(.requestRateLimited, "busy", retryAfterSeconds: retryAfterSeconds)
         }
         let results = try await database.modifyRecords(
-            saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically)
+            saving: recordsToSave, deleting: recordIDsToDelete, deletionChangeTags: deletionChangeTags, savePolicy: savePolicy,
+            atomically: atomically)
         answeredWrites.add(1, ordering: .sequentiallyConsistent)
         return results
     }

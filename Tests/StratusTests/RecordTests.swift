@@ -190,6 +190,42 @@ struct RecordTests {
         }
     }
 
+    @Test("a delete conditional on a change tag fails with serverRecordChanged and the server's record once another device saved; at the current tag it deletes; without one, it deletes whatever the record holds")
+    func conditionalDelete() async throws {
+        try await withServer { server in
+            let phone = try await server.signedInContainer("mei", device: "phone")
+            let laptop = server.makeContainer(device: "laptop", session: phone.session)
+            let zone = try await phone.privateCloudDatabase.save(RecordZone(zoneName: "Notes")).zoneID
+            var note = Record(recordType: "Note", recordID: .init(recordName: "n", zoneID: zone))
+            note["text"] = "first"
+            note = try await phone.privateCloudDatabase.save(note)
+            let phoneTag = try #require(note.recordChangeTag)
+
+            var laptopCopy = try await laptop.privateCloudDatabase.record(for: note.recordID)
+            laptopCopy["text"] = "the laptop's"
+            laptopCopy = try await laptop.privateCloudDatabase.save(laptopCopy)
+
+            let stale = try await phone.privateCloudDatabase.modifyRecords(
+                saving: [], deleting: [note.recordID], deletionChangeTags: [note.recordID: phoneTag])
+            guard case .failure(let error)? = stale.deleteResults[note.recordID] else {
+                Issue.record("a delete at a stale tag must fail: \(stale.deleteResults)")
+                return
+            }
+            #expect(error.code == .serverRecordChanged)
+            #expect(error.serverRecord?["text"] as? String == "the laptop's", "the edit the delete would have erased comes back")
+            let current = try #require(error.serverRecord?.recordChangeTag)
+            let deleted = try await phone.privateCloudDatabase.modifyRecords(
+                saving: [], deleting: [note.recordID], deletionChangeTags: [note.recordID: current])
+            #expect((try? deleted.deleteResults[note.recordID]?.get()) != nil)
+
+            var again = Record(recordType: "Note", recordID: .init(recordName: "m", zoneID: zone))
+            again["text"] = "x"
+            _ = try await phone.privateCloudDatabase.save(again)
+            let unconditional = try await laptop.privateCloudDatabase.modifyRecords(saving: [], deleting: [again.recordID])
+            #expect((try? unconditional.deleteResults[again.recordID]?.get()) != nil)
+        }
+    }
+
     @Test("an atomic batch fails as a whole with batchRequestFailed; a non-atomic one item by item")
     func atomicity() async throws {
         try await withServer { server in
