@@ -101,6 +101,8 @@ extension Database {
     /// - Parameters:
     ///   - recordsToSave: The records to save, new or fetched and changed.
     ///   - recordIDsToDelete: The records to delete.
+    ///   - deletionChangeTags: For some records to delete, the change tag they may be deleted at
+    ///     (see below); the others are deleted whatever they hold.
     ///   - savePolicy: How a save meets a record changed on the server since it was fetched.
     ///   - atomically: In a custom zone, save and delete that zone's records all or none; the items
     ///     that did not fail themselves then fail with ``CloudError/Code/batchRequestFailed``. The
