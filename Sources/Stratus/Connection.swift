@@ -166,7 +166,8 @@ final class Connection: Sendable {
             return url
         }
         var url = path + "?ckAPIToken=" + apiToken.queryValueEncoded
-        if let webAuthToken = token ?? session?.webAuthToken {
+        // A request signed with a server-to-server key acts as the key's user, and carries no session.
+        if configuration.serverToServerKey == nil, let webAuthToken = token ?? session?.webAuthToken {
             url += "&ckWebAuthToken=" + webAuthToken.queryValueEncoded
         }
         return url
@@ -194,6 +195,14 @@ final class Connection: Sendable {
             var request = HTTPClientRequest(url: url(endpoint, token: token))
             request.method = method
             request.headers.add(contentsOf: headers)
+            // Each attempt is signed anew: the server takes a signed date within five minutes.
+            if let key = configuration.serverToServerKey, request.url.hasPrefix(serverURL + "/database/") {
+                let subpath = String(request.url.dropFirst(serverURL.count))
+                let bytes = body.map { Array($0.readableBytesView) } ?? []
+                for header in try key.signingHeaders(subpath: subpath, body: bytes, date: Date()) {
+                    request.headers.replaceOrAdd(name: header.name, value: header.value)
+                }
+            }
             if let body {
                 request.body = .bytes(body)
                 request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")

@@ -73,6 +73,10 @@ public final class Container: Sendable {
         /// What carries requests to the server: `nil` (the default) for an HTTP client over the
         /// network; a transport of the app's (a server in the same process, in tests) otherwise.
         public var httpTransport: (any HTTPTransport)?
+        /// A server-to-server key to sign every request to the databases with, for a backend
+        /// working without a user (`nil` by default): such a container reaches the public database
+        /// only, as the key's own user, and signs nobody in.
+        public var serverToServerKey: ServerToServerKey?
 
         /// How the push channel reaches the server.
         public enum PushTransport: Sendable, Hashable {
@@ -89,9 +93,10 @@ public final class Container: Sendable {
             downloadsAssets: Bool = true,
             logger: Logger = Logger(label: "stratus", factory: { _ in SwiftLogNoOpLogHandler() }),
             pushTransport: PushTransport = .automatic, clock: any Clock<Duration> = ContinuousClock(),
-            httpTransport: (any HTTPTransport)? = nil
+            httpTransport: (any HTTPTransport)? = nil, serverToServerKey: ServerToServerKey? = nil
         ) {
             self.httpTransport = httpTransport
+            self.serverToServerKey = serverToServerKey
             self.pushTransport = pushTransport
             self.clock = clock
             self.connectTimeout = connectTimeout

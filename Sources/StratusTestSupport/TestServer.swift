@@ -192,6 +192,18 @@ package final class TestServer: Sendable {
             body: body, query: query, headers: headers)
     }
 
+    /// Registers a server-to-server key's public half through the admin API; returns the key ID
+    /// and the key's user.
+    package func registerServerKey(_ publicKeyPEM: String, environment: String = "development") async throws
+        -> (keyID: String, userRecordName: String)
+    {
+        let reply = try await request(
+            .POST, "/admin/1/containers/\(container)/keys", body: ["environment": environment, "publicKey": publicKeyPEM],
+            headers: ["Authorization": "Bearer \(credentials.adminToken)"])
+        #expect(reply.status == 201, "\(reply.text)")
+        return (try #require(reply.body["keyID"] as? String), try #require(reply.body["userRecordName"] as? String))
+    }
+
     /// Signs up a new user and returns its web auth token and record name.
     package func signUp(_ username: String) async throws -> (token: String, recordName: String) {
         let reply = try await request(

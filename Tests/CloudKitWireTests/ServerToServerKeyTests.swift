@@ -23,12 +23,7 @@ struct ServerToServerKeyTests {
     static func register(_ publicKeyPEM: String, environment: String = "development", on server: TestServer)
         async throws -> (keyID: String, userRecordName: String)
     {
-        let reply = try await server.request(
-            .POST, "/admin/1/containers/\(server.container)/keys",
-            body: ["environment": environment, "publicKey": publicKeyPEM],
-            headers: ["Authorization": "Bearer \(server.credentials.adminToken)"])
-        #expect(reply.status == 201, "\(reply.text)")
-        return (try #require(reply.body["keyID"] as? String), try #require(reply.body["userRecordName"] as? String))
+        try await server.registerServerKey(publicKeyPEM, environment: environment)
     }
 
     /// The ISO 8601 form Apple's clients send: seconds, UTC.

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Stratus
 import StratusTestSupport
@@ -223,6 +224,38 @@ struct RecordTests {
             _ = try await phone.privateCloudDatabase.save(again)
             let unconditional = try await laptop.privateCloudDatabase.modifyRecords(saving: [], deleting: [again.recordID])
             #expect((try? unconditional.deleteResults[again.recordID]?.get()) != nil)
+        }
+    }
+
+    @Test("a backend signs with a server-to-server key: it writes and queries the public database as the key's user, with no one signed in; another database is refused; a wrong key is refused")
+    func serverToServerKey() async throws {
+        try await withServer { server in
+            let privateKey = P256.Signing.PrivateKey()
+            let (keyID, keyUser) = try await server.registerServerKey(privateKey.publicKey.pemRepresentation)
+            func backend(_ key: ServerToServerKey) -> Container {
+                Container(
+                    identifier: server.container, serverURL: URL(string: server.baseURL)!, apiToken: server.apiToken,
+                    configuration: Container.Configuration(
+                        retryPolicy: RetryPolicy(maxAttempts: 1), serverToServerKey: key))
+            }
+            let signed = backend(try ServerToServerKey(keyID: keyID, privateKeyPEM: privateKey.pemRepresentation))
+            var notice = Record(recordType: "Notice", recordID: Record.ID(recordName: "maintenance"))
+            notice["text"] = "down at noon"
+            let saved = try await signed.publicCloudDatabase.save(notice)
+            #expect(saved.creatorUserRecordID?.recordName == keyUser, "written as the key's user")
+            let reader = try await server.signedInContainer("mei")
+            #expect(try await reader.publicCloudDatabase.record(for: notice.recordID)["text"] as? String == "down at noon")
+            let found = try await signed.publicCloudDatabase.records(matching: Query(recordType: "Notice"))
+            #expect(found.matchResults.map { $0.0.recordName } == ["maintenance"])
+
+            let privateRefused = await #expect(throws: CloudError.self) {
+                try await signed.privateCloudDatabase.save(RecordZone(zoneName: "Mine"))
+            }
+            #expect(privateRefused?.code == .permissionFailure, "\(String(describing: privateRefused))")
+            let stranger = backend(try ServerToServerKey(keyID: keyID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation))
+            let forged = await #expect(throws: CloudError.self) { try await stranger.publicCloudDatabase.save(notice) }
+            #expect(forged?.code == .notAuthenticated && forged?.message.contains("does not verify") == true, "\(String(describing: forged))")
+            #expect(throws: CloudError.self) { try ServerToServerKey(keyID: keyID, privateKeyPEM: "not a key") }
         }
     }
 
