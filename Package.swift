@@ -169,7 +169,7 @@ let package = Package(
         .executableTarget(
             name: "stratus",
             dependencies: [
-                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusStorage", "StratusModel", "StratusProcess",
+                "StratusServer", "StratusSQLite", "StratusPostgres", "StratusStorage", "StratusModel", "StratusProcess", "Stratus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "OTel", package: "swift-otel"),

@@ -18,7 +18,7 @@ struct StratusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus",
         abstract: "A self-hosted CloudKit: sync server and administration.",
-        subcommands: [Serve.self, Admin.self, SchemaCommand.self])
+        subcommands: [Serve.self, Admin.self, SchemaCommand.self, RecordsCommand.self, ZonesCommand.self, ChangesCommand.self])
 }
 
 /// Options naming where data lives, shared by every command that opens storage.
