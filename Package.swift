@@ -166,10 +166,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // How a command line reaches a running server as a client: the examples' and `stratus`'s client commands.
+        .target(
+            name: "StratusCommandLine",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings),
         .executableTarget(
             name: "stratus",
             dependencies: [
                 "StratusServer", "StratusSQLite", "StratusPostgres", "StratusStorage", "StratusModel", "StratusProcess", "Stratus",
+                "StratusCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "OTel", package: "swift-otel"),
@@ -185,7 +191,9 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "ExampleCommands",
-            dependencies: ["ExampleSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "ExampleSupport", "StratusCommandLine", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Examples/Support/ExampleCommands", swiftSettings: swiftSettings),
         .target(
             name: "NotesCore",

@@ -39,12 +39,13 @@ enum StoreHistory {
         try StoreMetadata.value(deletedThroughKey, in: db).flatMap(Int64.fromDatabaseValue) ?? 0
     }
 
-    /// Deletes the transactions committed before `date` and their changes.
+    /// Deletes the transactions committed up to `date` (to the millisecond, the history's
+    /// precision: with no retention, one committed in the same millisecond goes too) and their changes.
     @discardableResult
-    static func delete(before date: Date, in db: GRDB.Database) throws -> Int {
+    static func delete(upTo date: Date, in db: GRDB.Database) throws -> Int {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1_000).rounded(.down))
         guard let last = try Int64.fetchOne(
-            db, sql: "SELECT max(id) FROM stratusstore_transactions WHERE time_ms < ?", arguments: [milliseconds])
+            db, sql: "SELECT max(id) FROM stratusstore_transactions WHERE time_ms <= ?", arguments: [milliseconds])
         else { return 0 }
         return try delete(upTo: last, in: db)
     }
@@ -53,6 +54,6 @@ enum StoreHistory {
     @discardableResult
     static func delete(olderThan retention: Duration, in db: GRDB.Database) throws -> Int {
         let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) * 1e-18
-        return try delete(before: Date(timeIntervalSinceNow: -seconds), in: db)
+        return try delete(upTo: Date(timeIntervalSinceNow: -seconds), in: db)
     }
 }

@@ -1,21 +1,12 @@
 import ArgumentParser
 import Foundation
 import Stratus
+import StratusCommandLine
 
 /// A running server's public database, as Apple's `cktool` reaches CloudKit's: with an API token
 /// alone (reading), or signed with a server-to-server key (reading and writing, as the key's user).
-struct ServerOptions: ParsableArguments {
-    @Option(help: "A credentials.json the server wrote (its URL, default container and API token).")
-    var credentials: String?
-
-    @Option(help: "The server's URL (instead of --credentials).")
-    var server: String?
-
-    @Option(help: "The container identifier (instead of --credentials).")
-    var container: String?
-
-    @Option(help: "An API token of the container (instead of --credentials).")
-    var apiToken: String?
+struct PublicDatabaseOptions: ParsableArguments {
+    @OptionGroup var server: ServerOptions
 
     @Option(help: "development or production.")
     var environment: String = "development"
@@ -28,22 +19,7 @@ struct ServerOptions: ParsableArguments {
 
     /// The container these options name, signing with the key when one is given.
     func makeContainer() throws -> Container {
-        var server = server
-        var container = container
-        var apiToken = apiToken
-        if let credentials {
-            guard let data = FileManager.default.contents(atPath: credentials),
-                let values = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-            else { throw ValidationError("--credentials \(credentials) is not a Stratus credentials.json") }
-            server = server ?? values["url"] as? String
-            container = container ?? values["container"] as? String
-            apiToken = apiToken ?? values["apiToken"] as? String
-        }
-        guard let server, let serverURL = URL(string: server), serverURL.scheme != nil else {
-            throw ValidationError("give --server URL (such as http://127.0.0.1:8080) or --credentials FILE")
-        }
-        guard let container else { throw ValidationError("give --container ID or --credentials FILE") }
-        guard let apiToken else { throw ValidationError("give --api-token TOKEN or --credentials FILE") }
+        let (serverURL, container, apiToken) = try server.resolved()
         guard let environment = Container.Environment(rawValue: environment) else {
             throw ValidationError("--environment is development or production, not '\(environment)'")
         }
@@ -119,7 +95,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
     struct Query: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the records of a type, optionally where fields equal values.")
-        @OptionGroup var options: ServerOptions
+        @OptionGroup var options: PublicDatabaseOptions
         @Argument(help: "The record type.") var recordType: String
         @Option(name: .customLong("where"), help: "NAME=VALUE: only records whose field equals the value (repeatable).")
         var filters: [String] = []
@@ -152,7 +128,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print one record.")
-        @OptionGroup var options: ServerOptions
+        @OptionGroup var options: PublicDatabaseOptions
         @Argument(help: "The record's name.") var recordName: String
 
         func run() async throws {
@@ -162,7 +138,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a record (signed with a server-to-server key).")
-        @OptionGroup var options: ServerOptions
+        @OptionGroup var options: PublicDatabaseOptions
         @Argument(help: "The record type.") var recordType: String
         @Option(help: "The record's name (a new UUID by default).") var name: String?
         @Option(help: "NAME=VALUE: a field (repeatable); integers and decimals are numbers, anything else text.")
@@ -178,7 +154,7 @@ struct RecordsCommand: AsyncParsableCommand {
     struct Update: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Change fields of a record (signed with a server-to-server key); refused if it changed meanwhile.")
-        @OptionGroup var options: ServerOptions
+        @OptionGroup var options: PublicDatabaseOptions
         @Argument(help: "The record's name.") var recordName: String
         @Option(help: "NAME=VALUE: a field to set (repeatable).") var field: [String] = []
         @Option(help: "A field to remove (repeatable).") var remove: [String] = []
@@ -194,7 +170,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Delete a record (signed with a server-to-server key).")
-        @OptionGroup var options: ServerOptions
+        @OptionGroup var options: PublicDatabaseOptions
         @Argument(help: "The record's name.") var recordName: String
 
         func run() async throws {
@@ -207,7 +183,7 @@ struct RecordsCommand: AsyncParsableCommand {
 struct ZonesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "zones", abstract: "List the zones of a running server's public database.")
-    @OptionGroup var options: ServerOptions
+    @OptionGroup var options: PublicDatabaseOptions
 
     func run() async throws {
         for zone in try await options.database().allRecordZones() { emit(zone.zoneID.zoneName) }
@@ -224,7 +200,7 @@ struct ChangesCommand: AsyncParsableCommand {
             late is not missed; records already printed at their change tag are not printed again). Deletions \
             are not seen. It runs until interrupted.
             """)
-    @OptionGroup var options: ServerOptions
+    @OptionGroup var options: PublicDatabaseOptions
     @Argument(help: "The record type.") var recordType: String
     @Flag(help: "Keep printing changes as they happen, until interrupted.") var follow = false
     @Option(help: "Seconds between reads while following.") var interval: Double = 2

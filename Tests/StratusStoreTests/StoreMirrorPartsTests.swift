@@ -166,15 +166,24 @@ struct StoreMirrorPartsTests {
         #expect(permission == .readWrite)
     }
 
-    @Test("an edit another device made to the record a moved row left behind is merged into the row in its share, not skipped; the record as this device left it changes nothing")
-    func editLeftBehindMerged() throws {
-        let queue = try Self.database()
+    /// A database holding an item this device and the server agreed on at `t1`, then moved into a
+    /// share's zone (its left-behind record kept to delete).
+    static func movedItem() throws -> (queue: DatabaseQueue, item: UUID, shareZone: RecordZone.ID) {
+        let queue = try database()
         let item = UUID()
         let shareZone = RecordZone.ID(zoneName: MirrorLayout.shareZonePrefix + "a")
+        try queue.write { db in
+            try agreedItem(item, in: db)
+            _ = try StoreSharing(layout: layout).move(item, into: shareZone, in: db)
+        }
+        return (queue, item, shareZone)
+    }
+
+    @Test("an edit another device made to the record a moved row left behind is merged into the row in its share, not skipped; the record as this device left it changes nothing")
+    func editLeftBehindMerged() throws {
+        let (queue, item, shareZone) = try Self.movedItem()
         let oldRecordID = RecordMapping.recordID(item)
         let (unchanged, edited, title, outbox) = try queue.write { db in
-            try Self.agreedItem(item, in: db)
-            _ = try StoreSharing(layout: Self.layout).move(item, into: shareZone, in: db)
             // The move's save reached the share; then this device renames the item there.
             try StoreMetadata.confirm(try #require(try StoreMetadata.outboxEntry(rowID: item, in: db)), in: db)
             try db.execute(sql: "UPDATE items SET done = 1")
@@ -201,14 +210,10 @@ struct StoreMirrorPartsTests {
 
     @Test("the delete of a record a moved row left is conditional on its tag; refused because another device edited it, the edit joins the row in its share and the delete goes again at the new tag")
     func leftBehindDeleteConditional() throws {
-        let queue = try Self.database()
-        let item = UUID()
-        let shareZone = RecordZone.ID(zoneName: MirrorLayout.shareZonePrefix + "a")
+        let (queue, item, shareZone) = try Self.movedItem()
         let oldRecordID = RecordMapping.recordID(item)
         let export = StoreExport(layout: Self.layout)
         let (tags, requeued, title, kept) = try queue.write { db in
-            try Self.agreedItem(item, in: db)
-            _ = try StoreSharing(layout: Self.layout).move(item, into: shareZone, in: db)
             let batch = try export.changesToSend([.deleteRecord(oldRecordID)], in: db)
             var conflict = CloudError(.serverRecordChanged, "record has changed")
             conflict.serverRecord = Self.serverItem(item, tag: "t2", title: "Oat milk", done: 0)

@@ -1,6 +1,7 @@
 public import ArgumentParser
 public import ExampleSupport
 public import Foundation
+import StratusCommandLine
 
 /// Where the server is and who signs in: the options of an example's `signup` and `signin`.
 public struct AccountOptions: ParsableArguments {
@@ -19,39 +20,13 @@ public struct AccountOptions: ParsableArguments {
     @Option(help: "The nonce the app made for --identity-token (Apple's token carries its SHA-256).")
     var nonce: String?
 
-    @Option(help: "A Stratus server's credentials.json, for its URL, container and API token.")
-    var credentials: String?
-
-    @Option(help: "The server's URL (instead of --credentials).")
-    var server: String?
-
-    @Option(help: "The container identifier (instead of --credentials).")
-    var container: String?
-
-    @Option(help: "An API token of the container (instead of --credentials).")
-    var apiToken: String?
+    @OptionGroup var server: ServerOptions
 
     public init() {}
 
     /// The account to set `stateDirectory` up with.
     public func account(stateDirectory: URL) throws -> DeviceDirectory.Account {
-        var server = server
-        var container = container
-        var apiToken = apiToken
-        if let credentials {
-            let data = try Data(contentsOf: URL(fileURLWithPath: credentials))
-            guard let values = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-                throw ValidationError("--credentials \(credentials) is not a Stratus credentials.json")
-            }
-            server = server ?? values["url"] as? String
-            container = container ?? values["container"] as? String
-            apiToken = apiToken ?? values["apiToken"] as? String
-        }
-        guard let server, let serverURL = URL(string: server), serverURL.scheme != nil else {
-            throw ValidationError("give --server URL (such as http://127.0.0.1:8080) or --credentials FILE")
-        }
-        guard let container else { throw ValidationError("give --container ID or --credentials FILE") }
-        guard let apiToken else { throw ValidationError("give --api-token TOKEN or --credentials FILE") }
+        let (serverURL, container, apiToken) = try server.resolved()
         if let identityToken {
             guard username == nil, password == nil else {
                 throw ValidationError("--identity-token signs in without a username or password; leave them out")
